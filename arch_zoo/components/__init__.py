@@ -1,0 +1,1 @@
+"""Swappable Transformer parts, one file and one registry per family."""

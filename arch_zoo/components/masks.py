@@ -1,0 +1,85 @@
+"""The package's one mask convention.
+
+A mask is a boolean "may attend" tensor (True = the query may look at the key), broadcastable to
+(batch, heads, q_len, k_len), built once per forward and handed to every layer. Padding comes in
+as Hugging Face's ``attention_mask``: (batch, length), 1/True for real tokens.
+
+Query rows with nothing to attend to (a left-padded query under a causal mask, a padded query
+in cross-attention to an empty source) would make softmax return NaN. We let such rows attend
+everywhere (so the softmax is finite) and then zero their output via ``keep``: their attention
+output is exactly 0, and nothing non-finite can reach the residual stream or the loss.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class AttentionMask:
+    allowed: Optional[Tensor] = None  # bool (B|1, 1, Lq, Lk), or float additive bias with -inf where masked
+    is_causal: bool = False  # square causal mask with nothing else: backends may take a fused path
+    keep: Optional[Tensor] = None  # (B, 1, Lq, 1) float: 0 for rows that may attend to nothing
+
+    def with_bias(self, bias: Optional[Tensor], q_len: int, k_len: int) -> "AttentionMask":
+        """Fold an additive score bias (ALiBi, T5) into a float mask, once for all layers."""
+        if bias is None:
+            return self
+        allowed = self.materialize(q_len, k_len, bias.device)
+        if allowed is not None:
+            bias = bias.masked_fill(~allowed, float("-inf"))
+        return AttentionMask(bias, False, self.keep)
+
+    def materialize(self, q_len: int, k_len: int, device) -> Optional[Tensor]:
+        """The boolean form, building the causal triangle if it was left implicit."""
+        if self.is_causal:
+            return causal(q_len, k_len, k_len - q_len, device).view(1, 1, q_len, k_len)
+        return self.allowed
+
+
+def causal(q_len: int, k_len: int, past: int, device=None) -> Tensor:
+    """(q_len, k_len) bool: query i (absolute index past + i) may see keys 0..past + i."""
+    q_idx = torch.arange(q_len, device=device).unsqueeze(1) + past
+    return torch.arange(k_len, device=device).unsqueeze(0) <= q_idx
+
+
+def padding(attention_mask: Tensor) -> Tensor:
+    """(B, Lk) real-token mask -> (B, 1, 1, Lk) bool."""
+    return attention_mask.bool()[:, None, None, :]
+
+
+def _finish(allowed: Tensor) -> AttentionMask:
+    nonempty = allowed.any(-1, keepdim=True)
+    return AttentionMask(allowed | ~nonempty, False, nonempty.to(torch.float32))
+
+
+def self_attention_mask(attention_mask: Optional[Tensor], q_len: int, past: int, is_causal: bool,
+                        device=None) -> AttentionMask:
+    """Mask for self-attention over ``past`` cached keys plus ``q_len`` new ones.
+
+    ``attention_mask`` covers all past + q_len keys."""
+    k_len = past + q_len
+    if attention_mask is None:
+        if not is_causal:
+            return AttentionMask()
+        if past == 0:
+            return AttentionMask(is_causal=True)
+        return AttentionMask(causal(q_len, k_len, past, device).view(1, 1, q_len, k_len))
+    if attention_mask.shape[-1] != k_len:
+        raise ValueError(f"attention_mask covers {attention_mask.shape[-1]} positions, expected {k_len}")
+    allowed = padding(attention_mask)
+    if is_causal:
+        allowed = allowed & causal(q_len, k_len, past, attention_mask.device)
+    else:
+        allowed = allowed.expand(-1, 1, q_len, -1)
+    return _finish(allowed)
+
+
+def cross_attention_mask(source_mask: Optional[Tensor], q_len: int) -> AttentionMask:
+    """Decoder queries over encoder memory: only the source's padding matters."""
+    if source_mask is None:
+        return AttentionMask()
+    return _finish(padding(source_mask).expand(-1, 1, q_len, -1))

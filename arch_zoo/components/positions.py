@@ -1,0 +1,233 @@
+"""Position schemes. Each acts through up to three hooks, all no-ops by default:
+
+* ``embed(x, pos)``            adds to token embeddings (sinusoidal, learned);
+* ``rotate(q, k, q_pos, k_pos)`` rotates queries and keys (RoPE);
+* ``score_bias(q_pos, k_pos)``   returns an additive (B|1, H, Lq, Lk) score bias (ALiBi, T5).
+
+Positions are explicit integer tensors of shape (B|1, L), so cached decoding (offset positions)
+and left-padded prompts need no special cases.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from ..errors import ConfigError
+from ..registry import NoOptions, Registry
+
+POSITIONS = Registry("positions", "position scheme")
+
+
+@dataclass(frozen=True)
+class PositionContext:
+    """What a scheme may need to know about the stack it serves."""
+
+    d_model: int
+    n_heads: int
+    head_dim: int
+    max_seq_len: int
+    causal: bool  # decoder self-attention (T5 buckets differ)
+
+
+class PositionScheme(nn.Module):
+    acts_in_attention = False  # True when rotate/score_bias do something (usable in cross-attention)
+
+    def embed(self, x: Tensor, pos: Tensor) -> Tensor:
+        return x
+
+    def rotate(self, q: Tensor, k: Optional[Tensor], q_pos: Tensor, k_pos: Tensor
+               ) -> Tuple[Tensor, Optional[Tensor]]:
+        """k may be None (cached cross-attention keys were rotated already)."""
+        return q, k
+
+    def score_bias(self, q_pos: Tensor, k_pos: Tensor, cross: bool = False) -> Optional[Tensor]:
+        return None
+
+    @classmethod
+    def check(cls, options, ctx: PositionContext, key: str) -> None:
+        """Raise ConfigError if the options do not fit the model; called before building."""
+
+
+@POSITIONS.register("none", NoOptions, "no position information (permutation-equivariant encoder)")
+class NoPosition(PositionScheme):
+    def __init__(self, options, ctx: PositionContext):
+        super().__init__()
+
+
+@dataclass(frozen=True)
+class SinusoidalOptions:
+    base: float = 10000.0
+
+
+@POSITIONS.register("sinusoidal", SinusoidalOptions, "fixed sin/cos added to embeddings (Vaswani et al. 2017)")
+class Sinusoidal(PositionScheme):
+    def __init__(self, options: SinusoidalOptions, ctx: PositionContext):
+        super().__init__()
+        half = (ctx.d_model + 1) // 2
+        inv = torch.exp(-math.log(options.base) * torch.arange(half, dtype=torch.float64) * 2 / ctx.d_model)
+        self.register_buffer("inv_freq", inv.float(), persistent=False)
+        self.d_model = ctx.d_model
+
+    def table(self, pos: Tensor) -> Tensor:
+        angles = pos.unsqueeze(-1).float() * self.inv_freq
+        pe = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # sin, cos interleaved
+        return pe[..., : self.d_model]
+
+    def embed(self, x: Tensor, pos: Tensor) -> Tensor:
+        return x + self.table(pos).to(x.dtype)
+
+
+@dataclass(frozen=True)
+class LearnedOptions:
+    size: Optional[int] = None  # table length; defaults to model.max_seq_len
+
+
+@POSITIONS.register("learned", LearnedOptions, "trained absolute position table added to embeddings")
+class Learned(PositionScheme):
+    def __init__(self, options: LearnedOptions, ctx: PositionContext):
+        super().__init__()
+        self.table = nn.Embedding(options.size or ctx.max_seq_len, ctx.d_model)
+
+    @classmethod
+    def check(cls, options, ctx, key):
+        if options.size is not None and options.size < ctx.max_seq_len:
+            raise ConfigError(f"{key}.size", f"learned position table ({options.size}) is shorter than "
+                              f"model.max_seq_len ({ctx.max_seq_len})")
+
+    def embed(self, x: Tensor, pos: Tensor) -> Tensor:
+        n = self.table.num_embeddings
+        if pos.numel() and int(pos.max()) >= n:
+            raise ValueError(f"position {int(pos.max())} is past the learned position table ({n} positions)")
+        return x + self.table(pos)
+
+
+@dataclass(frozen=True)
+class RopeOptions:
+    base: float = 10000.0
+    fraction: float = 1.0  # share of each head's dims that rotate (GPT-NeoX style partial rotary)
+    interleaved: bool = False  # rotate (x0,x1),(x2,x3)... pairs instead of the two halves
+
+    def __post_init__(self):
+        if not 0.0 < self.fraction <= 1.0:
+            raise ValueError(f"fraction must be in (0, 1], got {self.fraction}")
+
+
+@POSITIONS.register("rope", RopeOptions, "rotary embeddings on q and k (Su et al. 2021)")
+class Rotary(PositionScheme):
+    acts_in_attention = True
+
+    def __init__(self, options: RopeOptions, ctx: PositionContext):
+        super().__init__()
+        self.rot = self.rotated_dims(options, ctx)
+        inv = 1.0 / options.base ** (torch.arange(0, self.rot, 2, dtype=torch.float64) / self.rot)
+        self.register_buffer("inv_freq", inv.float(), persistent=False)
+        self.interleaved = options.interleaved
+
+    @staticmethod
+    def rotated_dims(options: RopeOptions, ctx: PositionContext) -> int:
+        return int(round(ctx.head_dim * options.fraction))
+
+    @classmethod
+    def check(cls, options, ctx, key):
+        rot = cls.rotated_dims(options, ctx)
+        if rot % 2 or rot == 0:
+            raise ConfigError(key, f"RoPE needs an even, non-zero rotated dimension; head_dim {ctx.head_dim} "
+                              f"x fraction {options.fraction} = {rot}")
+
+    def _cos_sin(self, pos: Tensor, dtype) -> Tuple[Tensor, Tensor]:
+        angles = pos.unsqueeze(-1).float() * self.inv_freq  # (B, L, rot/2)
+        if self.interleaved:
+            angles = angles.repeat_interleave(2, dim=-1)
+        else:
+            angles = torch.cat((angles, angles), dim=-1)
+        return angles.cos().unsqueeze(1).to(dtype), angles.sin().unsqueeze(1).to(dtype)  # (B, 1, L, rot)
+
+    def _turn(self, x: Tensor) -> Tensor:
+        if self.interleaved:
+            pairs = x.unflatten(-1, (-1, 2))
+            return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
+        a, b = x.chunk(2, dim=-1)
+        return torch.cat((-b, a), dim=-1)
+
+    def _apply(self, x: Tensor, pos: Tensor) -> Tensor:
+        cos, sin = self._cos_sin(pos, x.dtype)
+        head, tail = x[..., : self.rot], x[..., self.rot:]
+        head = head * cos + self._turn(head) * sin
+        return torch.cat((head, tail), dim=-1) if tail.shape[-1] else head
+
+    def rotate(self, q, k, q_pos, k_pos):
+        return self._apply(q, q_pos), None if k is None else self._apply(k, k_pos)
+
+
+def alibi_slopes(n_heads: int, max_bias: float = 8.0) -> Tensor:
+    """Geometric per-head slopes from Press et al. 2022; non-powers of two interleave the next power."""
+    def powers(n):
+        start = 2 ** (-max_bias / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    closest = 2 ** math.floor(math.log2(n_heads))
+    slopes = powers(closest)
+    if closest < n_heads:
+        slopes += powers(2 * closest)[0::2][: n_heads - closest]
+    return torch.tensor(slopes)
+
+
+@dataclass(frozen=True)
+class AlibiOptions:
+    max_bias: float = 8.0
+
+
+@POSITIONS.register("alibi", AlibiOptions, "linear distance penalty on attention scores (Press et al. 2022)")
+class Alibi(PositionScheme):
+    acts_in_attention = True
+
+    def __init__(self, options: AlibiOptions, ctx: PositionContext):
+        super().__init__()
+        self.register_buffer("slopes", alibi_slopes(ctx.n_heads, options.max_bias), persistent=False)
+
+    def score_bias(self, q_pos, k_pos, cross=False):
+        dist = (k_pos.unsqueeze(-2) - q_pos.unsqueeze(-1)).abs().unsqueeze(1)  # (B, 1, Lq, Lk)
+        return -self.slopes.view(1, -1, 1, 1) * dist
+
+
+@dataclass(frozen=True)
+class T5BiasOptions:
+    num_buckets: int = 32
+    max_distance: int = 128
+
+
+def t5_bucket(relative: Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> Tensor:
+    """Bucket of each key-minus-query distance: exact for small distances, log-spaced up to max_distance."""
+    buckets = torch.zeros_like(relative)
+    if bidirectional:
+        num_buckets //= 2
+        buckets = buckets + (relative > 0).long() * num_buckets
+        distance = relative.abs()
+    else:
+        distance = (-relative).clamp(min=0)
+    exact = num_buckets // 2
+    far = exact + (
+        torch.log(distance.float().clamp(min=1) / exact) / math.log(max_distance / exact) * (num_buckets - exact)
+    ).long()
+    far = far.clamp(max=num_buckets - 1)
+    return buckets + torch.where(distance < exact, distance, far)
+
+
+@POSITIONS.register("t5_bias", T5BiasOptions, "learned bucketed relative bias, shared by all layers (Raffel et al. 2020)")
+class T5Bias(PositionScheme):
+    acts_in_attention = True
+
+    def __init__(self, options: T5BiasOptions, ctx: PositionContext):
+        super().__init__()
+        self.options = options
+        self.causal = ctx.causal
+        self.bias = nn.Embedding(options.num_buckets, ctx.n_heads)
+
+    def score_bias(self, q_pos, k_pos, cross=False):
+        relative = k_pos.unsqueeze(-2) - q_pos.unsqueeze(-1)  # (B, Lq, Lk)
+        buckets = t5_bucket(relative, cross or not self.causal, self.options.num_buckets, self.options.max_distance)
+        return self.bias(buckets).permute(0, 3, 1, 2)  # (B, H, Lq, Lk)

@@ -1,0 +1,296 @@
+"""The typed experiment schema and the one place YAML is read.
+
+``load(source, overrides)`` reads a YAML file (or ``preset:NAME``), merges OmegaConf dotlist
+overrides (``model.position=rope``), and returns a validated ``ExperimentConfig``. Every error is
+a ``ConfigError`` naming the dotted key, the bad value and the choices.
+
+OmegaConf is imported only by the loading functions, so ``arch_zoo.models`` (which needs the
+schema) works with torch alone.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Union
+
+from .config_types import from_dict, to_dict
+from .errors import ConfigError
+from .registry import ComponentSpec
+
+
+def component(registry: str, default: str):
+    """A config field naming a registered component (bare name or {name: ..., **options})."""
+
+    def lookup():
+        from .registry import all_registries
+
+        return all_registries()[registry]
+
+    return field(default=ComponentSpec(default), metadata={"registry": lookup})
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    kind: Literal["encoder", "decoder", "encoder_decoder"] = "decoder"
+    vocab_size: Optional[int] = None  # null: taken from the task's tokenizer
+    d_model: int = 256
+    n_layers: int = 4
+    n_encoder_layers: Optional[int] = None  # default: n_layers
+    n_decoder_layers: Optional[int] = None  # default: n_layers
+    n_heads: int = 4
+    n_kv_heads: Optional[int] = None  # default: n_heads (MHA); 1 is MQA; in between is GQA
+    head_dim: Optional[int] = None  # default: d_model // n_heads
+    d_ff: int = 1024
+    max_seq_len: int = 512
+    position: ComponentSpec = component("positions", "sinusoidal")
+    cross_attention_position: bool = False  # also apply the scheme's rotate/bias in cross-attention
+    norm: ComponentSpec = component("norms", "layernorm")
+    norm_placement: Literal["pre", "post"] = "pre"
+    final_norm: Optional[bool] = None  # norm after the last layer; default: true for pre, false for post
+    ffn: ComponentSpec = component("feedforward", "gelu")
+    attention: ComponentSpec = component("attention", "sdpa")
+    head: ComponentSpec = component("heads", "lm")
+    init: ComponentSpec = component("init", "normal")
+    dropout: float = 0.0  # residual paths
+    attention_dropout: Optional[float] = None  # default: dropout
+    embedding_dropout: Optional[float] = None  # default: dropout
+    bias: bool = True  # biases in attention and feed-forward projections
+    scale_embeddings: bool = False  # multiply token embeddings by sqrt(d_model)
+    tie_embeddings: bool = True  # output projection shares the token embedding
+    tie_encoder_decoder_embeddings: bool = False
+    pad_token_id: int = 0
+
+    # Resolved views of the defaults above.
+    @property
+    def encoder_layers(self) -> int:
+        return self.n_encoder_layers if self.n_encoder_layers is not None else self.n_layers
+
+    @property
+    def decoder_layers(self) -> int:
+        return self.n_decoder_layers if self.n_decoder_layers is not None else self.n_layers
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_heads if self.n_kv_heads is not None else self.n_heads
+
+    @property
+    def dim_per_head(self) -> int:
+        return self.head_dim if self.head_dim is not None else self.d_model // self.n_heads
+
+    @property
+    def use_final_norm(self) -> bool:
+        return self.final_norm if self.final_norm is not None else self.norm_placement == "pre"
+
+    def rate(self, name: str) -> float:
+        value = getattr(self, name)
+        return self.dropout if value is None else value
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    name: str = "experiment"
+    seed: int = 0
+    model: ModelConfig = field(default_factory=ModelConfig)
+    # Filled in by the training issue; free-form until then.
+    task: Dict[str, Any] = field(default_factory=dict)
+    train: Dict[str, Any] = field(default_factory=dict)
+    logging: Dict[str, Any] = field(default_factory=dict)
+
+
+PRESET_PREFIX = "preset:"
+
+
+def _positive(key: str, value: Optional[Union[int, float]], allow_zero: bool = False) -> None:
+    if value is not None and (value < 0 or (value == 0 and not allow_zero)):
+        raise ConfigError(key, f"must be {'>= 0' if allow_zero else 'positive'}, got {value}")
+
+
+def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
+    """Cross-field checks; every error names the key."""
+    from .components.positions import POSITIONS, PositionContext
+    from .models.heads import HEADS
+
+    for name in ("d_model", "n_layers", "n_encoder_layers", "n_decoder_layers", "n_heads", "n_kv_heads",
+                 "head_dim", "d_ff", "max_seq_len", "vocab_size"):
+        _positive(f"{key}.{name}", getattr(m, name))
+    for name in ("dropout", "attention_dropout", "embedding_dropout"):
+        value = getattr(m, name)
+        if value is not None and not 0.0 <= value < 1.0:
+            raise ConfigError(f"{key}.{name}", f"must be in [0, 1), got {value}")
+    if m.head_dim is None and m.d_model % m.n_heads:
+        raise ConfigError(f"{key}.n_heads", f"d_model ({m.d_model}) is not divisible by n_heads ({m.n_heads}); "
+                          f"change one, or set {key}.head_dim explicitly")
+    if m.n_heads % m.kv_heads:
+        raise ConfigError(f"{key}.n_kv_heads", f"n_heads ({m.n_heads}) is not divisible by n_kv_heads ({m.kv_heads})")
+    ctx = PositionContext(m.d_model, m.n_heads, m.dim_per_head, m.max_seq_len, causal=m.kind != "encoder")
+    scheme = POSITIONS.get(m.position.name)
+    scheme.factory.check(m.position.options, ctx, f"{key}.position")
+    if m.cross_attention_position:
+        if m.kind != "encoder_decoder":
+            raise ConfigError(f"{key}.cross_attention_position", "only applies to kind 'encoder_decoder'")
+        if not scheme.factory.acts_in_attention:
+            able = [e.name for e in POSITIONS.entries() if e.factory.acts_in_attention]
+            raise ConfigError(f"{key}.cross_attention_position", f"position '{m.position.name}' only adds to "
+                              f"embeddings, so it cannot act in cross-attention; schemes that can: {', '.join(able)}")
+    head = HEADS.get(m.head.name)
+    if m.kind not in head.factory.kinds:
+        fits = [e.name for e in HEADS.entries() if m.kind in e.factory.kinds]
+        raise ConfigError(f"{key}.head", f"head '{m.head.name}' does not fit kind '{m.kind}'; "
+                          f"heads for {m.kind}: {', '.join(fits)}")
+    return m
+
+
+def validate(cfg: ExperimentConfig) -> ExperimentConfig:
+    validate_model(cfg.model)
+    return cfg
+
+
+# --------------------------------------------------------------------------------------- loading
+
+def _omegaconf():
+    """Imported on first use, so the schema (and with it arch_zoo.models) needs torch alone."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    return OmegaConf, OmegaConfBaseException
+
+
+def preset_dir() -> Path:
+    return Path(__file__).parent / "models" / "presets"
+
+
+def preset_names() -> List[str]:
+    return sorted(p.stem for p in preset_dir().glob("*.yaml"))
+
+
+def _read_yaml(path: Path, key: str) -> Dict[str, Any]:
+    OmegaConf, OmegaConfBaseException = _omegaconf()
+    if not path.is_file():
+        raise ConfigError(key, f"file not found: {path}")
+    try:
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except (OmegaConfBaseException, ValueError) as exc:  # yaml errors are ValueError subclasses here
+        raise ConfigError(key, f"cannot parse {path}: {str(exc).splitlines()[0]}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(key, f"{path} must hold a mapping, not {type(data).__name__}")
+    return data
+
+
+def _source_path(source: str, here: Path, key: str) -> Path:
+    if source.startswith(PRESET_PREFIX):
+        name = source[len(PRESET_PREFIX):]
+        if name not in preset_names():
+            from .errors import choice_error
+
+            raise choice_error(key, "preset", name, preset_names())
+        return preset_dir() / f"{name}.yaml"
+    path = Path(source).expanduser()
+    return path if path.is_absolute() else here / path
+
+
+def _expand_model(value: Any, here: Path, key: str, depth: int = 0) -> Any:
+    """``model: preset:NAME`` / ``model: path.yaml`` / ``model: {base: ..., **changes}`` -> a plain mapping."""
+    if depth > 8:
+        raise ConfigError(key, "model 'base' chain is too deep (a cycle?)")
+    if isinstance(value, str):
+        value = {"base": value}
+    if not isinstance(value, dict) or "base" not in value:
+        return value
+    value = dict(value)
+    path = _source_path(str(value.pop("base")), here, f"{key}.base")
+    base = _read_yaml(path, f"{key}.base")
+    base = base.get("model", base) if _is_experiment(base) else base
+    base = _expand_model(base, path.parent, key, depth + 1)
+    return _merge(ModelConfig, base, value)
+
+
+def _is_experiment(data: Mapping) -> bool:
+    names = {f.name for f in dataclasses.fields(ExperimentConfig)}
+    return any(k in names for k in data)
+
+
+def _merge(schema: type, base: Any, over: Any) -> Any:
+    """Deep-merge ``over`` onto ``base`` following the schema. A component whose name changes is
+    replaced whole (its old options would not fit the new one); same name merges the options."""
+    if not isinstance(over, Mapping) or not isinstance(base, Mapping):
+        return over
+    fields = {f.name: f for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else {}
+    hints = typing.get_type_hints(schema) if fields else {}
+    out = dict(base)
+    for k, v in over.items():
+        f = fields.get(k)
+        if k not in out or f is None:
+            out[k] = v
+        elif "registry" in f.metadata:
+            old = out[k] if isinstance(out[k], Mapping) else {"name": out[k]}
+            new = v if isinstance(v, Mapping) else {"name": v}
+            out[k] = dict(new) if new.get("name", old.get("name")) != old.get("name") else {**old, **new}
+        elif dataclasses.is_dataclass(hints[k]):
+            out[k] = _merge(hints[k], out[k], v)
+        elif isinstance(out[k], Mapping) and isinstance(v, Mapping):
+            out[k] = _merge(None, out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def parse_overrides(overrides: Sequence[str]) -> Dict[str, Any]:
+    OmegaConf, OmegaConfBaseException = _omegaconf()
+    for item in overrides:
+        if "=" not in item or item.startswith("="):
+            raise ConfigError(item, "an override must look like key=value (e.g. model.position=rope)")
+    try:
+        return OmegaConf.to_container(OmegaConf.from_dotlist(list(overrides)), resolve=False)
+    except OmegaConfBaseException as exc:
+        raise ConfigError("overrides", str(exc).splitlines()[0]) from None
+
+
+def load_dict(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) -> Dict[str, Any]:
+    """The merged, interpolation-resolved plain data, before typing."""
+    OmegaConf, OmegaConfBaseException = _omegaconf()
+    if isinstance(source, Mapping):
+        data, here = dict(source), Path.cwd()
+    else:
+        source = str(source)
+        path = _source_path(source, Path.cwd(), "config")
+        data, here = _read_yaml(path, "config"), path.parent
+    if not _is_experiment(data):  # a model-only file (configs/models/*.yaml, presets)
+        data = {"name": Path(str(source)).stem.replace(PRESET_PREFIX, ""), "model": data}
+    if "model" in data:
+        data["model"] = _expand_model(data["model"], here, "model")
+    over = parse_overrides(overrides)
+    if "model" in over:
+        over["model"] = _expand_model(over["model"], here, "model")
+    merged = _merge(ExperimentConfig, data, over)
+    try:
+        return OmegaConf.to_container(OmegaConf.create(merged), resolve=True)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(getattr(exc, "full_key", "") or "config", str(exc).splitlines()[0]) from None
+
+
+def load(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) -> ExperimentConfig:
+    return validate(from_dict(ExperimentConfig, load_dict(source, overrides)))
+
+
+def model_config(data: Union[Mapping, ModelConfig]) -> ModelConfig:
+    """A validated ModelConfig from a plain mapping (for library users building models in Python)."""
+    if isinstance(data, ModelConfig):
+        data = to_dict(data)  # re-parse so hand-built specs get their registered option types
+    return validate_model(from_dict(ModelConfig, _expand_model(dict(data), Path.cwd(), "model"), "model"))
+
+
+def to_yaml(cfg: Any) -> str:
+    OmegaConf, _ = _omegaconf()
+    return OmegaConf.to_yaml(OmegaConf.create(to_dict(cfg)))
+
+
+def save(cfg: ExperimentConfig, path: Union[str, Path]) -> None:
+    """Write the fully resolved config atomically (a crash never leaves half a file)."""
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(to_yaml(cfg))
+    tmp.replace(path)

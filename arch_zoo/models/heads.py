@@ -1,0 +1,112 @@
+"""Output heads: what a model does with its final hidden states."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+import torch
+from torch import Tensor, nn
+
+from ..registry import Registry
+
+HEADS = Registry("heads", "head")
+
+
+@dataclass(frozen=True)
+class HeadContext:
+    d_model: int
+    vocab_size: int
+    bias: bool
+
+
+def pool(hidden: Tensor, attention_mask: Optional[Tensor], pooling: str) -> Tensor:
+    """(B, L, d) -> (B, d): the first token ('cls') or the mean over real tokens ('mean')."""
+    if pooling == "cls":
+        return hidden[:, 0]
+    if attention_mask is None:
+        return hidden.mean(dim=1)
+    weights = attention_mask.to(hidden.dtype).unsqueeze(-1)
+    return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+
+
+@dataclass(frozen=True)
+class LMHeadOptions:
+    bias: bool = False
+
+
+@HEADS.register("lm", LMHeadOptions, "vocabulary logits per position (causal LM, seq2seq, or masked LM)")
+class LMHead(nn.Module):
+    kinds = ("encoder", "decoder", "encoder_decoder")
+
+    def __init__(self, options: LMHeadOptions, ctx: HeadContext):
+        super().__init__()
+        self.proj = nn.Linear(ctx.d_model, ctx.vocab_size, bias=options.bias)
+
+    def tie(self, embedding: nn.Embedding) -> None:
+        self.proj.weight = embedding.weight
+
+    def forward(self, hidden: Tensor, attention_mask: Optional[Tensor] = None) -> Tensor:
+        return self.proj(hidden)
+
+
+@dataclass(frozen=True)
+class ClassifierOptions:
+    n_classes: int = 2
+    pooling: Literal["cls", "mean"] = "cls"
+
+    def __post_init__(self):
+        if self.n_classes < 1:
+            raise ValueError(f"n_classes must be >= 1, got {self.n_classes}")
+
+
+@HEADS.register("sequence_classification", ClassifierOptions, "one label per sequence from pooled states")
+class SequenceClassificationHead(nn.Module):
+    kinds = ("encoder",)
+
+    def __init__(self, options: ClassifierOptions, ctx: HeadContext):
+        super().__init__()
+        self.pooling = options.pooling
+        self.proj = nn.Linear(ctx.d_model, options.n_classes)
+
+    def forward(self, hidden, attention_mask=None):
+        return self.proj(pool(hidden, attention_mask, self.pooling))
+
+
+@dataclass(frozen=True)
+class TokenClassifierOptions:
+    n_classes: int = 2
+
+    def __post_init__(self):
+        if self.n_classes < 1:
+            raise ValueError(f"n_classes must be >= 1, got {self.n_classes}")
+
+
+@HEADS.register("token_classification", TokenClassifierOptions, "one label per token")
+class TokenClassificationHead(nn.Module):
+    kinds = ("encoder",)
+
+    def __init__(self, options: TokenClassifierOptions, ctx: HeadContext):
+        super().__init__()
+        self.proj = nn.Linear(ctx.d_model, options.n_classes)
+
+    def forward(self, hidden, attention_mask=None):
+        return self.proj(hidden)
+
+
+@dataclass(frozen=True)
+class EmbeddingOptions:
+    pooling: Literal["cls", "mean"] = "mean"
+    normalize: bool = True  # unit L2 norm, ready for cosine similarity
+
+
+@HEADS.register("embedding", EmbeddingOptions, "one pooled vector per sequence (sentence embedding)")
+class EmbeddingHead(nn.Module):
+    kinds = ("encoder",)
+
+    def __init__(self, options: EmbeddingOptions, ctx: HeadContext):
+        super().__init__()
+        self.options = options
+
+    def forward(self, hidden, attention_mask=None):
+        pooled = pool(hidden, attention_mask, self.options.pooling)
+        return torch.nn.functional.normalize(pooled, dim=-1) if self.options.normalize else pooled

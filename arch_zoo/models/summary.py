@@ -1,0 +1,72 @@
+"""Parameter counts by part and forward FLOPs per token, for ``arch-zoo describe`` and run summaries."""
+from __future__ import annotations
+
+from typing import Dict, Iterable
+
+from torch import nn
+
+from .blocks import Stack
+from .transformer import TransformerModel
+
+
+def _count(params: Iterable[nn.Parameter], seen: set) -> int:
+    total = 0
+    for p in params:
+        if id(p) not in seen:  # tied weights count once, where first met
+            seen.add(id(p))
+            total += p.numel()
+    return total
+
+
+def parameter_breakdown(model: TransformerModel) -> Dict[str, int]:
+    """Ordered {part: parameter count}; tied parameters are counted once, in the first part."""
+    seen: set = set()
+    parts: Dict[str, int] = {}
+    embeds = [model.embed] + ([model.decoder_embed] if hasattr(model, "decoder_embed") else [])
+    parts["token embeddings"] = _count((p for e in embeds for p in e.parameters()), seen)
+    for name in ("encoder", "decoder"):
+        stack = getattr(model, name, None)
+        if not isinstance(stack, Stack):
+            continue
+        parts[f"{name} positions"] = _count(stack.position.parameters(), seen)
+        layers = stack.layers
+        parts[f"{name} attention"] = _count((p for l in layers for p in l.self_attn.sublayer.parameters()), seen)
+        if any(l.cross_attn is not None for l in layers):
+            parts[f"{name} cross-attention"] = _count(
+                (p for l in layers for p in l.cross_attn.sublayer.parameters()), seen)
+        parts[f"{name} feed-forward"] = _count((p for l in layers for p in l.ffn.sublayer.parameters()), seen)
+        parts[f"{name} norms"] = _count(stack.parameters(), seen)  # what is left: the norms
+    parts["head"] = _count(model.head.parameters(), seen)
+    parts["other"] = _count(model.parameters(), seen)
+    return {k: v for k, v in parts.items() if v or k in ("head",)}
+
+
+def count_parameters(model: nn.Module) -> int:
+    return _count(model.parameters(), set())
+
+
+def _linear_flops(module: nn.Module) -> int:
+    return sum(2 * m.in_features * m.out_features for m in module.modules() if isinstance(m, nn.Linear))
+
+
+def flops_per_token(model: TransformerModel, seq_len: int) -> Dict[str, float]:
+    """Forward FLOPs per token at context length ``seq_len`` (multiply by ~3 for a training step).
+
+    Matmuls count 2 FLOPs per multiply-add; attention adds 4 * heads * head_dim per visible key
+    (q.k and weights.v). A causal query sees (seq_len + 1) / 2 keys on average. For an
+    encoder-decoder the source and target are both ``seq_len`` long and the total is per
+    (source token + target token) pair."""
+    cfg = model.config
+    per_key = 4 * cfg.n_heads * cfg.dim_per_head
+    out: Dict[str, float] = {}
+    for name in ("encoder", "decoder"):
+        stack = getattr(model, name, None)
+        if not isinstance(stack, Stack):
+            continue
+        keys = (seq_len + 1) / 2 if stack.causal else seq_len
+        cross_layers = sum(1 for l in stack.layers if l.cross_attn is not None)
+        out[f"{name} matmuls"] = float(_linear_flops(stack))
+        out[f"{name} attention"] = float(per_key * (len(stack.layers) * keys + cross_layers * seq_len))
+    out["head"] = float(_linear_flops(model.head))
+    out["total"] = sum(out.values())
+    return out

@@ -1,0 +1,194 @@
+"""The three model kinds, all assembled from one ModelConfig by ``build_model``.
+
+Every model takes (batch, length) token ids plus Hugging Face style padding information
+(``attention_mask``: 1 for real tokens) and returns a ``ModelOutput`` with the logits.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import List, Mapping, Optional, Union
+
+import torch
+from torch import Tensor, nn
+
+from ..components.init import INITS
+from ..config import ExperimentConfig, ModelConfig, model_config
+from .blocks import LayerCache, Stack
+from .heads import HEADS, HeadContext
+
+
+@dataclass
+class Cache:
+    """Key/value cache of a decoder stack: one LayerCache per layer plus the cached keys' positions."""
+
+    layers: List[LayerCache]
+    positions: Optional[Tensor] = None  # (B|1, past)
+
+    @property
+    def length(self) -> int:
+        return 0 if self.positions is None else self.positions.shape[-1]
+
+    def extend(self, positions: Tensor) -> None:
+        if self.positions is None:
+            self.positions = positions
+        else:
+            b = max(self.positions.shape[0], positions.shape[0])
+            self.positions = torch.cat((self.positions.expand(b, -1), positions.expand(b, -1)), dim=-1)
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows ``index`` (beam search)."""
+        for layer in self.layers:
+            layer.self_kv.reorder(index)
+            layer.cross_kv.reorder(index)
+        if self.positions is not None and self.positions.shape[0] > 1:
+            self.positions = self.positions.index_select(0, index)
+
+
+@dataclass
+class ModelOutput:
+    logits: Tensor
+    hidden: Tensor
+    cache: Optional[Cache] = None
+    attentions: Optional[List[Tensor]] = None  # per layer, with need_weights and the explicit backend
+    extras: dict = field(default_factory=dict)
+
+
+class TokenEmbedding(nn.Embedding):
+    def __init__(self, vocab_size: int, d_model: int, scale: bool, padding_idx: int):
+        super().__init__(vocab_size, d_model)
+        self.multiplier = math.sqrt(d_model) if scale else 1.0
+
+    def forward(self, ids: Tensor) -> Tensor:
+        x = super().forward(ids)
+        return x * self.multiplier if self.multiplier != 1.0 else x
+
+
+class TransformerModel(nn.Module):
+    """Shared plumbing: config, embeddings, head, init and tying."""
+
+    def __init__(self, cfg: ModelConfig, vocab_size: int):
+        super().__init__()
+        self.config = cfg
+        self.vocab_size = vocab_size
+        self.embed = TokenEmbedding(vocab_size, cfg.d_model, cfg.scale_embeddings, cfg.pad_token_id)
+        self.head = HEADS.build(cfg.head, HeadContext(cfg.d_model, vocab_size, cfg.bias))
+
+    def _finish(self) -> None:
+        n_layers = sum(len(m.layers) for m in self.modules() if isinstance(m, Stack))
+        INITS.build(self.config.init, n_layers)(self)
+        if self.config.tie_embeddings and hasattr(self.head, "tie"):
+            self.head.tie(self.embed)
+
+    def _attentions(self, stack: Stack, need: bool):
+        if not need:
+            return None
+        return [w for layer in stack.layers for w in
+                (layer.self_attn.sublayer.last_weights,
+                 layer.cross_attn.sublayer.last_weights if layer.cross_attn is not None else None) if w is not None]
+
+    def new_cache(self) -> Cache:
+        return Cache([LayerCache() for _ in self.decoder.layers])
+
+
+class EncoderModel(TransformerModel):
+    """Bidirectional encoder with a classification, token-classification, MLM or embedding head."""
+
+    def __init__(self, cfg: ModelConfig, vocab_size: int):
+        super().__init__(cfg, vocab_size)
+        self.encoder = Stack(cfg, cfg.encoder_layers, causal=False, cross=False)
+        self._finish()
+
+    def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
+                positions: Optional[Tensor] = None, need_weights: bool = False) -> ModelOutput:
+        hidden = self.encoder(self.embed(input_ids), attention_mask, positions, need_weights=need_weights)
+        return ModelOutput(self.head(hidden, attention_mask), hidden,
+                           attentions=self._attentions(self.encoder, need_weights))
+
+
+class DecoderModel(TransformerModel):
+    """Causal language model."""
+
+    def __init__(self, cfg: ModelConfig, vocab_size: int):
+        super().__init__(cfg, vocab_size)
+        self.decoder = Stack(cfg, cfg.decoder_layers, causal=True, cross=False)
+        self._finish()
+
+    def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
+                positions: Optional[Tensor] = None, cache: Optional[Cache] = None,
+                need_weights: bool = False) -> ModelOutput:
+        """With ``cache``, ``input_ids`` are the new tokens only and ``attention_mask`` covers the
+        cached plus the new positions; the cache is extended in place."""
+        past = cache.positions if cache is not None else None
+        hidden = self.decoder(self.embed(input_ids), attention_mask, positions,
+                              caches=cache.layers if cache is not None else None, past_positions=past,
+                              need_weights=need_weights)
+        if cache is not None:
+            from .blocks import default_positions
+
+            if positions is None:
+                positions = default_positions(attention_mask, input_ids.shape[1], cache.length, input_ids.device)
+            cache.extend(positions)
+        return ModelOutput(self.head(hidden), hidden, cache, self._attentions(self.decoder, need_weights))
+
+
+class EncoderDecoderModel(TransformerModel):
+    """Encoder over the source; decoder with causal self-attention and cross-attention to the memory."""
+
+    def __init__(self, cfg: ModelConfig, vocab_size: int):
+        super().__init__(cfg, vocab_size)
+        self.encoder = Stack(cfg, cfg.encoder_layers, causal=False, cross=False)
+        self.decoder = Stack(cfg, cfg.decoder_layers, causal=True, cross=True)
+        self.decoder_embed = self.embed if cfg.tie_encoder_decoder_embeddings else TokenEmbedding(
+            vocab_size, cfg.d_model, cfg.scale_embeddings, cfg.pad_token_id)
+        self._finish()
+
+    def _finish(self) -> None:
+        super()._finish()
+        if self.config.tie_embeddings and hasattr(self.head, "tie"):
+            self.head.tie(self.decoder_embed)  # the output projection predicts target tokens
+
+    def encode(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
+               positions: Optional[Tensor] = None) -> Tensor:
+        return self.encoder(self.embed(input_ids), attention_mask, positions)
+
+    def decode(self, decoder_input_ids: Tensor, memory: Tensor, attention_mask: Optional[Tensor] = None,
+               decoder_attention_mask: Optional[Tensor] = None, decoder_positions: Optional[Tensor] = None,
+               cache: Optional[Cache] = None, need_weights: bool = False) -> ModelOutput:
+        """``attention_mask`` is the source padding mask; see DecoderModel.forward for the cache."""
+        past = cache.positions if cache is not None else None
+        hidden = self.decoder(self.decoder_embed(decoder_input_ids), decoder_attention_mask, decoder_positions,
+                              memory=memory, memory_mask=attention_mask,
+                              caches=cache.layers if cache is not None else None, past_positions=past,
+                              need_weights=need_weights)
+        if cache is not None:
+            from .blocks import default_positions
+
+            if decoder_positions is None:
+                decoder_positions = default_positions(decoder_attention_mask, decoder_input_ids.shape[1],
+                                                      cache.length, decoder_input_ids.device)
+            cache.extend(decoder_positions)
+        return ModelOutput(self.head(hidden), hidden, cache, self._attentions(self.decoder, need_weights))
+
+    def forward(self, input_ids: Tensor, decoder_input_ids: Tensor, attention_mask: Optional[Tensor] = None,
+                decoder_attention_mask: Optional[Tensor] = None, need_weights: bool = False) -> ModelOutput:
+        memory = self.encode(input_ids, attention_mask)
+        out = self.decode(decoder_input_ids, memory, attention_mask, decoder_attention_mask,
+                          need_weights=need_weights)
+        out.extras["memory"] = memory
+        return out
+
+
+MODEL_KINDS = {"encoder": EncoderModel, "decoder": DecoderModel, "encoder_decoder": EncoderDecoderModel}
+
+
+def build_model(cfg: Union[ModelConfig, ExperimentConfig, Mapping], vocab_size: Optional[int] = None
+                ) -> TransformerModel:
+    """A pure function of the config: the same config (and seed) rebuilds the same model."""
+    if isinstance(cfg, ExperimentConfig):
+        cfg = cfg.model
+    cfg = model_config(cfg)
+    vocab_size = vocab_size if vocab_size is not None else cfg.vocab_size
+    if vocab_size is None:
+        raise ValueError("vocab_size is unknown: pass it to build_model or set model.vocab_size")
+    return MODEL_KINDS[cfg.kind](cfg, vocab_size)

@@ -1,0 +1,125 @@
+"""Name -> component registries. Every swappable part is registered here with a typed options
+dataclass, so configs can name it, the CLI can list it and errors can offer the alternatives."""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Mapping, Optional, Type
+
+from .errors import ConfigError, choice_error, did_you_mean
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """Options of a component that takes none."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    factory: Callable[..., Any]
+    options: Type
+    description: str
+
+    def option_fields(self) -> Dict[str, dataclasses.Field]:
+        return {f.name: f for f in dataclasses.fields(self.options)}
+
+
+class Registry:
+    """A family of interchangeable components (positions, norms, ...).
+
+    ``register(name, options=OptsDataclass)`` decorates a class (or factory); ``parse`` turns a
+    config value -- a bare name or ``{name: ..., **options}`` -- into a validated ``(Entry, options)``
+    pair and ``build`` calls the factory with ``options`` plus whatever context the caller passes.
+    """
+
+    def __init__(self, family: str, kind: str):
+        self.family = family  # e.g. "positions"
+        self.kind = kind  # e.g. "position scheme", used in error messages
+        self._entries: Dict[str, Entry] = {}
+
+    def register(self, name: str, options: Type = NoOptions, description: Optional[str] = None):
+        if not dataclasses.is_dataclass(options):
+            raise TypeError(f"options for {self.family}/{name} must be a dataclass")
+
+        def decorate(factory):
+            if name in self._entries:
+                raise ValueError(f"{self.family}: '{name}' registered twice")
+            doc = description or (inspect.getdoc(factory) or "").split("\n")[0]
+            self._entries[name] = Entry(name, factory, options, doc)
+            return factory
+
+        return decorate
+
+    def choices(self) -> list:
+        return sorted(self._entries)
+
+    def entries(self) -> list:
+        return [self._entries[n] for n in self.choices()]
+
+    def get(self, name: str, key: str = "") -> Entry:
+        if name not in self._entries:
+            raise choice_error(key or self.family, self.kind, name, self._entries)
+        return self._entries[name]
+
+    def parse(self, value: Any, key: str) -> "ComponentSpec":
+        """Validate a config value against this registry; return a normalized spec."""
+        if isinstance(value, ComponentSpec):
+            value = value.to_dict()
+        if isinstance(value, str):
+            name, raw = value, {}
+        elif isinstance(value, Mapping):
+            if "name" not in value:
+                raise ConfigError(key, f"a {self.kind} needs 'name'; choices: {', '.join(self.choices())}")
+            raw = dict(value)
+            name = raw.pop("name")
+        else:
+            raise ConfigError(key, f"expected a {self.kind} name or {{name: ..., <options>}}, got {value!r}")
+        entry = self.get(str(name), f"{key}.name" if raw else key)
+        fields = entry.option_fields()
+        for opt in raw:
+            if opt not in fields:
+                allowed = ", ".join(sorted(fields)) or "none"
+                raise ConfigError(
+                    f"{key}.{opt}",
+                    f"unknown option for {self.kind} '{name}'{did_you_mean(opt, fields)}; options: {allowed}",
+                )
+        from .config_types import coerce  # local: config_types imports nothing from here
+
+        kwargs = {k: coerce(v, fields[k].type, f"{key}.{k}") for k, v in raw.items()}
+        try:
+            options = entry.options(**kwargs)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(key, str(exc)) from None
+        return ComponentSpec(entry.name, options)
+
+    def build(self, spec: "ComponentSpec", *args, **context):
+        return self.get(spec.name).factory(spec.options, *args, **context)
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """A chosen component: its registered name plus its validated options dataclass."""
+
+    name: str
+    options: Any = NoOptions()
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"name": self.name, **dataclasses.asdict(self.options)}
+
+    def describe(self) -> str:
+        opts = dataclasses.asdict(self.options)
+        if not opts:
+            return self.name
+        return f"{self.name}(" + ", ".join(f"{k}={v}" for k, v in opts.items()) + ")"
+
+
+def all_registries() -> Dict[str, Registry]:
+    """Every component family, importing the modules that fill them."""
+    from .components import attention, feedforward, init, norms, positions
+    from .models import heads
+
+    regs = [positions.POSITIONS, norms.NORMS, attention.ATTENTION, feedforward.FEEDFORWARD, init.INITS,
+            heads.HEADS]
+    return {r.family: r for r in regs}
