@@ -209,8 +209,10 @@ def _expand_model(value: Any, here: Path, key: str, depth: int = 0) -> Any:
 
 
 def _is_experiment(data: Mapping) -> bool:
-    names = {f.name for f in dataclasses.fields(ExperimentConfig)}
-    return any(k in names for k in data)
+    """A model-only file (presets, configs/models/) has model keys and no experiment keys."""
+    experiment = {f.name for f in dataclasses.fields(ExperimentConfig)}
+    model = {f.name for f in dataclasses.fields(ModelConfig)} | {"base"}
+    return any(k in experiment for k in data) or not any(k in model for k in data)
 
 
 def _merge(schema: type, base: Any, over: Any) -> Any:

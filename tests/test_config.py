@@ -1,0 +1,83 @@
+import pytest
+
+from arch_zoo.config import ModelConfig, load, model_config, save
+from arch_zoo.errors import ConfigError
+from arch_zoo.models import build_model
+
+
+def test_bare_names_and_options_parse_to_typed_specs():
+    cfg = load({"model": {"position": {"name": "rope", "base": 500}, "norm": "rmsnorm"}})
+    assert cfg.model.position.name == "rope"
+    assert cfg.model.position.options.base == 500.0  # int in YAML, float in the schema
+    assert cfg.model.norm.options.eps == 1e-6
+
+
+def test_dotlist_overrides_replace_a_component_whose_name_changes():
+    base = {"model": {"position": {"name": "alibi", "max_bias": 4}}}
+    assert load(base, ["model.position=rope"]).model.position.name == "rope"
+    assert load(base, ["model.position.max_bias=2"]).model.position.options.max_bias == 2.0
+    assert load(base, ["model.n_heads=8", "model.d_model=64"]).model.n_heads == 8
+
+
+def test_yaml_file_with_model_base_and_interpolation(tmp_path):
+    (tmp_path / "m.yaml").write_text("kind: encoder\nd_model: 64\nn_heads: 4\n")
+    (tmp_path / "e.yaml").write_text("name: x\nmodel:\n  base: m.yaml\n  d_ff: ${model.d_model}\n")
+    cfg = load(tmp_path / "e.yaml")
+    assert (cfg.model.kind, cfg.model.d_model, cfg.model.d_ff) == ("encoder", 64, 64)
+
+
+def test_saved_config_rebuilds_the_same_model(tmp_path):
+    import torch
+
+    cfg = load("preset:decoder-small", ["model.position=alibi", "model.n_kv_heads=2"])
+    save(cfg, tmp_path / "config.yaml")
+    again = load(tmp_path / "config.yaml")
+    assert again == cfg
+    torch.manual_seed(0)
+    a = build_model(cfg, 50)
+    torch.manual_seed(0)
+    b = build_model(again, 50)
+    for (na, pa), (nb, pb) in zip(a.state_dict().items(), b.state_dict().items()):
+        assert na == nb and torch.equal(pa, pb)
+
+
+def test_model_config_accepts_hand_built_dataclasses():
+    cfg = model_config(ModelConfig(kind="encoder"))
+    assert cfg.head.options.bias is False  # the default spec got its registered options
+
+
+ERRORS = [
+    ({"model": {"positon": "rope"}}, r"model\.positon: unknown key \(did you mean 'position'\?\)"),
+    ({"model": {"position": {"name": "rope", "bsae": 1}}}, r"model\.position\.bsae: unknown option .*did you mean 'base'"),
+    ({"modle": {}}, r"modle: unknown key \(did you mean 'model'\?\)"),
+    ({"model": {"position": "rop"}}, r"model\.position: unknown position scheme 'rop' \(did you mean 'rope'\?\); choices: alibi, learned"),
+    ({"model": {"ffn": "swiglu2"}}, r"model\.ffn: unknown feed-forward 'swiglu2'.*choices: geglu"),
+    ({"model": {"kind": "decoderr"}}, r"model\.kind: unknown value 'decoderr' \(did you mean 'decoder'\?\)"),
+    ({"model": {"d_model": 30, "n_heads": 4}}, r"model\.n_heads: d_model \(30\) is not divisible by n_heads \(4\)"),
+    ({"model": {"n_heads": 4, "n_kv_heads": 3}}, r"model\.n_kv_heads: n_heads \(4\) is not divisible by n_kv_heads \(3\)"),
+    ({"model": {"d_model": 24, "n_heads": 2, "position": {"name": "rope", "fraction": 0.25}}},
+     r"model\.position: RoPE needs an even.*= 3"),
+    ({"model": {"max_seq_len": 64, "position": {"name": "learned", "size": 32}}},
+     r"model\.position\.size: learned position table \(32\) is shorter than model\.max_seq_len \(64\)"),
+    ({"model": {"d_model": "big"}}, r"model\.d_model: expected an integer, got 'big'"),
+    ({"model": {"dropout": 1.5}}, r"model\.dropout: must be in \[0, 1\)"),
+    ({"model": {"kind": "decoder", "head": "sequence_classification"}},
+     r"model\.head: head 'sequence_classification' does not fit kind 'decoder'"),
+    ({"model": {"kind": "encoder_decoder", "position": "learned", "cross_attention_position": True}},
+     r"model\.cross_attention_position: position 'learned' only adds to embeddings"),
+]
+
+
+@pytest.mark.parametrize("data,pattern", ERRORS, ids=[p.split(":")[0].replace("\\", "") for _, p in ERRORS])
+def test_config_errors_name_the_key_and_the_choices(data, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        load(data)
+
+
+def test_missing_file_and_bad_override():
+    with pytest.raises(ConfigError, match="file not found"):
+        load("does/not/exist.yaml")
+    with pytest.raises(ConfigError, match="key=value"):
+        load({}, ["model.position"])
+    with pytest.raises(ConfigError, match="unknown preset 'gtp2'"):
+        load("preset:gtp2")
