@@ -1,0 +1,1 @@
+"""Tokenizers and the task registry: everything between raw text and padded id tensors."""

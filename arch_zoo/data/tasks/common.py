@@ -1,0 +1,81 @@
+"""Helpers every built-in task shares: the tokenizer option, size checks and distinct sampling."""
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, Hashable, Iterable, List, Optional, Sequence
+
+from ...errors import ConfigError
+from ...registry import ComponentSpec
+from ..tokenizers import TOKENIZERS, Tokenizer
+
+SPLITS = ("train", "val", "test")
+
+
+def parse_tokenizer(value: Any, key: str = "task.tokenizer") -> ComponentSpec:
+    return TOKENIZERS.parse(value, key)
+
+
+def validate_tokenizer(value: Any, allowed: Optional[Sequence[str]] = None, why: str = "") -> None:
+    """For an options ``__post_init__``: a ConfigError keyed relative to the options ('tokenizer');
+    the registry prefixes it with the component's key ('task.tokenizer')."""
+    try:
+        spec = parse_tokenizer(value)
+    except ConfigError as exc:
+        raise ConfigError("tokenizer", exc.message) from None
+    if allowed is not None and spec.name not in allowed:
+        raise ConfigError("tokenizer", f"'{spec.name}' does not fit this task{why}; choices: {', '.join(allowed)}")
+
+
+def check_tokenizer(value: Any, key: str, allowed: Optional[Sequence[str]] = None) -> ComponentSpec:
+    """For ``Task.check``: the same test, raised as a ConfigError at ``{key}.tokenizer``."""
+    spec = parse_tokenizer(value, f"{key}.tokenizer")
+    if allowed is not None and spec.name not in allowed:
+        raise ConfigError(f"{key}.tokenizer", f"'{spec.name}' does not fit this task; choices: {', '.join(allowed)}")
+    return spec
+
+
+def fit_tokenizer(value: Any, train_texts: Iterable[str]) -> Tokenizer:
+    """Build the named tokenizer and fit it on the training text only."""
+    return TOKENIZERS.build(parse_tokenizer(value)).fit(train_texts)
+
+
+def positive(name: str, value: int, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def check_fits(need: int, max_seq_len: int, key: str, what: str) -> None:
+    """ConfigError when a sequence of ``need`` tokens cannot fit the model."""
+    if need > max_seq_len:
+        raise ConfigError(key, f"{what} need {need} tokens, more than the model's max_seq_len {max_seq_len}")
+
+
+def sample_distinct(rng: random.Random, draw: Callable[[], Hashable], n: int, what: str,
+                    exclude: Iterable[Hashable] = ()) -> List[Hashable]:
+    """``n`` distinct values from ``draw()`` (rejection sampling), none of them in ``exclude``."""
+    seen = set(exclude)
+    out: List[Hashable] = []
+    budget = 50 * n + 10_000
+    while len(out) < n:
+        if budget == 0:
+            raise ConfigError("task", f"could not draw {n} distinct {what} (found {len(out)}); the options "
+                              "leave too few possibilities: allow longer sequences or ask for fewer examples")
+        budget -= 1
+        value = draw()
+        if value not in seen:
+            seen.add(value)
+            out.append(value)
+    return out
+
+
+def split_counts(options) -> dict:
+    return {"train": options.n_train, "val": options.n_val, "test": options.n_test}
+
+
+def deal(pool: Sequence, counts: dict) -> dict:
+    """Cut a shuffled pool into consecutive, disjoint splits of the given sizes."""
+    out, start = {}, 0
+    for split, n in counts.items():
+        out[split] = list(pool[start:start + n])
+        start += n
+    return out
