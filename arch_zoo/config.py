@@ -20,15 +20,16 @@ from .errors import ConfigError
 from .registry import ComponentSpec
 
 
-def component(registry: str, default: str):
-    """A config field naming a registered component (bare name or {name: ..., **options})."""
+def component(registry: str, default: Optional[str]):
+    """A config field naming a registered component (bare name or {name: ..., **options});
+    a ``None`` default makes the component optional."""
 
     def lookup():
         from .registry import all_registries
 
         return all_registries()[registry]
 
-    return field(default=ComponentSpec(default), metadata={"registry": lookup})
+    return field(default=ComponentSpec(default) if default else None, metadata={"registry": lookup})
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,8 @@ class ModelConfig:
     embedding_dropout: Optional[float] = None  # default: dropout
     bias: bool = True  # biases in attention and feed-forward projections
     scale_embeddings: bool = False  # multiply token embeddings by sqrt(d_model)
+    type_vocab_size: int = 0  # token-type (segment) embeddings added to the tokens' (BERT: 2); 0: none
+    embedding_norm: bool = False  # a model.norm over the embeddings once positions are added (BERT)
     tie_embeddings: bool = True  # output projection shares the token embedding
     tie_encoder_decoder_embeddings: bool = False
     pad_token_id: int = 0
@@ -89,14 +92,57 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
+class TrainConfig:
+    max_steps: int = 1000  # optimizer steps
+    batch_size: int = 32  # per device
+    eval_batch_size: Optional[int] = None  # default: batch_size
+    optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
+    lr: float = 1e-3  # peak learning rate
+    weight_decay: float = 0.0  # decoupled for adamw, L2 for adam/sgd; never on biases, norms, embeddings
+    betas: List[float] = field(default_factory=lambda: [0.9, 0.98])
+    momentum: float = 0.9  # sgd only
+    schedule: Literal["constant", "cosine", "noam"] = "constant"  # each with linear warmup
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.0  # cosine decays to lr * min_lr_ratio
+    label_smoothing: float = 0.0
+    grad_clip: Optional[float] = 1.0  # max global grad norm; null disables
+    accumulate_grad_batches: int = 1
+    precision: str = "32-true"  # Lightning precision: 32-true, bf16-mixed, 16-mixed, ...
+    accelerator: str = "auto"
+    devices: Any = 1  # Lightning devices: 1, 2, "auto", [0, 1]
+    strategy: str = "auto"  # Lightning strategy: auto, ddp, ...
+    val_every: int = 200  # steps between validations (and checkpoints)
+    val_batches: Optional[int] = None  # cap on batches per evaluation split
+    exact_match_samples: int = 256  # held-out examples decoded greedily for exact match
+    log_every: int = 10
+    progress_bar: bool = True
+    num_workers: int = 0
+
+
+@dataclass(frozen=True)
+class WandbConfig:
+    enabled: bool = False
+    project: str = "arch_zoo"
+    entity: Optional[str] = None
+    group: Optional[str] = None
+    job_type: Optional[str] = None
+    tags: List[str] = field(default_factory=list)
+    mode: Optional[Literal["online", "offline", "disabled"]] = None  # null: $WANDB_MODE, else offline without a key
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+
+
+@dataclass(frozen=True)
 class ExperimentConfig:
     name: str = "experiment"
-    seed: int = 0
+    seed: int = 0  # fixes initialisation, data generation and data order
     model: ModelConfig = field(default_factory=ModelConfig)
-    # Filled in by the training issue; free-form until then.
-    task: Dict[str, Any] = field(default_factory=dict)
-    train: Dict[str, Any] = field(default_factory=dict)
-    logging: Dict[str, Any] = field(default_factory=dict)
+    task: Optional[ComponentSpec] = component("tasks", None)  # required to train, not to describe
+    train: TrainConfig = field(default_factory=TrainConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
 
 
 PRESET_PREFIX = "preset:"
@@ -115,6 +161,10 @@ def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
     for name in ("d_model", "n_layers", "n_encoder_layers", "n_decoder_layers", "n_heads", "n_kv_heads",
                  "head_dim", "d_ff", "max_seq_len", "vocab_size"):
         _positive(f"{key}.{name}", getattr(m, name))
+    _positive(f"{key}.type_vocab_size", m.type_vocab_size, allow_zero=True)
+    if m.type_vocab_size and m.kind != "encoder":
+        raise ConfigError(f"{key}.type_vocab_size", f"token-type embeddings are built for kind 'encoder' only, "
+                          f"not '{m.kind}'; set it to 0")
     for name in ("dropout", "attention_dropout", "embedding_dropout"):
         value = getattr(m, name)
         if value is not None and not 0.0 <= value < 1.0:
@@ -142,8 +192,41 @@ def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
     return m
 
 
+def validate_train(t: TrainConfig, key: str = "train") -> None:
+    for name in ("max_steps", "batch_size", "eval_batch_size", "accumulate_grad_batches", "val_every", "log_every",
+                 "val_batches"):
+        _positive(f"{key}.{name}", getattr(t, name))
+    for name in ("warmup_steps", "weight_decay", "exact_match_samples", "num_workers", "grad_clip"):
+        _positive(f"{key}.{name}", getattr(t, name), allow_zero=True)
+    _positive(f"{key}.lr", t.lr)
+    if len(t.betas) != 2 or not all(0 <= b < 1 for b in t.betas):
+        raise ConfigError(f"{key}.betas", f"expected two numbers in [0, 1), got {t.betas}")
+    if not 0 <= t.label_smoothing < 1:
+        raise ConfigError(f"{key}.label_smoothing", f"must be in [0, 1), got {t.label_smoothing}")
+    if not 0 <= t.min_lr_ratio <= 1:
+        raise ConfigError(f"{key}.min_lr_ratio", f"must be in [0, 1], got {t.min_lr_ratio}")
+    if t.schedule == "noam" and t.warmup_steps == 0:
+        raise ConfigError(f"{key}.warmup_steps", "the noam schedule needs warmup_steps > 0")
+
+
+def validate_task(cfg: ExperimentConfig, key: str = "task") -> None:
+    from .data.tasks import TASKS
+
+    if cfg.task is None:
+        return
+
+    task = TASKS.get(cfg.task.name, key)
+    if cfg.model.kind not in task.factory.kinds:
+        fits = [e.name for e in TASKS.entries() if cfg.model.kind in e.factory.kinds]
+        raise ConfigError(key, f"task '{cfg.task.name}' does not fit model.kind '{cfg.model.kind}' (it needs "
+                          f"{' or '.join(task.factory.kinds)}); tasks for {cfg.model.kind}: {', '.join(fits)}")
+    task.factory.check(cfg.task.options, cfg.model.kind, cfg.model.max_seq_len, key)
+
+
 def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     validate_model(cfg.model)
+    validate_train(cfg.train)
+    validate_task(cfg)
     return cfg
 
 

@@ -94,11 +94,13 @@ def from_dict(cls: type, data: Any, key: str = "") -> Any:
             )
     kwargs = {}
     for name, f in fields.items():  # defaults of component fields get their registered options too
-        if f.metadata.get("registry") is not None and name not in data:
+        if f.metadata.get("registry") is not None and name not in data and f.default is not None:
             kwargs[name] = f.metadata["registry"]().parse(f.default, f"{prefix}{name}")
     for name, value in data.items():
         registry = fields[name].metadata.get("registry")
-        if registry is not None:
+        if registry is not None and value is None and fields[name].default is None:
+            kwargs[name] = None
+        elif registry is not None:
             kwargs[name] = registry().parse(value, f"{prefix}{name}")
         else:
             kwargs[name] = coerce(value, hints[name], f"{prefix}{name}")

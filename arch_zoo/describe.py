@@ -25,7 +25,7 @@ def components_text() -> str:
     lines: List[str] = []
     for family, registry in all_registries().items():
         lines.append(f"{family}  ({registry.kind})")
-        width = max(len(n) for n in registry.choices())
+        width = max((len(n) for n in registry.choices()), default=0)
         for entry in registry.entries():
             lines.append(f"  {entry.name:<{width}}  {entry.description}{_options(entry)}")
         lines.append("")
@@ -50,7 +50,10 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         if m.vocab_size is None:
             vocab_note = " (assumed; the task's tokenizer sets it, or pass --vocab-size)"
     seq_len = seq_len or m.max_seq_len
-    model = build_model(m, vocab_size)
+    import torch
+
+    with torch.device("meta"):  # counts and FLOPs need shapes only, so a 7B preset costs no memory
+        model = build_model(m, vocab_size)
     placement = "x + f(norm(x))" if m.norm_placement == "pre" else "norm(x + f(x))"
     lines = [
         f"{cfg.name}: {m.kind.replace('_', '-')} model",
@@ -66,7 +69,9 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         f"  head          {m.head.describe()}" + (", tied to token embeddings" if m.tie_embeddings else ""),
         f"  init          {m.init.describe()}",
         f"  embeddings    scale by sqrt(d_model): {'yes' if m.scale_embeddings else 'no'}"
-        + (", shared by encoder and decoder" if m.tie_encoder_decoder_embeddings else ""),
+        + (", shared by encoder and decoder" if m.tie_encoder_decoder_embeddings else "")
+        + (f", plus {m.type_vocab_size} token types" if m.type_vocab_size else "")
+        + (f"; normalized by {m.norm.describe()} after positions" if m.embedding_norm else ""),
         f"  dropout       residual {m.dropout}, attention {m.rate('attention_dropout')}, "
         f"embedding {m.rate('embedding_dropout')}",
         "",

@@ -90,6 +90,8 @@ class Registry:
         kwargs = {k: coerce(v, fields[k].type, f"{key}.{k}") for k, v in raw.items()}
         try:
             options = entry.options(**kwargs)
+        except ConfigError as exc:  # an options dataclass may name the option at fault, relative to us
+            raise ConfigError(f"{key}.{exc.key}" if exc.key else key, exc.message) from None
         except (TypeError, ValueError) as exc:
             raise ConfigError(key, str(exc)) from None
         return ComponentSpec(entry.name, options)
@@ -118,8 +120,9 @@ class ComponentSpec:
 def all_registries() -> Dict[str, Registry]:
     """Every component family, importing the modules that fill them."""
     from .components import attention, feedforward, init, norms, positions
+    from .data import tasks, tokenizers
     from .models import heads
 
     regs = [positions.POSITIONS, norms.NORMS, attention.ATTENTION, feedforward.FEEDFORWARD, init.INITS,
-            heads.HEADS]
+            heads.HEADS, tasks.TASKS, tokenizers.TOKENIZERS]
     return {r.family: r for r in regs}

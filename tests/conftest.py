@@ -4,7 +4,9 @@ import pytest
 import torch
 
 os.environ.setdefault("WANDB_MODE", "offline")
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# One intra-op thread: the tests' tiny models gain nothing from two, and with any other process on
+# the machine two OpenMP threads spin against each other and run ~10x slower.
+torch.set_num_threads(1)
 
 
 def tiny(**changes):

@@ -153,14 +153,14 @@ class Rotary(PositionScheme):
         a, b = x.chunk(2, dim=-1)
         return torch.cat((-b, a), dim=-1)
 
-    def _apply(self, x: Tensor, pos: Tensor) -> Tensor:
+    def _rotate_one(self, x: Tensor, pos: Tensor) -> Tensor:
         cos, sin = self._cos_sin(pos, x.dtype)
         head, tail = x[..., : self.rot], x[..., self.rot:]
         head = head * cos + self._turn(head) * sin
         return torch.cat((head, tail), dim=-1) if tail.shape[-1] else head
 
     def rotate(self, q, k, q_pos, k_pos):
-        return self._apply(q, q_pos), None if k is None else self._apply(k, k_pos)
+        return self._rotate_one(q, q_pos), None if k is None else self._rotate_one(k, k_pos)
 
 
 def alibi_slopes(n_heads: int, max_bias: float = 8.0) -> Tensor:

@@ -104,6 +104,7 @@ class Stack(nn.Module):
         self.cross_positions = cross and cfg.cross_attention_position
         ctx = PositionContext(cfg.d_model, cfg.n_heads, cfg.dim_per_head, cfg.max_seq_len, causal)
         self.position: PositionScheme = POSITIONS.build(cfg.position, ctx)
+        self.embedding_norm = NORMS.build(cfg.norm, cfg.d_model) if cfg.embedding_norm else nn.Identity()
         self.dropout = nn.Dropout(cfg.rate("embedding_dropout"))
         self.layers = nn.ModuleList(TransformerLayer(cfg, cross) for _ in range(n_layers))
         self.final_norm = NORMS.build(cfg.norm, cfg.d_model) if cfg.use_final_norm else nn.Identity()
@@ -143,7 +144,7 @@ class Stack(nn.Module):
                     memory_positions = default_positions(memory_mask, memory.shape[1], 0, x.device)
                 inputs.cross_mask = self._with_bias(inputs.cross_mask, positions, memory_positions, cross=True)
                 inputs.cross_rotate = self._rotate(positions, memory_positions)
-        x = self.dropout(self.position.embed(x, positions))
+        x = self.dropout(self.embedding_norm(self.position.embed(x, positions)))
         for i, layer in enumerate(self.layers):
             x = layer(x, inputs, caches[i] if caches is not None else None)
         return self.final_norm(x)

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Literal, Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..registry import Registry
@@ -32,6 +33,7 @@ def pool(hidden: Tensor, attention_mask: Optional[Tensor], pooling: str) -> Tens
 @dataclass(frozen=True)
 class LMHeadOptions:
     bias: bool = False
+    scale_input: bool = False  # multiply the hidden states by d_model**-0.5 first (T5, whose output is tied)
 
 
 @HEADS.register("lm", LMHeadOptions, "vocabulary logits per position (causal LM, seq2seq, or masked LM)")
@@ -41,12 +43,45 @@ class LMHead(nn.Module):
     def __init__(self, options: LMHeadOptions, ctx: HeadContext):
         super().__init__()
         self.proj = nn.Linear(ctx.d_model, ctx.vocab_size, bias=options.bias)
+        self.scale = ctx.d_model ** -0.5 if options.scale_input else None
 
     def tie(self, embedding: nn.Embedding) -> None:
         self.proj.weight = embedding.weight
 
     def forward(self, hidden: Tensor, attention_mask: Optional[Tensor] = None) -> Tensor:
-        return self.proj(hidden)
+        return self.proj(hidden if self.scale is None else hidden * self.scale)
+
+
+ACTIVATIONS = {"gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "relu": F.relu}
+
+
+@dataclass(frozen=True)
+class MLMHeadOptions:
+    activation: Literal["gelu", "gelu_tanh", "relu"] = "gelu"
+    norm_eps: float = 1e-12  # the transform's LayerNorm
+
+    def __post_init__(self):
+        if self.norm_eps <= 0:
+            raise ValueError(f"norm_eps must be positive, got {self.norm_eps}")
+
+
+@HEADS.register("mlm", MLMHeadOptions, "masked-LM head: dense, activation, LayerNorm, then vocabulary logits "
+                "with a bias (BERT)")
+class MLMHead(nn.Module):
+    kinds = ("encoder",)
+
+    def __init__(self, options: MLMHeadOptions, ctx: HeadContext):
+        super().__init__()
+        self.transform = nn.Linear(ctx.d_model, ctx.d_model)
+        self.act = ACTIVATIONS[options.activation]
+        self.norm = nn.LayerNorm(ctx.d_model, eps=options.norm_eps)
+        self.proj = nn.Linear(ctx.d_model, ctx.vocab_size)
+
+    def tie(self, embedding: nn.Embedding) -> None:
+        self.proj.weight = embedding.weight
+
+    def forward(self, hidden: Tensor, attention_mask: Optional[Tensor] = None) -> Tensor:
+        return self.proj(self.norm(self.act(self.transform(hidden))))
 
 
 @dataclass(frozen=True)

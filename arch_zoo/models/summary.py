@@ -24,6 +24,8 @@ def parameter_breakdown(model: TransformerModel) -> Dict[str, int]:
     parts: Dict[str, int] = {}
     embeds = [model.embed] + ([model.decoder_embed] if hasattr(model, "decoder_embed") else [])
     parts["token embeddings"] = _count((p for e in embeds for p in e.parameters()), seen)
+    if getattr(model, "token_type", None) is not None:
+        parts["token-type embeddings"] = _count(model.token_type.parameters(), seen)
     for name in ("encoder", "decoder"):
         stack = getattr(model, name, None)
         if not isinstance(stack, Stack):

@@ -72,6 +72,7 @@ class TransformerModel(nn.Module):
         self.config = cfg
         self.vocab_size = vocab_size
         self.embed = TokenEmbedding(vocab_size, cfg.d_model, cfg.scale_embeddings, cfg.pad_token_id)
+        self.token_type = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
         self.head = HEADS.build(cfg.head, HeadContext(cfg.d_model, vocab_size, cfg.bias))
 
     def _finish(self) -> None:
@@ -79,6 +80,16 @@ class TransformerModel(nn.Module):
         INITS.build(self.config.init, n_layers)(self)
         if self.config.tie_embeddings and hasattr(self.head, "tie"):
             self.head.tie(self.embed)
+
+    def embed_tokens(self, input_ids: Tensor, token_type_ids: Optional[Tensor] = None) -> Tensor:
+        """Token embeddings plus token-type embeddings (type 0 where ``token_type_ids`` is None, as in BERT)."""
+        x = self.embed(input_ids)
+        if self.token_type is None:
+            if token_type_ids is not None:
+                raise ValueError("token_type_ids were given but model.type_vocab_size is 0")
+            return x
+        types = token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids)
+        return x + self.token_type(types)
 
     def _attentions(self, stack: Stack, need: bool):
         if not need:
@@ -100,8 +111,10 @@ class EncoderModel(TransformerModel):
         self._finish()
 
     def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
-                positions: Optional[Tensor] = None, need_weights: bool = False) -> ModelOutput:
-        hidden = self.encoder(self.embed(input_ids), attention_mask, positions, need_weights=need_weights)
+                positions: Optional[Tensor] = None, need_weights: bool = False,
+                token_type_ids: Optional[Tensor] = None) -> ModelOutput:
+        hidden = self.encoder(self.embed_tokens(input_ids, token_type_ids), attention_mask, positions,
+                              need_weights=need_weights)
         return ModelOutput(self.head(hidden, attention_mask), hidden,
                            attentions=self._attentions(self.encoder, need_weights))
 

@@ -1,0 +1,20 @@
+"""Weights from reference implementations into arch_zoo models.
+
+* ``from_hf(model)``: an in-memory Hugging Face GPT2LMHeadModel, BertModel/BertForMaskedLM,
+  LlamaForCausalLM or T5ForConditionalGeneration;
+* ``load_hf_checkpoint(path)``: a local Hugging Face checkpoint directory (config.json +
+  model.safetensors), read with safetensors alone: no transformers, no network;
+* ``from_torch_transformer(module, vocab_size)``: torch.nn.Transformer / nn.TransformerEncoder.
+
+Each derives the arch_zoo config from the reference's, or loads into a given one
+(``config="preset:gpt2"``), and checks every tensor: a checkpoint that does not fit raises
+``CheckpointError`` naming the first tensor that does not (``CheckpointMismatchError`` with both
+shapes when only the shape is wrong). Importing this package needs torch alone.
+"""
+from .checkpoint import CheckpointError, CheckpointMismatchError, load_checked, read_checkpoint_dir
+from .hf import ARCHITECTURES, convert, from_hf, load_hf_checkpoint, model_config_from_hf
+from .torch_nn import from_torch_transformer, torch_transformer_config
+
+__all__ = ["ARCHITECTURES", "CheckpointError", "CheckpointMismatchError", "convert", "from_hf",
+           "from_torch_transformer", "load_checked", "load_hf_checkpoint", "model_config_from_hf",
+           "read_checkpoint_dir", "torch_transformer_config"]

@@ -1,0 +1,115 @@
+"""Hugging Face models and checkpoints -> arch_zoo models.
+
+Nothing here imports ``transformers``: a converter reads the reference's config as a plain dict
+(``model.config.to_dict()`` or ``config.json``) and its state dict (``model.state_dict()`` or the
+safetensors files), so a local checkpoint directory loads with torch and safetensors alone.
+
+Each supported ``model_type`` registers an ``HFArchitecture``: how its config becomes an arch_zoo
+model config, and how its tensors are renamed. The weights go through ``load_checked``, so a
+checkpoint that does not fit the config fails at the first tensor, naming it and both shapes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+
+from torch import Tensor
+
+from ..config import ModelConfig
+from .checkpoint import (CheckpointError, ConfigLike, WeightMap, read_checkpoint_config, read_checkpoint_weights,
+                         resolve_config)
+
+
+@dataclass(frozen=True)
+class HFArchitecture:
+    model_type: str  # config.json's "model_type"
+    config: Callable[[dict, WeightMap], dict]  # HF config (+ which tensors exist) -> arch_zoo model mapping
+    weights: Callable[[WeightMap, ModelConfig], None]  # fill the WeightMap for a model built from that config
+    prefix: str = ""  # base-model prefix in task-head classes ('transformer.' in GPT2LMHeadModel)
+    ignore: Tuple[str, ...] = ()  # full-match patterns of tensors with no arch_zoo counterpart
+
+
+ARCHITECTURES: Dict[str, HFArchitecture] = {}
+
+
+def register(arch: HFArchitecture) -> HFArchitecture:
+    ARCHITECTURES[arch.model_type] = arch
+    return arch
+
+
+def unsupported(model_type: str, what: str) -> CheckpointError:
+    return CheckpointError(f"{model_type} config", f"{what} has no arch_zoo equivalent, so this model cannot be "
+                                                   f"converted exactly")
+
+
+FFN_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+
+
+def ffn_name(model_type: str, activation: str, table: Mapping[str, str] = FFN_ACTIVATIONS) -> str:
+    if activation not in table:
+        raise unsupported(model_type, f"activation '{activation}' (supported: {', '.join(sorted(table))})")
+    return table[activation]
+
+
+def transposed(w: Tensor) -> Tensor:
+    return w.t()
+
+
+def architecture(hf_config: Mapping[str, Any], where: str = "config") -> HFArchitecture:
+    model_type = hf_config.get("model_type")
+    if model_type not in ARCHITECTURES:
+        raise CheckpointError(where, f"model_type '{model_type}' is not supported; supported: "
+                                     f"{', '.join(sorted(ARCHITECTURES))}")
+    return ARCHITECTURES[model_type]
+
+
+def _strip(state: Mapping[str, Tensor], prefix: str) -> Dict[str, Tensor]:
+    """Task-head classes keep the base model under a prefix; accept both layouts."""
+    if prefix and any(k.startswith(prefix) for k in state):
+        return {k[len(prefix):] if k.startswith(prefix) else k: v for k, v in state.items()}
+    return dict(state)
+
+
+def convert(hf_config: Mapping[str, Any], state: Mapping[str, Tensor], config: ConfigLike = None,
+            changes: Optional[Mapping[str, Any]] = None, where: str = "config"):
+    """An arch_zoo model (eval mode, float32) holding the reference's weights.
+
+    ``config``: the arch_zoo architecture to load into (``preset:NAME``, a YAML path, a mapping or a
+    ModelConfig); by default it is derived from ``hf_config``. ``changes`` are merged on top, e.g.
+    ``{"attention": "explicit"}``."""
+    from ..models import build_model
+
+    arch = architecture(hf_config, where)
+    weights = WeightMap(_strip(state, arch.prefix), arch.ignore)
+    cfg = resolve_config(arch.config(dict(hf_config), weights), config, changes)
+    model = build_model(cfg, cfg.vocab_size or hf_config.get("vocab_size"))
+    arch.weights(weights, model.config)
+    return weights.load(model).eval()
+
+
+def model_config_from_hf(hf_model) -> ModelConfig:
+    """The arch_zoo config equivalent to a Hugging Face model (GPT2LMHeadModel, BertModel, ...)."""
+    from ..config import model_config
+
+    hf_config = hf_model.config.to_dict()
+    arch = architecture(hf_config)
+    return model_config(arch.config(hf_config, WeightMap(_strip(hf_model.state_dict(), arch.prefix))))
+
+
+def from_hf(hf_model, config: ConfigLike = None, changes: Optional[Mapping[str, Any]] = None):
+    """Convert an in-memory Hugging Face model: GPT2LMHeadModel/GPT2Model, BertForMaskedLM/BertModel,
+    LlamaForCausalLM, T5ForConditionalGeneration. A bare LlamaModel has no output projection to
+    take; ``changes={"tie_embeddings": True}`` gives its hidden states with a tied head."""
+    return convert(hf_model.config.to_dict(), hf_model.state_dict(), config, changes,
+                   where=type(hf_model).__name__)
+
+
+def load_hf_checkpoint(path, config: ConfigLike = None, changes: Optional[Mapping[str, Any]] = None):
+    """Load a local Hugging Face checkpoint directory (config.json + model.safetensors); no network."""
+    hf_config = read_checkpoint_config(path)
+    where = f"{path}/config.json"
+    architecture(hf_config, where)  # an unsupported model is refused before its weights are read
+    return convert(hf_config, read_checkpoint_weights(path), config, changes, where=where)
+
+
+from . import hf_bert, hf_gpt2, hf_llama, hf_t5  # noqa: E402,F401  (each registers its architecture)

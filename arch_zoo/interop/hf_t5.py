@@ -1,0 +1,82 @@
+"""T5 (``T5ForConditionalGeneration``; ``T5Model`` without the head), versions 1.0 and 1.1-style
+gated feed-forwards where arch_zoo has the same activation."""
+from __future__ import annotations
+
+from ..config import ModelConfig
+from .checkpoint import WeightMap
+from .hf import HFArchitecture, ffn_name, register
+
+PLAIN = {"relu": "relu", "gelu": "gelu"}
+GATED = {"relu": "reglu", "gelu": "geglu", "silu": "swiglu"}  # T5 1.1's "gated-gelu" is gelu_new: not exact
+
+
+def t5_config(c: dict, weights: WeightMap) -> dict:
+    proj = c.get("feed_forward_proj", "relu")
+    gated = proj.startswith("gated-")
+    act = c.get("dense_act_fn") or proj.split("-")[-1]
+    tie = c.get("tie_word_embeddings", True)
+    return {
+        "kind": "encoder_decoder", "vocab_size": c["vocab_size"],
+        "d_model": c["d_model"], "n_layers": c["num_layers"],
+        "n_decoder_layers": c.get("num_decoder_layers") or c["num_layers"],
+        "n_heads": c["num_heads"], "head_dim": c["d_kv"], "d_ff": c["d_ff"], "max_seq_len": 512,
+        "position": {"name": "t5_bias", "num_buckets": c.get("relative_attention_num_buckets", 32),
+                     "max_distance": c.get("relative_attention_max_distance", 128)},
+        "cross_attention_position": False,
+        "attention": {"name": "sdpa", "scale": 1.0},
+        "norm": {"name": "rmsnorm", "eps": c.get("layer_norm_epsilon", 1e-6)},
+        "norm_placement": "pre", "final_norm": True,
+        "ffn": ffn_name("t5", act, GATED if gated else PLAIN),
+        "bias": False,
+        "tie_embeddings": tie, "tie_encoder_decoder_embeddings": True,
+        # v1.0 scales the decoder's states by d_model**-0.5 before its tied output projection
+        "head": {"name": "lm", "scale_input": bool(c.get("scale_decoder_outputs", tie))},
+        "init": {"name": "normal", "std": 0.02, "scaled_residual": False},
+        "dropout": c.get("dropout_rate", 0.1),
+        "pad_token_id": c.get("pad_token_id") or 0,
+    }
+
+
+def _attention(w: WeightMap, dst: str, src: str, cross: bool) -> None:
+    if cross:
+        w.copy(f"{dst}q.weight", f"{src}q.weight")
+        w.fuse(f"{dst}kv.weight", [f"{src}k.weight", f"{src}v.weight"])
+    else:
+        w.fuse(f"{dst}qkv.weight", [f"{src}{x}.weight" for x in "qkv"])
+    w.copy(f"{dst}out.weight", f"{src}o.weight")
+
+
+def _ffn(w: WeightMap, dst: str, src: str) -> None:
+    w.copy(f"{dst}up.weight", f"{src}wi.weight")
+    w.fuse(f"{dst}up.weight", [f"{src}wi_0.weight", f"{src}wi_1.weight"])  # gated: [gate; value]
+    w.copy(f"{dst}down.weight", f"{src}wo.weight")
+
+
+def t5_weights(w: WeightMap, cfg: ModelConfig) -> None:
+    w.copy("embed.weight", "shared.weight")
+    w.alias("embed.weight", "encoder.embed_tokens.weight")
+    w.copy("decoder_embed.weight", "decoder.embed_tokens.weight")
+    w.alias("decoder_embed.weight", "shared.weight")  # one table for both unless the config unties them
+    for stack, n in (("encoder", cfg.encoder_layers), ("decoder", cfg.decoder_layers)):
+        # the bias table lives in the first layer and is shared by the whole stack
+        w.copy(f"{stack}.position.bias.weight", f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight")
+        for i in range(n):
+            a, h = f"{stack}.layers.{i}.", f"{stack}.block.{i}.layer."
+            _attention(w, f"{a}self_attn.sublayer.", f"{h}0.SelfAttention.", cross=False)
+            w.copy(f"{a}self_attn.norm.weight", f"{h}0.layer_norm.weight")
+            ffn = 1
+            if stack == "decoder":
+                _attention(w, f"{a}cross_attn.sublayer.", f"{h}1.EncDecAttention.", cross=True)
+                w.copy(f"{a}cross_attn.norm.weight", f"{h}1.layer_norm.weight")
+                ffn = 2
+            _ffn(w, f"{a}ffn.sublayer.", f"{h}{ffn}.DenseReluDense.")
+            w.copy(f"{a}ffn.norm.weight", f"{h}{ffn}.layer_norm.weight")
+        w.copy(f"{stack}.final_norm.weight", f"{stack}.final_layer_norm.weight")
+    w.copy("head.proj.weight", "lm_head.weight")
+
+
+register(HFArchitecture(
+    "t5", t5_config, t5_weights,
+    # an unused table that checkpoints written by older transformers versions carry
+    ignore=(r"decoder\.block\.0\.layer\.1\.EncDecAttention\.relative_attention_bias\.weight",),
+))

@@ -1,0 +1,91 @@
+"""Data order as a pure function of (seed, step), so every variant of a sweep sees the same
+batches in the same order and a resumed run continues exactly where it stopped."""
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable, Dict, List, Optional
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+from ..config import TrainConfig
+from ..data.tasks.base import Example, TaskData, collate
+from ..errors import ConfigError
+
+
+class StepBatchSampler(Sampler):
+    """Batch ``k`` = slice ``k`` of a seeded permutation of the training set (a new permutation per
+    pass). Iteration starts at ``start()``: the number of batches already trained on."""
+
+    def __init__(self, n: int, batch_size: int, seed: int, total: int, start: Callable[[], int],
+                 rank: int = 0, world: int = 1):
+        self.n, self.batch_size, self.seed, self.total, self.start = n, batch_size, seed, total, start
+        self.rank, self.world = rank, world
+        self.per_pass = n // (batch_size * world)
+        if self.per_pass == 0:
+            raise ConfigError("train.batch_size", f"the task has {n} training examples, fewer than one batch "
+                              f"({batch_size} x {world} devices)")
+        self._perm = (-1, None)
+
+    def batch(self, k: int) -> List[int]:
+        epoch, j = divmod(k, self.per_pass)
+        if self._perm[0] != epoch:
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            self._perm = (epoch, torch.randperm(self.n, generator=g))
+        size = self.batch_size * self.world
+        global_batch = self._perm[1][j * size:(j + 1) * size]
+        return global_batch[self.rank * self.batch_size:(self.rank + 1) * self.batch_size].tolist()
+
+    def __iter__(self):
+        for k in range(self.start(), self.total):
+            yield self.batch(k)
+
+    def __len__(self) -> int:
+        return self.total
+
+
+class ListDataset(torch.utils.data.Dataset):
+    def __init__(self, examples: List[Example]):
+        self.examples = examples
+
+    def __len__(self):
+        return len(self.examples)
+
+    def __getitem__(self, i):
+        return self.examples[i]
+
+
+class TaskDataModule(pl.LightningDataModule):
+    def __init__(self, data: TaskData, train: TrainConfig, seed: int):
+        super().__init__()
+        self.data, self.train_cfg, self.seed = data, train, seed
+        self.collate = partial(collate, pad_id=data.tokenizer.pad_id)
+        self.consumed: Callable[[], int] = lambda: 0  # set by the module to the trainer's batch count
+
+    def _eval_loader(self, split: str) -> DataLoader:
+        t = self.train_cfg
+        return DataLoader(ListDataset(self.data.splits[split]), batch_size=t.eval_batch_size or t.batch_size,
+                          shuffle=False, collate_fn=self.collate, num_workers=t.num_workers,
+                          generator=self._generator())
+
+    def _generator(self) -> torch.Generator:
+        """Each loader draws its worker seed from its own generator, not the global RNG: otherwise
+        every new iterator (one per evaluation) would shift the dropout stream and a resumed run
+        would drift from an uninterrupted one."""
+        return torch.Generator().manual_seed(self.seed)
+
+    def train_dataloader(self) -> DataLoader:
+        t = self.train_cfg
+        rank = self.trainer.global_rank if self.trainer else 0
+        world = self.trainer.world_size if self.trainer else 1
+        sampler = StepBatchSampler(len(self.data.splits["train"]), t.batch_size, self.seed,
+                                   t.max_steps * t.accumulate_grad_batches, self.consumed, rank, world)
+        return DataLoader(ListDataset(self.data.splits["train"]), batch_sampler=sampler, collate_fn=self.collate,
+                          num_workers=t.num_workers, generator=self._generator())
+
+    def val_dataloader(self) -> List[DataLoader]:
+        return [self._eval_loader(s) for s in self.data.eval_splits]
+
+    def test_dataloader(self) -> List[DataLoader]:
+        return [self._eval_loader("test")]

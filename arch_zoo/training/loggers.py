@@ -1,0 +1,72 @@
+"""Lightning loggers: always CSV in the run dir; wandb when ``logging.wandb.enabled``."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from pytorch_lightning.loggers import CSVLogger, Logger
+
+from ..config import ExperimentConfig, WandbConfig
+from ..config_types import to_dict
+from .objectives import better
+
+
+def flatten(data: Any, prefix: str = "") -> Dict[str, Any]:
+    """{"model": {"d_model": 64}} -> {"model.d_model": 64}: the form wandb filters and groups by."""
+    if isinstance(data, dict):
+        out: Dict[str, Any] = {}
+        for k, v in data.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: data}
+
+
+def wandb_mode(w: WandbConfig) -> str:
+    """Explicit config wins; else $WANDB_MODE; else online only when an API key is configured."""
+    if w.mode:
+        return w.mode
+    if os.environ.get("WANDB_MODE"):
+        return os.environ["WANDB_MODE"]
+    has_key = bool(os.environ.get("WANDB_API_KEY")) or (Path.home() / ".netrc").exists() and \
+        "api.wandb.ai" in (Path.home() / ".netrc").read_text(errors="ignore")
+    return "online" if has_key else "offline"
+
+
+def build_loggers(cfg: ExperimentConfig, run_dir: Path, run_name: str) -> List[Logger]:
+    loggers: List[Logger] = [CSVLogger(save_dir=str(run_dir), name="", version="")]
+    w = cfg.logging.wandb
+    if w.enabled:
+        from pytorch_lightning.loggers import WandbLogger
+
+        loggers.append(WandbLogger(project=w.project, entity=w.entity, group=w.group, job_type=w.job_type,
+                                   tags=list(w.tags), name=run_name, save_dir=str(run_dir), mode=wandb_mode(w),
+                                   config=flatten(to_dict(cfg)), id=_wandb_id(run_dir), resume="allow"))
+    return loggers
+
+
+def _wandb_id(run_dir: Path) -> str:
+    """A stable id per run dir, so a resumed run continues the same wandb run."""
+    import hashlib
+
+    return hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:12]
+
+
+def define_summaries(loggers: List[Logger], metric_names: List[str]) -> None:
+    """Tell wandb which way each metric improves, so its run summary keeps the best value."""
+    for logger in loggers:
+        experiment = getattr(logger, "experiment", None)
+        if experiment is None or not hasattr(experiment, "define_metric"):
+            continue
+        for name in metric_names:
+            experiment.define_metric(name, summary=better(name))
+
+
+def sync_hint(loggers: List[Logger]) -> Optional[str]:
+    """The `wandb sync` command for an offline run, else None."""
+    for logger in loggers:
+        experiment = getattr(logger, "_experiment", None)
+        if experiment is not None and getattr(experiment, "settings", None) is not None:
+            if experiment.settings.mode == "offline" or getattr(experiment.settings, "_offline", False):
+                return f"wandb sync {Path(experiment.dir).parent}"
+    return None

@@ -1,0 +1,116 @@
+"""The LightningModule: one for every model kind; the task's objective picks the loss."""
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from typing import Dict, List, Optional
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+
+from ..config import ExperimentConfig, to_yaml
+from ..data.tasks.base import TaskData
+from ..models import build_model
+from . import objectives
+from .optim import build_optimizer, build_scheduler
+
+
+class ArchZooModule(pl.LightningModule):
+    def __init__(self, cfg: ExperimentConfig, data: TaskData):
+        super().__init__()
+        self.cfg, self.objective = cfg, data.objective
+        self.tokenizer = data.tokenizer
+        self.model = build_model(cfg.model, data.tokenizer.vocab_size)
+        self.eval_splits = data.eval_splits
+        self.chars_per_token = {k: float(v) for k, v in (data.info.get("chars_per_token") or {}).items()}
+        n = cfg.train.exact_match_samples if "exact_match" in data.metrics else 0
+        self.generation = {stage: [e for e in data.splits[stage] if e.prompt_ids is not None][:n]
+                           for stage in ("val", "test")}
+        self.test_metrics: Dict[str, float] = {}
+        self._sums: Dict[str, Dict[str, float]] = {}
+        self.history: List[Dict[str, float]] = []  # one row of metrics per validation
+        self.diverged_at: Optional[int] = None
+
+    # ----------------------------------------------------------------------------- training
+    def training_step(self, batch, batch_idx):
+        logits, labels = objectives.forward(self.model, batch, self.objective)
+        loss = objectives.loss_fn(logits, labels, self.cfg.train.label_smoothing)
+        self.log("train/loss", loss, prog_bar=True, batch_size=labels.shape[0])
+        self.log("lr", self.trainer.optimizers[0].param_groups[0]["lr"], prog_bar=False)
+        return loss
+
+    def configure_optimizers(self):
+        optimizer = build_optimizer(self.model, self.cfg.train)
+        return {"optimizer": optimizer,
+                "lr_scheduler": {"scheduler": build_scheduler(optimizer, self.cfg.train), "interval": "step"}}
+
+    # ---------------------------------------------------------------------------- evaluation
+    def _split(self, dataloader_idx: int, stage: str) -> str:
+        return self.eval_splits[dataloader_idx] if stage == "val" else "test"
+
+    def _accumulate(self, batch, split: str) -> None:
+        logits, labels = objectives.forward(self.model, batch, self.objective)
+        sums = self._sums.setdefault(split, defaultdict(float))
+        for k, v in objectives.metric_sums(logits, labels, self.objective).items():
+            sums[k] += v
+
+    def validation_step(self, batch, batch_idx, dataloader_idx=0):
+        self._accumulate(batch, self._split(dataloader_idx, "val"))
+
+    def test_step(self, batch, batch_idx, dataloader_idx=0):
+        self._accumulate(batch, "test")
+
+    def _finish_eval(self, stage: str) -> Dict[str, float]:
+        metrics: Dict[str, float] = {}
+        for split, sums in self._sums.items():
+            cpt = self.chars_per_token.get(split.split("@")[0] if stage == "val" else "test", 0.0)
+            for k, v in objectives.finish(sums, self.objective, cpt).items():
+                metrics[f"{split}/{k}"] = v
+        self._sums = {}
+        examples = self.generation[stage]
+        if examples:
+            tok = self.tokenizer
+            metrics[f"{stage}/exact_match"] = objectives.exact_match(
+                self.model, [e.prompt_ids for e in examples], [e.target_ids for e in examples], self.objective,
+                tok.bos_id, tok.eos_id, tok.pad_id, self.cfg.train.eval_batch_size or self.cfg.train.batch_size)
+        return metrics
+
+    def on_validation_epoch_end(self):
+        if self.trainer.sanity_checking:
+            self._sums = {}
+            return
+        metrics = self._finish_eval("val")
+        self.log_dict(metrics, prog_bar=False, sync_dist=False)
+        self.history.append({"step": self.global_step, **metrics})
+
+    def on_test_epoch_end(self):
+        self.test_metrics = self._finish_eval("test")
+        self.log_dict(self.test_metrics)
+
+    # ------------------------------------------------------------------ exact resumption
+    def on_save_checkpoint(self, checkpoint):
+        checkpoint["arch_zoo"] = {
+            "rng": {"torch": torch.get_rng_state(), "numpy": _numpy_state(), "python": random.getstate(),
+                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+            "history": self.history,
+            "config": to_yaml(self.cfg),  # a checkpoint alone rebuilds its model
+        }
+
+    def on_load_checkpoint(self, checkpoint):
+        state = checkpoint.get("arch_zoo", {})
+        rng = state.get("rng")
+        if rng:
+            torch.set_rng_state(rng["torch"])
+            kind, keys, *rest = rng["numpy"]
+            np.random.set_state((kind, keys.numpy().astype(np.uint32), *rest))
+            random.setstate(rng["python"])
+            if rng["cuda"] is not None and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(rng["cuda"])
+        self.history = list(state.get("history", []))
+
+
+def _numpy_state():
+    """numpy's global RNG state with its key array as a tensor: checkpoints load with weights_only=True."""
+    kind, keys, *rest = np.random.get_state()
+    return (kind, torch.from_numpy(keys.astype(np.int64)), *rest)

@@ -1,0 +1,83 @@
+"""Losses and per-batch metric sums for each task objective. Metrics are accumulated as sums and
+counts and divided once per evaluation, so the result does not depend on how batches split."""
+from __future__ import annotations
+
+import math
+from typing import Dict, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..data.tasks.base import IGNORE
+
+# Which head each objective needs (checked before a run starts).
+HEAD_FOR = {"lm": "lm", "seq2seq": "lm", "mlm": "lm", "classification": "sequence_classification",
+            "token_classification": "token_classification"}
+
+
+def forward(model, batch: Dict[str, Tensor], objective: str) -> Tuple[Tensor, Tensor]:
+    """(logits, labels), aligned: logits[..., i, :] predicts labels[..., i]."""
+    if objective == "seq2seq":
+        out = model(batch["input_ids"], batch["decoder_input_ids"], batch["attention_mask"],
+                    batch["decoder_attention_mask"])
+        return out.logits, batch["labels"]
+    logits = model(batch["input_ids"], batch["attention_mask"]).logits
+    if objective == "lm":  # next-token prediction: position i predicts token i + 1
+        return logits[:, :-1], batch["labels"][:, 1:]
+    return logits, batch["labels"]
+
+
+def loss_fn(logits: Tensor, labels: Tensor, label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE,
+                           label_smoothing=label_smoothing, reduction=reduction)
+
+
+def metric_sums(logits: Tensor, labels: Tensor, objective: str) -> Dict[str, float]:
+    """Sums for loss (unsmoothed, per target token or sequence), token accuracy and, for sequence
+    tasks, sequences whose every target token is right under teacher forcing."""
+    loss_sum = loss_fn(logits, labels, reduction="sum").item()
+    valid = labels != IGNORE
+    correct = (logits.argmax(-1) == labels) & valid
+    sums = {"loss": loss_sum, "count": float(valid.sum()), "correct": float(correct.sum())}
+    if objective == "classification":
+        sums["examples"] = float(labels.numel())
+    return sums
+
+
+def finish(sums: Dict[str, float], objective: str, chars_per_token: float = 0.0) -> Dict[str, float]:
+    """Turn accumulated sums into metrics."""
+    n = max(sums.get("count", 0.0), 1.0)
+    loss = sums["loss"] / n
+    out = {"loss": loss}
+    if objective == "classification":
+        out["accuracy"] = sums["correct"] / n
+        return out
+    out["token_accuracy" if objective != "token_classification" else "accuracy"] = sums["correct"] / n
+    if objective in ("lm", "seq2seq", "mlm"):
+        out["perplexity"] = math.exp(min(loss, 50.0))
+        if chars_per_token:
+            out["bpc"] = loss / math.log(2) / chars_per_token
+    return out
+
+
+def better(metric: str) -> str:
+    """'min' or 'max': the direction in which a metric improves."""
+    return "max" if any(k in metric for k in ("accuracy", "exact_match")) else "min"
+
+
+@torch.no_grad()
+def exact_match(model, prompts, targets, objective: str, bos: int, eos: int, pad: int, batch_size: int) -> float:
+    """Share of held-out examples whose greedy decoding equals the target exactly."""
+    from ..generation import generate
+
+    hits = 0
+    for i in range(0, len(prompts), batch_size):
+        chunk, wanted = prompts[i:i + batch_size], targets[i:i + batch_size]
+        longest = max(len(t) for t in wanted) + 1
+        out = generate(model, chunk, strategy="greedy", max_new_tokens=longest, eos_token_id=eos, pad_token_id=pad,
+                       decoder_start_token_id=bos if objective == "seq2seq" else None)
+        for tokens, target in zip(out.to_lists(), wanted):
+            hyp = tokens[0]
+            hits += int(hyp[:-1] == list(target) and hyp[-1:] == [eos])
+    return hits / max(len(prompts), 1)

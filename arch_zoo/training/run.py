@@ -1,0 +1,132 @@
+"""``run_one(config, out_dir) -> RunResult``: one training run, end to end, the way every sweep runs it."""
+from __future__ import annotations
+
+import os
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from ..config import ExperimentConfig, load, save, to_yaml
+from ..config_types import to_dict
+from ..data.tasks import TASKS, TaskData
+from ..errors import ConfigError
+from . import rundir
+from .objectives import HEAD_FOR, better
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    status: str  # completed | diverged | failed | interrupted
+    summary: Dict[str, Any] = field(default_factory=dict)
+    reason: Optional[str] = None
+    skipped: bool = False  # already finished before this call; nothing was trained
+
+    @property
+    def metrics(self) -> Dict[str, float]:
+        return self.summary.get("final", {})
+
+
+def prepare(cfg: ExperimentConfig) -> TaskData:
+    """Build the task's data and check it fits the model; every problem is a ConfigError, raised
+    before anything is written."""
+    if cfg.task is None:
+        raise ConfigError("task", f"a training run needs a task; choices: {', '.join(TASKS.choices())}")
+    task = TASKS.build(cfg.task, cfg.seed, cfg.model.kind, cfg.model.max_seq_len)
+    try:
+        data = task.build()
+    except (ValueError, OSError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError("task", str(exc)) from None
+    head = cfg.model.head
+    wanted = HEAD_FOR[data.objective]
+    if head.name != wanted:
+        raise ConfigError("model.head", f"task '{cfg.task.name}' trains with objective '{data.objective}', which "
+                          f"needs head '{wanted}', not '{head.name}'")
+    if data.n_classes is not None and head.options.n_classes != data.n_classes:
+        raise ConfigError("model.head.n_classes", f"is {head.options.n_classes} but task '{cfg.task.name}' has "
+                          f"{data.n_classes} classes")
+    if cfg.model.vocab_size is not None and cfg.model.vocab_size != data.tokenizer.vocab_size:
+        raise ConfigError("model.vocab_size", f"is {cfg.model.vocab_size} but the task's tokenizer has "
+                          f"{data.tokenizer.vocab_size} tokens; leave it null to take the tokenizer's")
+    return data
+
+
+def _check_same_config(cfg: ExperimentConfig, run_dir: Path) -> None:
+    saved = run_dir / rundir.CONFIG
+    if not saved.exists():
+        return
+    old = to_dict(load(saved))
+    new = to_dict(cfg)
+    diff = _first_difference(old, new)
+    if diff:
+        raise ConfigError("--out", f"{run_dir} holds a run of a different config ({diff}); "
+                          "choose another output directory")
+
+
+def _first_difference(a: Any, b: Any, prefix: str = "") -> Optional[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            d = _first_difference(a.get(k), b.get(k), f"{prefix}{k}.")
+            if d:
+                return d
+        return None
+    return None if a == b else f"{prefix[:-1]}: {a!r} there, {b!r} here"
+
+
+def _is_rank_zero() -> bool:
+    return int(os.environ.get("LOCAL_RANK", 0)) == 0 and int(os.environ.get("NODE_RANK", 0)) == 0
+
+
+def run_one(cfg: ExperimentConfig, out_dir, callbacks: Sequence[Any] = (), quiet: bool = False) -> RunResult:
+    """Train ``cfg`` into ``out_dir``. Reruns resume from checkpoints/last.ckpt; a finished run
+    (completed or diverged) is returned as it is, not trained again."""
+    run_dir = Path(out_dir)
+    _check_same_config(cfg, run_dir)
+    status = rundir.read_json(run_dir / rundir.STATUS) or {}
+    if status.get("status") in rundir.FINISHED:
+        return RunResult(run_dir, status["status"], rundir.read_json(run_dir / rundir.SUMMARY) or {},
+                         status.get("reason"), skipped=True)
+    data = prepare(cfg)  # user errors surface here, before the run dir exists
+    writer = _is_rank_zero()
+    if writer:
+        (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+        save(cfg, run_dir / rundir.CONFIG)
+        data.tokenizer.save(run_dir)
+        rundir.set_status(run_dir, "running", started=rundir.now(), pid=os.getpid(), reason=None)
+    try:
+        from .trainer import train
+
+        summary = train(cfg, data, run_dir, list(callbacks), quiet=quiet, writer=writer)
+    except KeyboardInterrupt:
+        if writer:
+            rundir.set_status(run_dir, "interrupted", reason="interrupted by the user")
+        raise
+    except Exception as exc:  # a crash is data: record it, let the caller (a sweep) go on
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        if writer:
+            (run_dir / "error.txt").write_text(traceback.format_exc())
+            rundir.set_status(run_dir, "failed", reason=reason)
+        return RunResult(run_dir, "failed", {}, reason)
+    if writer:
+        rundir.write_json(run_dir / rundir.SUMMARY, summary)
+        rundir.set_status(run_dir, summary["status"], reason=summary.get("reason"), finished=rundir.now(),
+                          step=summary["step"])
+    return RunResult(run_dir, summary["status"], summary, summary.get("reason"))
+
+
+def best_metrics(history: List[Dict[str, float]]) -> Dict[str, Dict[str, float]]:
+    """For every validation metric, its best value over the run and the step it was reached at."""
+    best: Dict[str, Dict[str, float]] = {}
+    for row in history:
+        for k, v in row.items():
+            if k == "step" or v != v:  # skip NaN
+                continue
+            pick = max if better(k) == "max" else min
+            if k not in best or pick(v, best[k]["value"]) != best[k]["value"]:
+                best[k] = {"value": v, "step": row["step"]}
+    return best

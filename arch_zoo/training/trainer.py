@@ -1,0 +1,115 @@
+"""Builds the Lightning Trainer for a run, fits (resuming from last.ckpt), evaluates, summarises."""
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytorch_lightning as pl
+import torch
+
+from ..config import ExperimentConfig
+from ..data.tasks.base import TaskData
+from ..models.summary import count_parameters, flops_per_token, parameter_breakdown
+from . import rundir
+from .callbacks import AtomicCheckpoint, DivergenceGuard, ThroughputMeter, atomic_save, peak_memory
+from .datamodule import TaskDataModule
+from .loggers import build_loggers, define_summaries, sync_hint
+from .module import ArchZooModule
+
+_NOISY = ("does not have many workers", "Checkpoint directory", "Experiment logs directory", "exists and is not empty",
+          "The number of training batches", "LightningDataModule.transfer_batch_to_device",
+          "You defined a `validation_step` but have no `val_dataloader`", "Trying to infer the `batch_size`",
+          "is an invalid version and will not be supported", "your dataloader is not resumable")
+
+
+def _quiet_lightning(quiet: bool) -> None:
+    for text in _NOISY:
+        warnings.filterwarnings("ignore", message=f".*{text}.*")
+    level = logging.ERROR if quiet else logging.WARNING
+    for name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric", "lightning.fabric"):
+        logging.getLogger(name).setLevel(level)
+
+
+def _resume_step(ckpt: Path) -> int:
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)
+    return int(state.get("global_step", 0))
+
+
+def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[Any], quiet: bool,
+          writer: bool) -> Dict[str, Any]:
+    _quiet_lightning(quiet)
+    t = cfg.train
+    started = time.time()
+    ckpt = run_dir / rundir.CHECKPOINT
+    resume_from = _resume_step(ckpt) if ckpt.exists() else None
+    if resume_from is not None and writer:
+        rundir.trim_metrics(run_dir, resume_from)
+
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    module = ArchZooModule(cfg, data)
+    dm = TaskDataModule(data, t, cfg.seed)
+    meter, guard = ThroughputMeter(), DivergenceGuard()
+    checkpoint = AtomicCheckpoint(dirpath=str(run_dir / "checkpoints"), save_last=True, save_top_k=0,
+                                  every_n_train_steps=t.val_every, enable_version_counter=False)
+    loggers = build_loggers(cfg, run_dir, run_dir.name)
+    trainer = pl.Trainer(
+        max_steps=t.max_steps, max_epochs=1, accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
+        precision=t.precision, gradient_clip_val=t.grad_clip, accumulate_grad_batches=t.accumulate_grad_batches,
+        val_check_interval=t.val_every * t.accumulate_grad_batches, check_val_every_n_epoch=None,
+        limit_val_batches=t.val_batches, limit_test_batches=t.val_batches, log_every_n_steps=t.log_every,
+        num_sanity_val_steps=0, use_distributed_sampler=False, enable_progress_bar=t.progress_bar and not quiet,
+        enable_model_summary=False, logger=loggers, callbacks=[checkpoint, meter, guard, *callbacks],
+        default_root_dir=str(run_dir),
+    )
+    dm.consumed = lambda: trainer.global_step * t.accumulate_grad_batches
+    names = [f"{s}/{m}" for s in data.eval_splits for m in ("loss", "accuracy", "token_accuracy", "bpc")]
+    if writer:
+        define_summaries(loggers, names + ["val/exact_match", "train/loss"])
+    trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if resume_from is not None else None)
+
+    diverged = module.diverged_at is not None
+    if not diverged:
+        if not module.history or module.history[-1]["step"] != trainer.global_step:
+            trainer.validate(module, datamodule=dm, verbose=False)
+        trainer.test(module, datamodule=dm, verbose=False)
+        atomic_save(trainer, ckpt)
+    final = dict(module.history[-1]) if module.history else {}
+    final.pop("step", None)
+    final.update(module.test_metrics)
+    from .run import best_metrics
+
+    model = module.model
+    summary = {
+        "name": cfg.name,
+        "status": "diverged" if diverged else "completed",
+        "reason": f"non-finite training loss at step {module.diverged_at}" if diverged else None,
+        "diverged_at": module.diverged_at,
+        "step": int(trainer.global_step),
+        "resumed_from_step": resume_from,
+        "final": final,
+        "best": best_metrics(module.history),
+        "parameters": count_parameters(model),
+        "parameters_by_part": {k: v for k, v in parameter_breakdown(model).items()},
+        "flops_per_token": flops_per_token(model, cfg.model.max_seq_len)["total"],
+        "train_tokens_per_s": meter.tokens_per_second,
+        **peak_memory(module.device),
+        "wall_time_s": time.time() - started,
+        "device": str(module.device),
+        "task": data.info,
+        "versions": rundir.versions(),
+        "git_commit": rundir.git_commit(),
+        "finished": rundir.now(),
+    }
+    hint = sync_hint(loggers) if writer else None
+    if hint:
+        summary["wandb_sync"] = hint
+    for logger in loggers:
+        logger.finalize("success" if not diverged else "failed")
+    if cfg.logging.wandb.enabled:
+        import wandb
+
+        wandb.finish()
+    return summary
