@@ -24,9 +24,10 @@ test: $(VENV)/.installed
 test-slow: $(VENV)/.installed
 	$(PY) -m pytest -q -m slow
 
+# Until sweeps land: the most complete end-to-end path, a training run with its summary.
 demo: $(VENV)/.installed
-	$(VENV)/bin/arch-zoo components
-	for f in configs/models/*.yaml; do $(VENV)/bin/arch-zoo describe $$f || exit 1; done
+	$(VENV)/bin/arch-zoo describe configs/experiments/copy.yaml
+	$(VENV)/bin/arch-zoo train configs/experiments/copy.yaml --out runs/demo-copy
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/train_step.py
