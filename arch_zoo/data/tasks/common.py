@@ -44,6 +44,16 @@ def positive(name: str, value: int, minimum: int = 1) -> None:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
+def check_lengths_and_sizes(options) -> None:
+    """The options every generated task shares: a min_len..max_len range and three split sizes."""
+    positive("min_len", options.min_len)
+    positive("max_len", options.max_len)
+    if options.max_len < options.min_len:
+        raise ValueError(f"max_len ({options.max_len}) must be >= min_len ({options.min_len})")
+    for name in ("n_train", "n_val", "n_test"):
+        positive(name, getattr(options, name))
+
+
 def check_fits(need: int, max_seq_len: int, key: str, what: str) -> None:
     """ConfigError when a sequence of ``need`` tokens cannot fit the model."""
     if need > max_seq_len:

@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Tuple
 from ...errors import ConfigError
 from ..tokenizers import BOS
 from .base import TASKS, Example, Task, TaskData
-from .common import (SPLITS, check_fits, check_tokenizer, deal, fit_tokenizer, positive, sample_distinct,
+from .common import (SPLITS, check_lengths_and_sizes, check_fits, check_tokenizer, deal, fit_tokenizer, positive, sample_distinct,
                      split_counts, validate_tokenizer)
 
 PAIRS = ("()", "[]", "{}", "<>")
@@ -102,12 +102,7 @@ class DyckOptions:
         positive("n_types", self.n_types)
         if self.n_types > len(PAIRS):
             raise ValueError(f"n_types must be at most {len(PAIRS)}, got {self.n_types}")
-        positive("min_len", self.min_len)
-        positive("max_len", self.max_len)
-        if self.max_len < self.min_len:
-            raise ValueError(f"max_len ({self.max_len}) must be >= min_len ({self.min_len})")
-        for name in ("n_train", "n_val", "n_test"):
-            positive(name, getattr(self, name))
+        check_lengths_and_sizes(self)
         validate_tokenizer(self.tokenizer, DYCK_TOKENIZERS, " (labels need one token per bracket)")
 
 

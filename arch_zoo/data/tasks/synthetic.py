@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Tuple
 
 from .base import TASKS
-from .common import deal, positive, sample_distinct, split_counts, validate_tokenizer
+from .common import check_lengths_and_sizes, deal, positive, sample_distinct, split_counts, validate_tokenizer
 from .pairs import Pairs, PairTask
 
 SYMBOLS = string.ascii_lowercase
@@ -31,12 +31,7 @@ class SequenceOptions:
         positive("n_symbols", self.n_symbols, 2)
         if self.n_symbols > len(SYMBOLS):
             raise ValueError(f"n_symbols must be at most {len(SYMBOLS)}, got {self.n_symbols}")
-        positive("min_len", self.min_len)
-        positive("max_len", self.max_len)
-        if self.max_len < self.min_len:
-            raise ValueError(f"max_len ({self.max_len}) must be >= min_len ({self.min_len})")
-        for name in ("n_train", "n_val", "n_test"):
-            positive(name, getattr(self, name))
+        check_lengths_and_sizes(self)
         total = self.n_train + self.n_val + self.n_test
         space = sum(self.n_symbols ** n for n in range(self.min_len, self.max_len + 1))
         if total > space:
