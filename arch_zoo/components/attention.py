@@ -73,25 +73,54 @@ class ExplicitBackend(Backend):
 
 class KVCache:
     """One attention layer's keys and values. Self-attention appends the new positions each step;
-    cross-attention fills it once from the encoder memory and then only reads it."""
+    cross-attention fills it once from the encoder memory and then only reads it.
+
+    Keys and values live in buffers that double when full, so appending a position copies that
+    position rather than the whole cache (as torch.cat would); ``k`` and ``v`` are views of the
+    filled part. While autograd records, appends use torch.cat instead: writing into a buffer
+    would overwrite tensors saved for the backward pass."""
 
     def __init__(self):
-        self.k: Optional[Tensor] = None
-        self.v: Optional[Tensor] = None
+        self._k: Optional[Tensor] = None  # (B, kv_heads, capacity, head_dim)
+        self._v: Optional[Tensor] = None
+        self._len = 0
+
+    @property
+    def k(self) -> Optional[Tensor]:
+        return None if self._k is None else self._k[:, :, : self._len]
+
+    @property
+    def v(self) -> Optional[Tensor]:
+        return None if self._v is None else self._v[:, :, : self._len]
 
     def __len__(self) -> int:
-        return 0 if self.k is None else self.k.shape[-2]
+        return self._len
 
     def append(self, k: Tensor, v: Tensor) -> Tuple[Tensor, Tensor]:
-        if self.k is not None:
-            k, v = torch.cat((self.k, k), dim=-2), torch.cat((self.v, v), dim=-2)
-        self.k, self.v = k, v
-        return k, v
+        if self._k is None or (torch.is_grad_enabled() and (k.requires_grad or v.requires_grad)):
+            if self._k is not None:
+                k, v = torch.cat((self.k, k), dim=-2), torch.cat((self.v, v), dim=-2)
+            self._k, self._v, self._len = k, v, k.shape[-2]  # full to capacity: the next append copies
+            return k, v
+        end = self._len + k.shape[-2]
+        if end > self._k.shape[-2]:
+            self._k, self._v = self._grow(self._k, end), self._grow(self._v, end)
+        self._k[:, :, self._len: end] = k
+        self._v[:, :, self._len: end] = v
+        self._len = end
+        return self.k, self.v
+
+    def _grow(self, buffer: Tensor, needed: int) -> Tensor:
+        shape = list(buffer.shape)
+        shape[-2] = max(needed, 2 * shape[-2])
+        grown = buffer.new_empty(shape)
+        grown[:, :, : self._len] = buffer[:, :, : self._len]
+        return grown
 
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows ``index`` (beam search)."""
-        if self.k is not None:
-            self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
+        if self._k is not None:
+            self._k, self._v = self._k.index_select(0, index), self._v.index_select(0, index)
 
 
 @dataclass(frozen=True)
@@ -148,6 +177,9 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self._heads(q, h), self._heads(k, kv), self._heads(v, kv)
             if rotate is not None:
                 q, k = rotate(q, k)
+                # q and k are fresh tensors now, but v is still a view of the fused qkv output: kept for
+                # backward (or in the cache) it would keep all of it alive. Its own copy frees the rest.
+                v = v.contiguous()
             if cache is not None:
                 k, v = cache.append(k, v)
         if need_weights and not self.backend.returns_weights:
