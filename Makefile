@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m pip install --quiet -e '.[test,bench,ray]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -24,10 +24,11 @@ test: $(VENV)/.installed
 test-slow: $(VENV)/.installed
 	$(PY) -m pytest -q -m slow
 
-# Until sweeps land: the most complete end-to-end path, a training run with its summary.
+# The quickstart sweep (3 position schemes x 2 seeds on a char-LM), then its report.
+# Rerunning resumes: finished runs are kept.
 demo: $(VENV)/.installed
-	$(VENV)/bin/arch-zoo describe configs/experiments/copy.yaml
-	$(VENV)/bin/arch-zoo train configs/experiments/copy.yaml --out runs/demo-copy
+	$(VENV)/bin/arch-zoo sweep sweeps/quickstart.yaml --workers 2 --out runs/sweeps
+	$(VENV)/bin/arch-zoo report runs/sweeps/quickstart --out reports/quickstart
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/train_step.py

@@ -52,6 +52,62 @@ def _train(args) -> int:
     return 0
 
 
+def _report(args) -> int:
+    from .reports import terminal_table, write_report
+
+    result = write_report(args.sweep_dir, args.out, formats=args.format, metric=args.metric, baseline=args.baseline)
+    sys.stdout.write(terminal_table(result["variants"]))
+    print(f"report: {result['out_dir']}/ ({len(result['files'])} files)")
+    return 0
+
+
+def _compare(args) -> int:
+    from .reports import load_runs, summarize, terminal_table, write_report
+
+    if args.out:
+        table = write_report(args.paths, args.out, metric=args.metric, baseline=args.baseline)["variants"]
+    else:
+        table = summarize(load_runs(args.paths), metric=args.metric, baseline=args.baseline)
+    sys.stdout.write(terminal_table(table))
+    if args.out:
+        print(f"report: {args.out}/")
+    return 0
+
+
+def _sweep(args) -> int:
+    from .sweeps import dry_run_table, load_spec, make_plan, run_sweep
+    from .sweeps.cli_support import export_path, failure_line, final_table
+
+    spec = load_spec(args.spec)
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError("--workers", f"must be at least 1, got {args.workers}")
+    if args.export_wandb:
+        from .sweeps.wandb_format import export_wandb
+
+        path = export_wandb(spec, export_path(spec, args.out))
+        print(f"wandb sweep config: {path}\n  wandb sweep {path}   # then, on each machine: wandb agent <sweep id>")
+        return 0
+    if args.dry_run:
+        from .sweeps.store import Store
+
+        plan = make_plan(spec)
+        Store(Path(args.out) / spec.name).check_conflicts(plan)
+        sys.stdout.write(dry_run_table(plan))
+        return 0
+    try:
+        outcome = run_sweep(spec, args.out, args.workers, args.launcher, args.ray_address, args.retry_failed)
+    except KeyboardInterrupt:
+        print("arch-zoo: sweep interrupted; finished runs are kept, and rerunning the same command resumes",
+              file=sys.stderr)
+        return 130
+    sys.stdout.write(final_table(outcome))
+    line = failure_line(outcome)
+    if line:
+        print(f"arch-zoo: {line}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="arch-zoo", description="Controlled Transformer architecture comparisons.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -72,6 +128,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="run directory (default: runs/<name>)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or Lightning messages")
     p.set_defaults(func=_train)
+
+    p = sub.add_parser("sweep", help="run (or resume) a sweep spec: variants x seeds, into a run store")
+    p.add_argument("spec", help="a sweep spec YAML (see sweeps/)")
+    p.add_argument("--workers", type=int, default=None, help="local: worker processes (default 1); "
+                   "ray: most runs at once (default: as many as the cluster fits)")
+    p.add_argument("--launcher", choices=["local", "ray"], default="local", help="where runs train (default: local)")
+    p.add_argument("--ray-address", default=None, help="ray: a cluster address (default: start a local one)")
+    p.add_argument("--out", default="runs/sweeps", help="run store root; runs go to OUT/<sweep name>/ "
+                   "(default: runs/sweeps)")
+    p.add_argument("--retry-failed", action="store_true", help="train failed and diverged runs again")
+    p.add_argument("--dry-run", action="store_true", help="print the runs (variant, seed, changed keys, "
+                   "parameters) and train nothing")
+    p.add_argument("--export-wandb", action="store_true", help="write a wandb sweep config for `wandb agent` "
+                   "and train nothing")
+    p.set_defaults(func=_sweep)
+
+    p = sub.add_parser("report", help="tables with statistics, plots and exports for a sweep")
+    p.add_argument("sweep_dir", help="a sweep directory (or one run directory)")
+    p.add_argument("--out", default=None, help="report directory (default: reports/<sweep name>)")
+    p.add_argument("--format", default=None, help="comma-separated: md,csv,tex,parquet,html,plots "
+                                                  "(default: md,csv,tex,parquet,html)")
+    p.add_argument("--metric", default=None, help="metric to rank and test on (default: the sweep's, else val/loss)")
+    p.add_argument("--baseline", nargs="+", action="extend", default=None, metavar="KEY=VALUE",
+                   help="the variant Δ is measured against (default: the sweep's baseline)")
+    p.set_defaults(func=_report)
+
+    p = sub.add_parser("compare", help="compare runs from several sweeps or run directories on one metric")
+    p.add_argument("paths", nargs="+", metavar="RUN_OR_SWEEP", help="sweep or run directories")
+    p.add_argument("--metric", default=None, help="metric to compare on (default: val/loss)")
+    p.add_argument("--baseline", nargs="+", action="extend", default=None, metavar="KEY=VALUE",
+                   help="the variant Δ is measured against (keys are the settings that differ)")
+    p.add_argument("--out", default=None, help="also write a report (md, csv, tex, parquet, html) here")
+    p.set_defaults(func=_compare)
     return parser
 
 

@@ -1,0 +1,126 @@
+"""``generate``: checks the arguments once, then runs a decoding loop over a ``Stepper``."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+from ..errors import ConfigError, choice_error
+from ..models.transformer import DecoderModel, EncoderDecoderModel
+from .prompts import Prompts, as_batch, check_left_padded, check_positions
+from .sampling import Sampler, greedy
+from .search import beam_search, token_by_token
+from .stepper import Stepper
+
+STRATEGIES = ("beam", "greedy", "sample")
+DEFAULT_BEAMS = 4
+
+
+@dataclass
+class GenerationOutput:
+    """Generated tokens only (the prompt is not repeated), N hypotheses per prompt (N = n_best, else 1)."""
+
+    tokens: Tensor  # (B, N, T) int64, pad_token_id after each hypothesis ends
+    lengths: Tensor  # (B, N) tokens generated, the EOS included
+    log_probs: Tensor  # (B, N) sum of the model's log-probabilities of those tokens (temperature 1, unfiltered)
+    scores: Tensor  # (B, N) what the strategy ranked by: beam divides log_probs by length ** length_penalty
+    logits: Optional[Tensor] = None  # (B, T, V) raw logits at each step, with return_logits (not for beam)
+
+    @property
+    def best(self) -> Tensor:
+        """(B, T): the first hypothesis of each prompt."""
+        return self.tokens[:, 0]
+
+    def to_lists(self) -> List[List[List[int]]]:
+        """Per prompt, per hypothesis: the token ids, cut at their length."""
+        return [[row[:n] for row, n in zip(hyps, lens)]
+                for hyps, lens in zip(self.tokens.tolist(), self.lengths.tolist())]
+
+
+def _positive(key: str, value, minimum=1) -> None:
+    if value < minimum:
+        raise ConfigError(key, f"must be >= {minimum}, got {value}")
+
+
+def _check_options(strategy, temperature, top_k, top_p, beams, n_best, max_new_tokens, return_logits) -> None:
+    if strategy not in STRATEGIES:
+        raise choice_error("strategy", "strategy", strategy, STRATEGIES)
+    _positive("max_new_tokens", max_new_tokens)
+    given = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
+    for key, value in given.items():
+        if value is not None and strategy != "sample":
+            raise ConfigError(key, f"only applies to strategy 'sample', not '{strategy}'")
+    if temperature is not None and not temperature > 0:
+        raise ConfigError("temperature", f"must be > 0, got {temperature} (strategy 'greedy' is the limit at 0)")
+    if top_k is not None:
+        _positive("top_k", top_k)
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise ConfigError("top_p", f"must be in (0, 1], got {top_p}")
+    if strategy != "beam" and (beams is not None or n_best != 1):
+        key = "beams" if beams is not None else "n_best"
+        raise ConfigError(key, f"only applies to strategy 'beam', not '{strategy}'")
+    if beams is not None:
+        _positive("beams", beams)
+    _positive("n_best", n_best)
+    width = DEFAULT_BEAMS if beams is None else beams
+    if strategy == "beam" and return_logits:
+        raise ConfigError("return_logits", "only applies to strategies 'greedy' and 'sample'")
+    if strategy == "beam" and n_best > width:
+        raise ConfigError("n_best", f"cannot exceed beams ({width}), got {n_best}")
+
+
+def generate(model, prompts: Prompts, attention_mask: Optional[Tensor] = None, *, strategy: str = "greedy",
+             max_new_tokens: int = 32, temperature: Optional[float] = None, top_k: Optional[int] = None,
+             top_p: Optional[float] = None, beams: Optional[int] = None, length_penalty: float = 1.0,
+             n_best: int = 1, eos_token_id: Union[int, Sequence[int], None] = None,
+             pad_token_id: Optional[int] = None, decoder_start_token_id: Optional[int] = None,
+             use_cache: bool = True, seed: Optional[int] = None, generator: Optional[torch.Generator] = None,
+             return_logits: bool = False) -> GenerationOutput:
+    """Continue each prompt (decoder-only) or translate each source (encoder-decoder).
+
+    ``prompts``: a list of token-id lists (padded here), one list, or a left-padded (B, L) tensor
+    with its ``attention_mask``. ``strategy``: 'greedy', 'sample' (``temperature``, ``top_k``,
+    ``top_p``, alone or combined, applied in that order) or 'beam' (``beams``, default 4,
+    ``length_penalty``, ``n_best``). A hypothesis stops at any of ``eos_token_id`` (kept in the
+    output) or after ``max_new_tokens``. Sampling is seeded by ``seed`` or ``generator``.
+    ``decoder_start_token_id`` (default ``pad_token_id``, as in T5) begins encoder-decoder output.
+    ``use_cache=False`` re-runs the whole sequence each step (the reference the cache must equal).
+    The model runs in eval mode; its training flag is restored afterwards."""
+    _check_options(strategy, temperature, top_k, top_p, beams, n_best, max_new_tokens, return_logits)
+    if not isinstance(model, (DecoderModel, EncoderDecoderModel)):
+        kind = getattr(getattr(model, "config", None), "kind", type(model).__name__)
+        raise ConfigError("model", f"generation needs a 'decoder' or 'encoder_decoder' model, got '{kind}'")
+    encoder_decoder = isinstance(model, EncoderDecoderModel)
+    pad = model.config.pad_token_id if pad_token_id is None else pad_token_id
+    start = pad if decoder_start_token_id is None else decoder_start_token_id
+    device = next(model.parameters()).device
+    ids, mask = as_batch(prompts, attention_mask, pad, device)
+    if not encoder_decoder:
+        check_left_padded(mask)
+    check_positions(model, mask, max_new_tokens, encoder_decoder)
+    eos = None
+    if eos_token_id is not None:
+        eos = torch.tensor([eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id), device=device)
+    if seed is not None and generator is None:
+        generator = torch.Generator(device=device).manual_seed(seed)
+
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():  # cheaper per op than no_grad, which matters at one token a step
+            stepper = Stepper(model, ids, mask, max_new_tokens, use_cache, pad, start)
+            if strategy == "beam":
+                width = DEFAULT_BEAMS if beams is None else beams
+                result = beam_search(stepper, width, max_new_tokens, eos, pad, length_penalty, n_best)
+                logits = None
+            else:
+                pick = greedy if strategy == "greedy" else Sampler(temperature or 1.0, top_k, top_p, generator)
+                kept: Optional[List[Tensor]] = [] if return_logits else None
+                result = token_by_token(stepper, pick, max_new_tokens, eos, pad, kept)
+                logits = torch.stack(kept, dim=1) if kept else None
+    finally:
+        model.train(was_training)
+    # Clones made outside inference mode are ordinary tensors: callers may edit them or use them in autograd.
+    return GenerationOutput(*(t.clone() for t in result), logits=None if logits is None else logits.clone())

@@ -1,0 +1,120 @@
+"""The two decoding loops: one token per row (greedy or sampled) and beam search.
+
+Both return (tokens, lengths, log_probs, scores) with a hypothesis axis: (B, N, T), (B, N), (B, N),
+(B, N). ``log_probs`` are the model's own log-probabilities of the generated tokens (temperature
+1, no filtering), so strategies can be compared on one scale.
+"""
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from .stepper import Stepper
+
+Result = Tuple[Tensor, Tensor, Tensor, Tensor]
+
+
+def _is_eos(tokens: Tensor, eos: Optional[Tensor]) -> Tensor:
+    if eos is None:
+        return torch.zeros_like(tokens, dtype=torch.bool)
+    return torch.isin(tokens, eos)
+
+
+def token_by_token(stepper: Stepper, pick: Callable[[Tensor], Tensor], max_new_tokens: int,
+                   eos: Optional[Tensor], pad_token_id: int, keep_logits: Optional[List[Tensor]] = None) -> Result:
+    """Greedy or sampled decoding; a row stops at its first EOS, the batch when every row has."""
+    logits = stepper.first()
+    batch, device = logits.shape[0], logits.device
+    tokens = torch.full((batch, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
+    log_probs = torch.zeros(batch, device=device)
+    finished = torch.zeros(batch, dtype=torch.bool, device=device)
+    lengths = torch.zeros(batch, dtype=torch.long, device=device)
+    steps = 0
+    while True:
+        if keep_logits is not None:
+            keep_logits.append(logits.float())
+        token = pick(logits)
+        chosen = logits.float().log_softmax(-1).gather(-1, token.unsqueeze(-1)).squeeze(-1)
+        if eos is not None:  # without EOS every row runs to the end: skip the bookkeeping
+            token, chosen = token.masked_fill(finished, pad_token_id), chosen.masked_fill(finished, 0.0)
+            lengths += (~finished).long()
+            finished |= torch.isin(token, eos)
+        log_probs += chosen
+        tokens[:, steps] = token
+        steps += 1
+        if steps == max_new_tokens or (eos is not None and bool(finished.all())):
+            break
+        logits = stepper.step(token)
+    if eos is None:
+        lengths.fill_(steps)
+    tokens = tokens[:, :steps]
+    return tokens.unsqueeze(1), lengths.unsqueeze(1), log_probs.unsqueeze(1), log_probs.unsqueeze(1)
+
+
+def beam_search(stepper: Stepper, beams: int, max_new_tokens: int, eos: Optional[Tensor], pad_token_id: int,
+                length_penalty: float, n_best: int) -> Result:
+    """Beam search ranked by ``log_prob / length ** length_penalty`` (length counts the EOS).
+
+    Each step keeps the ``beams`` best continuations that do not end; a continuation that ends in
+    EOS among the top ``beams`` candidates joins the prompt's finished pool (the best ``beams``
+    kept). A prompt is done once no running beam can beat the worst of a full pool: its log-prob
+    only falls as it grows, so its best possible score is known. The rows of all prompts are
+    handled together, with no Python loop over prompts, beams or candidates."""
+    logits = stepper.first()  # (B, V): the prompt runs once, then the cache is copied to the beams
+    batch, vocab, device = logits.shape[0], logits.shape[-1], logits.device
+    k = beams
+    stepper.reorder(torch.arange(batch, device=device).repeat_interleave(k))
+    log_probs = logits.float().log_softmax(-1).repeat_interleave(k, 0)  # (B*K, V)
+    running = torch.full((batch, k), float("-inf"), device=device)
+    running[:, 0] = 0.0  # beams start identical: expand only the first
+    seqs = torch.full((batch * k, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
+    pool_scores = torch.full((batch, k), float("-inf"), device=device)
+    pool_logp = torch.full((batch, k), float("-inf"), device=device)
+    pool_seqs = torch.full((batch, k, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
+    pool_lens = torch.zeros((batch, k), dtype=torch.long, device=device)
+    done = torch.zeros(batch, dtype=torch.bool, device=device)
+    rows = torch.arange(batch, device=device).unsqueeze(1) * k
+    n_cand = min(2 * k, k * vocab)  # at most one EOS per beam, so 2K candidates hold K that go on
+
+    def into_pool(scores, logp, cand_seqs, length):
+        nonlocal pool_scores, pool_logp, pool_seqs, pool_lens
+        all_scores = torch.cat((pool_scores, scores), dim=1)
+        pool_scores, pick = all_scores.topk(k, dim=1)
+        pool_logp = torch.cat((pool_logp, logp), dim=1).gather(1, pick)
+        pool_lens = torch.cat((pool_lens, torch.full_like(logp, length, dtype=torch.long)), dim=1).gather(1, pick)
+        pool_seqs = torch.cat((pool_seqs, cand_seqs), dim=1).gather(
+            1, pick.unsqueeze(-1).expand(-1, -1, max_new_tokens))
+
+    for t in range(max_new_tokens):
+        length = t + 1
+        cand = (running.view(-1, 1) + log_probs).view(batch, k * vocab)
+        top, flat = cand.topk(n_cand, dim=1)  # (B, 2K), best first
+        beam, token = flat // vocab, flat % vocab
+        ends = _is_eos(token, eos) & (top > float("-inf"))
+        if eos is not None and bool(ends.any()):
+            ranked = torch.arange(n_cand, device=device) < k
+            new = ends & ranked & ~done.unsqueeze(1)
+            cand_seqs = seqs.view(batch, k, -1).gather(1, beam.unsqueeze(-1).expand(-1, -1, max_new_tokens))
+            cand_seqs[:, :, t] = token
+            into_pool((top / length ** length_penalty).masked_fill(~new, float("-inf")),
+                      top.masked_fill(~new, float("-inf")), cand_seqs, length)
+        running, keep = top.masked_fill(ends, float("-inf")).topk(k, dim=1)
+        index = (rows + beam.gather(1, keep)).view(-1)
+        seqs = seqs.index_select(0, index)
+        seqs[:, t] = token.gather(1, keep).view(-1)
+        if length_penalty > 0:  # the longest hypothesis divides by the most
+            best_possible = running[:, 0] / max_new_tokens ** length_penalty
+        else:
+            best_possible = running[:, 0] / length ** length_penalty
+        done |= (pool_scores[:, -1] > float("-inf")) & (pool_scores[:, -1] >= best_possible)
+        if length == max_new_tokens or bool(done.all()):
+            break
+        stepper.reorder(index)
+        log_probs = stepper.step(seqs[:, t]).float().log_softmax(-1)
+    # Prompts still searching at the end: their running beams compete with the finished ones.
+    alive = running.masked_fill(done.unsqueeze(1), float("-inf"))
+    into_pool(alive / length ** length_penalty, alive, seqs.view(batch, k, -1), length)
+    width = int(pool_lens[:, :n_best].max())
+    return pool_seqs[:, :n_best, :width], pool_lens[:, :n_best], pool_logp[:, :n_best], pool_scores[:, :n_best]

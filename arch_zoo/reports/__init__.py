@@ -1,0 +1,14 @@
+"""Comparison reports for sweeps: pandas tables with statistics, plots, and exports.
+
+    runs  = load_runs("sweeps_out/positions")      # one row per run
+    table = summarize(runs, metric="val/loss")      # one row per variant: mean ± std, CI, Δ, p, rank
+    write_report("sweeps_out/positions", "reports/positions", formats="md,html")
+    print(terminal_table("sweeps_out/positions"))
+"""
+from .aggregate import mean_ci, missing_notes, paired, summarize
+from .export import latex, markdown, write_report
+from .load import load_runs
+from .tables import terminal_table
+
+__all__ = ["load_runs", "summarize", "write_report", "terminal_table", "markdown", "latex", "mean_ci", "paired",
+           "missing_notes"]

@@ -1,0 +1,180 @@
+"""Write a report: CSV and Parquet (per run and per variant), Markdown, LaTeX (booktabs) and a
+self-contained HTML page with the plots embedded.
+
+Every string a user controls (variant names, setting values, failure reasons) is escaped for the
+format it lands in: HTML entities in Markdown and HTML, LaTeX specials in LaTeX.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Union
+
+import pandas as pd
+
+from ..errors import ConfigError
+from .aggregate import Baseline, summarize
+from .load import goal_of, load_runs
+from .tables import display, footnotes, num, other_metrics, title
+
+FORMATS = ("md", "csv", "tex", "parquet", "html", "plots")
+DEFAULT_FORMATS = ("md", "csv", "tex", "parquet", "html")
+RUN_COLUMNS = ["run_id", "variant", "seed", "status", "reason", "step", "params"]
+
+
+def parse_formats(text: Union[str, Iterable[str], None]) -> List[str]:
+    if text is None:
+        return list(DEFAULT_FORMATS)
+    items = [f.strip().lower() for f in (text.split(",") if isinstance(text, str) else text) if f.strip()]
+    bad = [f for f in items if f not in FORMATS]
+    if bad or not items:
+        raise ConfigError("format", f"unknown format '{','.join(bad)}'; choices: {', '.join(FORMATS)}")
+    return list(dict.fromkeys(items))
+
+
+# ---- CSV / Parquet -------------------------------------------------------------------------------------
+
+def _parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """Arrow needs one type per column: a setting that is 4 in one run and 'auto' in another becomes text."""
+    out = frame.copy()
+    for col in out.columns:
+        if out[col].dtype == object:
+            kinds = {type(v) for v in out[col] if v is not None and not (isinstance(v, float) and math.isnan(v))}
+            if len(kinds) > 1:
+                out[col] = out[col].map(lambda v: None if v is None or (isinstance(v, float) and math.isnan(v))
+                                        else str(v))
+    try:
+        json.dumps(out.attrs)
+    except (TypeError, ValueError):
+        out.attrs = {}
+    return out
+
+
+def write_tables(runs: pd.DataFrame, table: pd.DataFrame, out: Path, formats: Sequence[str]) -> List[Path]:
+    written = []
+    for name, frame in (("runs", runs), ("variants", table)):
+        if "csv" in formats:
+            frame.to_csv(out / f"{name}.csv", index=False)
+            written.append(out / f"{name}.csv")
+        if "parquet" in formats:
+            _parquet_safe(frame).to_parquet(out / f"{name}.parquet", index=False)
+            written.append(out / f"{name}.parquet")
+    return written
+
+
+# ---- Markdown ------------------------------------------------------------------------------------------
+
+def md_escape(text: object) -> str:
+    """Markdown renderers pass raw HTML through and '|' ends a table cell."""
+    return html.escape(" ".join(str(text).split()), quote=False).replace("|", r"\|")
+
+
+def runs_display(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+    cols = [c for c in RUN_COLUMNS if c in runs.columns] + ([metric] if metric in runs.columns else [])
+    shown = runs[cols].copy()
+    for col in shown.columns:
+        shown[col] = [" ".join(v.split()) if isinstance(v, str) else
+                      num(int(v)) if isinstance(v, float) and v.is_integer() else num(v) for v in shown[col]]
+    return shown
+
+
+def markdown(runs: pd.DataFrame, table: pd.DataFrame) -> str:
+    shown = display(table)
+    shown = shown.rename(columns=md_escape).map(md_escape) if len(shown) else shown
+    run_rows = runs_display(runs, table.attrs.get("metric", ""))
+    run_rows = run_rows.rename(columns=md_escape).map(md_escape)
+    parts = [f"# {md_escape(title(table))}", "",
+             shown.to_markdown(index=False, disable_numparse=True) if len(shown) else "(no runs)", ""]
+    parts += [f"- {md_escape(line)}" for line in footnotes(table)]
+    parts += ["", "## Runs", "", run_rows.to_markdown(index=False, disable_numparse=True) if len(run_rows)
+              else "(no runs)", ""]
+    return "\n".join(parts)
+
+
+# ---- LaTeX ---------------------------------------------------------------------------------------------
+
+_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}",
+        ">": r"\textgreater{}", "|": r"\textbar{}"}
+_PM = "\x00pm\x00"  # survives escaping, then becomes $\pm$
+_SYMBOLS = {_PM: r"$\pm$", "Δ": r"$\Delta$", "↓": r"$\downarrow$", "↑": r"$\uparrow$", "−": "-"}
+
+
+def tex_escape(text: object) -> str:
+    out = "".join(_TEX.get(ch, ch) for ch in " ".join(str(text).split()))
+    for symbol, tex in _SYMBOLS.items():
+        out = out.replace(symbol, tex)
+    return out
+
+
+def _best_rows(table: pd.DataFrame, metric: str) -> set:
+    col = f"{metric} mean"
+    if col not in table.columns or not table[col].notna().any():
+        return set()
+    goal = table.attrs.get("goal") if metric == table.attrs.get("metric") else goal_of(metric)
+    values = table[col]
+    best = values.min() if (goal or goal_of(metric)) == "min" else values.max()
+    return set(table.index[values == best])
+
+
+def latex(table: pd.DataFrame) -> str:
+    """A booktabs tabular: mean ± std cells, the best mean of each metric column in bold."""
+    shown = display(table, pm=_PM).drop(columns=["notes", "FLOPs/token", "peak MB", "best seed"], errors="ignore")
+    if shown.empty:
+        return f"% {tex_escape(title(table))}: no runs\n"
+    metric = table.attrs.get("metric", "val/loss")
+    metric_cols = {c: metric for c in shown.columns if c.startswith(metric + " ")}
+    metric_cols.update({m: m for m in other_metrics(table) if m in shown.columns})
+    bold = {col: _best_rows(table, m) for col, m in metric_cols.items()}
+    numeric = {"rank", "params", "FLOPs/token", "tokens/s", "peak MB", "p", "best seed", *metric_cols}
+    spec = "".join("r" if c in numeric else "l" for c in shown.columns)
+    lines = ["% " + tex_escape(title(table)), "% requires \\usepackage{booktabs}",
+             f"\\begin{{tabular}}{{{spec}}}", "\\toprule",
+             " & ".join(tex_escape(c) for c in shown.columns) + r" \\", "\\midrule"]
+    for i, (_, row) in enumerate(shown.iterrows()):
+        cells = []
+        for col in shown.columns:
+            cell = tex_escape(row[col])
+            if cell and i in bold.get(col, ()):
+                cell = f"\\textbf{{{cell}}}"
+            cells.append(cell)
+        lines.append(" & ".join(cells) + r" \\")
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    lines += ["% " + tex_escape(note) for note in footnotes(table)]
+    return "\n".join(lines) + "\n"
+
+
+# ---- the whole report ----------------------------------------------------------------------------------
+
+def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_dir: Union[str, Path, None] = None,
+                 formats: Union[str, Iterable[str], None] = None, metric: Optional[str] = None,
+                 baseline: Baseline = None) -> Dict[str, object]:
+    """Load a sweep (or several sweep/run dirs), summarize, and write every requested format.
+
+    Returns {"out_dir", "runs", "variants", "files"}; ``out_dir`` defaults to reports/<sweep name>/."""
+    fmts = parse_formats(formats)
+    runs = load_runs(sweep_dir)
+    table = summarize(runs, metric=metric, baseline=baseline)
+    out = Path(out_dir) if out_dir is not None else Path("reports") / str(runs.attrs.get("name") or "report")
+    out.mkdir(parents=True, exist_ok=True)
+    files = write_tables(runs, table, out, fmts)
+    if "md" in fmts:
+        (out / "report.md").write_text(markdown(runs, table), encoding="utf-8")
+        files.append(out / "report.md")
+    if "tex" in fmts:
+        (out / "table.tex").write_text(latex(table), encoding="utf-8")
+        files.append(out / "table.tex")
+    plots: List[Path] = []
+    if "html" in fmts or "plots" in fmts:
+        from .plots import write_plots
+
+        plots = write_plots(runs, table, out / "plots")
+        files += [p for png in plots for p in (png, png.with_suffix(".svg"))]
+    if "html" in fmts:
+        from .html import page
+
+        (out / "report.html").write_text(page(runs, table, plots), encoding="utf-8")
+        files.append(out / "report.html")
+    return {"out_dir": out, "runs": runs, "variants": table, "files": files}

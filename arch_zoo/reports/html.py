@@ -1,0 +1,82 @@
+"""The self-contained HTML report: tables and base64 PNG plots in one file, no script, no network.
+
+Every user string goes through ``html.escape``; a Content-Security-Policy forbids scripts and any
+fetch besides ``data:`` images, so a missed escape still cannot run code.
+"""
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+from typing import List
+
+import pandas as pd
+
+from .export import runs_display
+from .tables import display, footnotes, title
+
+CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1400px;
+       padding: 0 1em; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
+table { border-collapse: collapse; margin: 1em 0; font-variant-numeric: tabular-nums; }
+th, td { padding: 4px 10px; border-bottom: 1px solid #ddd; text-align: left; vertical-align: top; }
+th { border-bottom: 2px solid #444; white-space: nowrap; }
+td { white-space: nowrap; } td.wrap { white-space: normal; min-width: 16em; }
+div.scroll { overflow-x: auto; }
+tr.baseline td { background: #f3f6fb; }
+td.status-completed { color: #1a7f37; } td.status-diverged, td.status-failed { color: #b42318; font-weight: 600; }
+td.status-running, td.status-pending, td.status-interrupted { color: #9a6700; }
+ul.notes li { margin: .2em 0; }
+figure { display: inline-block; margin: 1em 1em 1em 0; } figure img { max-width: 640px; width: 100%; }
+figcaption { font-size: .9em; color: #555; }
+"""
+WRAP = ("notes", "reason", "variant")
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+
+
+def esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _table(frame: pd.DataFrame, row_classes: List[str] = (), status_col: str = "") -> str:
+    """An escaped table; free-text columns wrap, numbers do not."""
+    if frame.empty:
+        return "<p>(no runs)</p>"
+    head = "".join(f"<th>{esc(c)}</th>" for c in frame.columns)
+    body = []
+    for i, (_, row) in enumerate(frame.iterrows()):
+        cls = f' class="{esc(row_classes[i])}"' if i < len(row_classes) and row_classes[i] else ""
+        cells = []
+        for col in frame.columns:
+            attr = f' class="status-{esc(row[col])}"' if col == status_col else \
+                ' class="wrap"' if col in WRAP else ""
+            cells.append(f"<td{attr}>{esc(row[col])}</td>")
+        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+
+
+def _figure(png: Path) -> str:
+    data = base64.b64encode(png.read_bytes()).decode("ascii")
+    caption = png.stem.replace("_", " ")
+    return (f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{esc(caption)} (SVG: plots/{esc(png.with_suffix('.svg').name)})</figcaption></figure>")
+
+
+def page(runs: pd.DataFrame, table: pd.DataFrame, plots: List[Path]) -> str:
+    shown = display(table)
+    classes = ["baseline" if b else "" for b in table["baseline"]] if "baseline" in table.columns else []
+    run_rows = runs_display(runs, table.attrs.get("metric", ""))
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        '<link rel="icon" href="data:,">', f"<title>{esc(title(table))}</title>", f"<style>{CSS}</style>",
+        "</head>", "<body>", f"<h1>{esc(title(table))}</h1>",
+        _table(shown, classes),
+        '<ul class="notes">' + "".join(f"<li>{esc(line)}</li>" for line in footnotes(table)) + "</ul>",
+    ]
+    if plots:
+        parts += ["<h2>Plots</h2>", "<div>" + "".join(_figure(p) for p in plots) + "</div>"]
+    parts += ["<h2>Runs</h2>", _table(run_rows, status_col="status"), "</body>", "</html>"]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,181 @@
+"""Report figures, each written as PNG and SVG: validation curves (mean line, ±std band over
+seeds), final-metric bars with error bars, loss against evaluation length, accuracy curves.
+
+Figures are built on ``matplotlib.figure.Figure`` with the Agg canvas, never through pyplot: no
+global backend, no display needed, safe to call from a sweep's process. Legends name the varied
+settings (the variant), never run ids.
+"""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from .load import read_yaml
+
+LENGTH = re.compile(r"^val@(\d+)/loss$")
+ACCURACY = ("val/exact_match", "val/token_accuracy", "val/accuracy")
+
+
+def _text(label: str) -> str:
+    """User text for matplotlib: '$' would start mathtext."""
+    return str(label).replace("$", r"\$")
+
+
+def _figure(width: float = 6.4, height: float = 4.0) -> Figure:
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig: Figure, out_dir: Path, stem: str) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png = out_dir / f"{stem}.png"
+    fig.savefig(png, format="png", metadata={"Software": None})
+    fig.savefig(out_dir / f"{stem}.svg", format="svg", metadata={"Date": None})  # reproducible files
+    return png
+
+
+def _colors(variants: List[str]) -> Dict[str, tuple]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if len(variants) <= 10 else "tab20"]
+    return {v: cmap(i % cmap.N) for i, v in enumerate(variants)}
+
+
+def _legend(ax, n: int) -> None:
+    if n:
+        ax.legend(fontsize="small", loc="best", ncol=1 if n <= 8 else 2)
+
+
+def curves(runs: pd.DataFrame, metric: str) -> Dict[str, pd.DataFrame]:
+    """variant → steps x (mean, std, n) of ``metric`` over that variant's runs that logged it."""
+    out = {}
+    for variant, group in runs.groupby("variant", sort=False):
+        frames = [read_curves(d, metric).set_index("step")["value"].rename(i) for i, d in enumerate(group["run_dir"])]
+        frames = [f for f in frames if len(f)]
+        if not frames:
+            continue
+        wide = pd.concat(frames, axis=1).sort_index()
+        wide = wide.where(np.isfinite(wide))  # a diverged run's inf/nan must not poison the mean
+        out[str(variant)] = pd.DataFrame({"mean": wide.mean(axis=1), "std": wide.std(axis=1, ddof=1).fillna(0.0),
+                                          "n": wide.notna().sum(axis=1)}).dropna(subset=["mean"])
+    return out
+
+
+def curve_plot(runs: pd.DataFrame, metric: str, out_dir: Path, stem: str, colors: Dict[str, tuple]) -> Optional[Path]:
+    data = curves(runs, metric)
+    if not data:
+        return None
+    fig = _figure()
+    ax = fig.add_subplot()
+    for variant, c in data.items():
+        steps = c.index.to_numpy(dtype=float)
+        ax.plot(steps, c["mean"], label=_text(variant), color=colors.get(variant), marker="." if len(c) < 20 else None)
+        ax.fill_between(steps, c["mean"] - c["std"], c["mean"] + c["std"], color=colors.get(variant), alpha=0.2,
+                        linewidth=0)
+    ax.set_xlabel("step")
+    ax.set_ylabel(_text(f"{metric} (mean ± std over seeds)"))
+    ax.grid(alpha=0.3)
+    _legend(ax, len(data))
+    return _save(fig, out_dir, stem)
+
+
+def bar_plot(table: pd.DataFrame, metric: str, out_dir: Path, colors: Dict[str, tuple]) -> Optional[Path]:
+    key = f"{metric} mean"
+    if key not in table.columns or not table[key].notna().any():
+        return None
+    rows = table[table[key].notna()]
+    fig = _figure(max(4.0, 0.6 * len(rows) + 2), 4.0)
+    ax = fig.add_subplot()
+    x = np.arange(len(rows))
+    ax.bar(x, rows[key], yerr=rows[f"{metric} std"].fillna(0.0), capsize=4,
+           color=[colors.get(str(v)) for v in rows["variant"]])
+    labels = [_text(v) for v in rows["variant"]]
+    tilt = len(rows) > 3 or sum(map(len, labels)) > 45
+    ax.set_xticks(x, labels, rotation=30 if tilt else 0, ha="right" if tilt else "center", fontsize="small")
+    ax.set_ylabel(_text(f"final {metric} (mean ± std)"))
+    low = (rows[key] - rows[f"{metric} std"].fillna(0)).min()
+    high = (rows[key] + rows[f"{metric} std"].fillna(0)).max()
+    if np.isfinite(low) and np.isfinite(high) and high > low:  # differences matter, not the distance to 0
+        pad = 0.15 * (high - low)
+        ax.set_ylim(max(0.0, low - pad) if low >= 0 else low - pad, high + pad)
+    ax.grid(axis="y", alpha=0.3)
+    return _save(fig, out_dir, f"final_{_slug(metric)}")
+
+
+def length_plot(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path, colors: Dict[str, tuple],
+                train_len: Optional[int]) -> Optional[Path]:
+    lengths = sorted((int(LENGTH.match(m).group(1)), m) for m in table.attrs.get("metrics", []) if LENGTH.match(m))
+    if not lengths:
+        return None
+    if train_len and "val/loss" in table.attrs.get("metrics", []):
+        lengths = sorted(lengths + [(train_len, "val/loss")])
+    fig = _figure()
+    ax = fig.add_subplot()
+    for _, r in table.iterrows():
+        pts = [(L, r.get(f"{m} mean"), r.get(f"{m} std")) for L, m in lengths]
+        pts = [(L, y, 0.0 if s is None or math.isnan(s) else s) for L, y, s in pts if y is not None and not math.isnan(y)]
+        if pts:
+            L, y, s = zip(*pts)
+            ax.errorbar(L, y, yerr=s, label=_text(r["variant"]), color=colors.get(str(r["variant"])), marker="o",
+                        capsize=3)
+    if train_len:
+        ax.axvline(train_len, color="grey", linestyle=":", linewidth=1)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("evaluation length (tokens)" + (f"; trained at {train_len}" if train_len else ""))
+    ax.set_ylabel("validation loss (mean ± std)")
+    ax.grid(alpha=0.3)
+    _legend(ax, len(table))
+    return _save(fig, out_dir, "loss_vs_length")
+
+
+def _slug(metric: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", metric).strip("_")
+
+
+def _train_len(runs: pd.DataFrame) -> Optional[int]:
+    for d in runs["run_dir"]:
+        cfg = read_yaml(Path(d) / "config.yaml") or {}
+        seq = (cfg.get("task") or {}).get("seq_len")
+        if isinstance(seq, int):
+            return seq
+    return None
+
+
+def write_plots(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path) -> List[Path]:
+    """Every plot the runs have data for; returns the PNG paths (an SVG lies beside each)."""
+    for stale in [*out_dir.glob("curves_*.*"), *out_dir.glob("final_*.*"), *out_dir.glob("loss_vs_length.*")]:
+        if stale.suffix in (".png", ".svg"):  # a previous report's plots that this one may not redraw
+            stale.unlink()
+    metric = table.attrs.get("metric", "val/loss")
+    colors = _colors([str(v) for v in table["variant"]]) if len(table) else {}
+    logged = set(table.attrs.get("metrics", [])) | set(runs.attrs.get("metrics", []))
+    wanted = [metric] if metric.startswith("val") else []
+    wanted.append("val/loss")
+    if "val/exact_match" in logged:  # seq2seq tasks: accuracy over training
+        wanted += list(ACCURACY)
+    written = [curve_plot(runs, m, out_dir, f"curves_{_slug(m)}", colors) for m in dict.fromkeys(wanted)
+               if m in logged]
+    written.append(bar_plot(table, metric, out_dir, colors))
+    written.append(length_plot(runs, table, out_dir, colors, _train_len(runs)))
+    return [p for p in written if p is not None]
+
+
+def read_curves(run_dir: str, metric: str) -> pd.DataFrame:
+    """(step, value) rows of one metric from a run's metrics.csv; empty when it has none."""
+    try:
+        data = pd.read_csv(Path(run_dir) / "metrics.csv")
+    except (OSError, ValueError, pd.errors.EmptyDataError):
+        return pd.DataFrame(columns=["step", "value"])
+    if metric not in data.columns or "step" not in data.columns:
+        return pd.DataFrame(columns=["step", "value"])
+    out = data[["step", metric]].rename(columns={metric: "value"})
+    out = out[pd.to_numeric(out["value"], errors="coerce").notna()].astype(float)
+    return out.groupby("step", as_index=False).last()

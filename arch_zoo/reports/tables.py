@@ -1,0 +1,151 @@
+"""The per-variant frame as a table of display strings: for Markdown, HTML, the terminal and LaTeX.
+
+The display keeps what a reader compares: rank, the varied settings, seeds, size and speed, the
+ranked metric with its interval and Δ vs the baseline, and the other metrics as mean ± std. The
+CSV/Parquet exports keep every statistic of every metric.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Union
+
+import pandas as pd
+
+from .load import MAX_LABEL_SETTINGS as MAX_SETTING_COLUMNS, goal_of
+
+MAX_OTHER_METRICS = 6
+PM = "±"
+OPTIONAL = ("params", "FLOPs/token", "tokens/s", "peak MB", "95% CI", "Δ vs baseline [95% CI]", "p", "best seed",
+            "notes")  # dropped from a display when no row has a value
+
+
+def num(v: Any, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
+        return ""
+    if isinstance(v, float):
+        if v != 0 and (abs(v) >= 1e5 or abs(v) < 10 ** -digits):
+            return f"{v:.{digits - 1}e}"
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def si(v: Any) -> str:
+    """40928 → '40.9k'."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    for size, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= size:
+            return f"{v / size:.3g}{unit}"
+    return f"{v:.3g}"
+
+
+def pvalue(p: Any) -> str:
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return ""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def seeds_text(row: pd.Series) -> str:
+    text = f"{row['completed']}/{row['seeds']}"
+    extra = [f"{row[s]} {s}" for s in ("diverged", "failed", "interrupted", "running", "pending", "other")
+             if row.get(s, 0)]
+    return text + (f" ({', '.join(extra)})" if extra else "")
+
+
+def other_metrics(table: pd.DataFrame) -> List[str]:
+    """Metrics shown beside the ranked one: perplexity is exp(loss) and adds nothing."""
+    metric = table.attrs.get("metric")
+    shown = [m for m in table.attrs.get("metrics", []) if m != metric and not m.endswith("/perplexity")]
+    return shown[:MAX_OTHER_METRICS]
+
+
+def mean_std(row: pd.Series, m: str, pm: str = PM) -> str:
+    mean, std = row.get(f"{m} mean"), row.get(f"{m} std")
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return ""
+    return num(mean) + (f" {pm} {num(std)}" if isinstance(std, float) and not math.isnan(std) else "")
+
+
+def _interval(low: Any, high: Any) -> str:
+    if any(x is None or (isinstance(x, float) and math.isnan(x)) for x in (low, high)):
+        return ""
+    return f"[{num(low)}, {num(high)}]"
+
+
+def _delta(row: pd.Series, m: str) -> str:
+    if row.get("baseline"):
+        return "baseline"
+    d = row.get(f"{m} delta")
+    if d is None or (isinstance(d, float) and math.isnan(d)):
+        return ""
+    return f"{d:+.4f} " + _interval(row.get(f"{m} delta_ci_low"), row.get(f"{m} delta_ci_high"))
+
+
+def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
+    """Display strings, one row per variant; column names are plain text."""
+    metric = table.attrs.get("metric", "val/loss")
+    settings = table.attrs.get("settings", [])
+    goal = table.attrs.get("goal") or goal_of(metric)
+    if len(settings) > MAX_SETTING_COLUMNS:  # e.g. compare across unrelated runs: one label column instead
+        settings = []
+    short = {s: s.rsplit(".", 1)[-1] for s in settings}
+    if len(set(short.values())) < len(short):
+        short = {s: s for s in settings}
+    rows = []
+    for _, r in table.iterrows():
+        out: Dict[str, str] = {"rank": num(r["rank"])}
+        out.update({short[s]: num(r[s]) for s in settings} if settings else {"variant": str(r["variant"])})
+        out["seeds ok"] = seeds_text(r)
+        out["params"] = si(r.get("params"))
+        out["FLOPs/token"] = si(r.get("flops_per_token"))
+        out["tokens/s"] = si(r.get("train_tokens_per_s"))
+        out["peak MB"] = num(r.get("peak_memory_mb"), 0) if isinstance(r.get("peak_memory_mb"), float) else ""
+        arrow = "↓" if goal == "min" else "↑"
+        out[f"{metric} {arrow}"] = mean_std(r, metric, pm)
+        out["95% CI"] = _interval(r.get(f"{metric} ci_low"), r.get(f"{metric} ci_high"))
+        out["Δ vs baseline [95% CI]"] = _delta(r, metric)
+        out["p"] = "" if r.get("baseline") else pvalue(r.get(f"{metric} p"))
+        seed = r.get(f"{metric} best_seed")
+        out["best seed"] = "" if seed is None or pd.isna(seed) else str(seed)
+        for m in other_metrics(table):
+            out[m] = mean_std(r, m, pm)
+        out["notes"] = str(r.get("notes") or "")
+        rows.append(out)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    return frame[[c for c in frame.columns if c not in OPTIONAL or frame[c].str.len().gt(0).any()]]
+
+
+def title(table: pd.DataFrame) -> str:
+    metric, goal = table.attrs.get("metric", "val/loss"), table.attrs.get("goal", "min")
+    return f"{table.attrs.get('name') or 'report'}: variants ranked by {metric} ({goal})"
+
+
+def footnotes(table: pd.DataFrame) -> List[str]:
+    base = table.attrs.get("baseline") or {}
+    lines = []
+    if base:
+        lines.append("Δ = variant − baseline (" + ", ".join(f"{k}={v}" for k, v in base.items())
+                     + "), paired over the seeds both completed; p from a paired t-test (scipy.stats.ttest_rel).")
+    lines.append("mean ± std over completed seeds; 95% CI from the t-distribution.")
+    return lines + list(table.attrs.get("notes", []))
+
+
+def terminal_table(sweep_dir: Union[str, Path, pd.DataFrame], metric: Optional[str] = None,
+                   baseline=None) -> str:
+    """The table ``arch-zoo sweep`` and ``arch-zoo report`` print: a sweep dir (or a per-variant frame)."""
+    from tabulate import tabulate
+
+    from .aggregate import summarize
+    from .load import load_runs
+
+    table = sweep_dir if isinstance(sweep_dir, pd.DataFrame) else \
+        summarize(load_runs(sweep_dir), metric=metric, baseline=baseline)
+    shown = display(table)
+    keep = [c for c in shown.columns if c not in ("FLOPs/token", "peak MB", "notes")
+            and c not in other_metrics(table)]
+    body = tabulate(shown[keep], headers="keys", tablefmt="simple", showindex=False, disable_numparse=True) \
+        if len(shown) else "(no runs)"
+    return "\n".join([title(table), body, *footnotes(table)]) + "\n"

@@ -1,0 +1,34 @@
+"""What ``arch-zoo sweep`` prints at the end, and where ``--export-wandb`` writes."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .runner import DEFAULT_OUT, SweepOutcome, results_table
+from .spec import SweepSpec
+
+
+def export_path(spec: SweepSpec, out) -> Path:
+    return Path(out or DEFAULT_OUT) / spec.name / "wandb_sweep.yaml"
+
+
+def final_table(outcome: SweepOutcome) -> str:
+    """The reports package's comparison table (per variant: mean ± CI over seeds, Δ vs baseline)
+    when it is there and can read the store; else a plain table of runs."""
+    try:
+        from ..reports import terminal_table
+    except ImportError:
+        return results_table(outcome)
+    try:
+        return terminal_table(outcome.store.root)
+    except Exception as exc:  # noqa: BLE001 - a report problem must not hide the sweep's own results
+        return results_table(outcome) + f"(comparison table unavailable: {type(exc).__name__}: {exc})\n"
+
+
+def failure_line(outcome: SweepOutcome) -> str:
+    """'' when every run finished (completed or diverged), else one line naming the first problems."""
+    problems = outcome.problems()
+    if not problems:
+        return ""
+    shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+    return (f"{len(problems)} of {len(outcome.plan.runs)} runs did not finish: {shown} "
+            f"(see {outcome.store.root / 'index.csv'})")

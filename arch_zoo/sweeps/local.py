@@ -1,0 +1,226 @@
+"""The local launcher: N long-lived worker processes on this machine.
+
+Workers come from a 'forkserver': a clean interpreter that imports the training stack once and
+then forks a worker per request in milliseconds. (Forking this process instead could hang a child
+once torch's OpenMP pool has run here; spawning a fresh interpreter per worker would pay the ~5-10 s
+import of torch and Lightning N times.) Where forkserver is missing, workers are spawned. Each sets
+its share of the cores as torch threads, then trains run after run, one at a time, sent over its
+own pipe. A pipe per
+worker, rather than a shared queue, means a worker killed at any moment cannot take a queue's lock
+down with it; its death shows on its sentinel, its run is recorded as interrupted (a rerun resumes
+it from its checkpoint) and a fresh worker takes its place. Finished runs are on disk already."""
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+import traceback
+from multiprocessing.connection import wait
+from typing import Callable, Dict, List, Optional
+
+from .worker import Result, Task, TaskQueue, available_cores
+
+PRELOAD = ["arch_zoo.sweeps.local", "arch_zoo.training.run", "arch_zoo.training.trainer"]
+STOP_GRACE_S = 30.0  # how long interrupted workers get to record their runs before being terminated
+
+
+def _worker_main(conn, threads: int) -> None:
+    started = time.perf_counter()
+    try:
+        import warnings
+
+        for category in (DeprecationWarning, FutureWarning):  # libraries' notices, once per run: noise in a sweep
+            warnings.simplefilter("ignore", category)
+        from .worker import execute, set_threads
+
+        set_threads(threads)
+        from ..training import run, trainer  # noqa: F401  (the whole stack, once per worker)
+    except BaseException:  # noqa: BLE001 - reported to the parent, which explains it to the user
+        conn.send(("error", traceback.format_exc()))
+        return
+    conn.send(("ready", os.getpid(), time.perf_counter() - started))
+    while True:
+        try:
+            task = conn.recv()
+            if task is None:
+                return
+            conn.send(("result", execute(task)))
+        except (EOFError, KeyboardInterrupt, BrokenPipeError):  # parent gone, or Ctrl-C: run_one has recorded it
+            return
+
+
+class _Worker:
+    def __init__(self, ctx, threads: int):
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_worker_main, args=(child, threads), daemon=False)
+        self.process.start()
+        child.close()
+        self.task: Optional[Task] = None
+        self.ready = False
+
+
+class LocalLauncher:
+    def __init__(self, workers: int = 1, threads: Optional[int] = None):
+        self.n = max(1, workers)
+        self.threads = threads or max(1, available_cores() // self.n)
+        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+        self.ctx = mp.get_context(method)
+        if method == "forkserver":  # no effect once this process's forkserver runs: it has them already
+            self.ctx.set_forkserver_preload(PRELOAD)
+        self.workers: List[_Worker] = []
+        self.started_workers = 0
+        self.startup_s: List[float] = []  # per worker: start() (or its respawn) to ready, imports included
+        self._start_times: Dict[int, float] = {}
+        self._began = time.perf_counter()
+
+    def start(self) -> None:
+        """Get the workers going now, so their imports overlap the parent's planning. A forkserver
+        starts without waiting for its imports; its workers are forked once ``run`` needs them."""
+        self._began = time.perf_counter()
+        if self.ctx.get_start_method() == "forkserver":
+            from multiprocessing import forkserver
+
+            with _passive_openmp():
+                forkserver.ensure_running()
+        else:
+            while len(self.workers) < self.n:
+                self._spawn()
+
+    def _spawn(self) -> _Worker:
+        began = time.perf_counter()
+        with _passive_openmp(), _main_module_hidden():
+            w = _Worker(self.ctx, self.threads)
+        self._start_times[id(w)] = min(began, self._began) if self.started_workers < self.n else began
+        self.workers.append(w)
+        self.started_workers += 1
+        return w
+
+    def run(self, tasks: List[Task], on_result: Callable[[Task, Result], None],
+            on_lost: Callable[[Task, Optional[int], str], None]) -> None:
+        queue = TaskQueue(tasks)
+        while len(self.workers) < self.n:
+            self._spawn()
+        respawns = 0
+        while queue or any(w.task for w in self.workers):
+            for w in self.workers:
+                if w.ready and w.task is None:
+                    task = queue.next()
+                    try:
+                        if task is not None:
+                            w.conn.send(task)
+                            w.task = task
+                    except (BrokenPipeError, OSError):  # it just died: the task goes first to the next worker
+                        queue.pending.appendleft(task)
+            if not self.workers:
+                raise RuntimeError("no sweep worker is left")
+            handles = {w.conn: w for w in self.workers}
+            handles.update({w.process.sentinel: w for w in self.workers})
+            for w in {id(handles[h]): handles[h] for h in wait(list(handles))}.values():
+                if self._drain(w, queue, on_result) and w.process.is_alive():
+                    continue
+                w.process.join(timeout=5)
+                if w.process.is_alive():  # the pipe broke but the process lingers
+                    w.process.terminate()
+                    w.process.join(timeout=5)
+                self.workers.remove(w)
+                why = _death(w.process.exitcode)
+                if w.task is not None:
+                    on_lost(w.task, w.process.pid, why)
+                elif not w.ready:
+                    respawns += 1
+                    if respawns > 2 * self.n:
+                        raise RuntimeError(f"sweep workers keep dying before they start ({why})")
+                if queue or any(x.task for x in self.workers):
+                    self._spawn()
+
+    def _drain(self, w: _Worker, queue: TaskQueue, on_result) -> bool:
+        """Handle every message waiting on ``w``'s pipe; False once the pipe has closed."""
+        try:
+            while w.conn.poll():
+                self._receive(w, w.conn.recv(), queue, on_result)
+        except (EOFError, OSError):
+            return False
+        return True
+
+    def _receive(self, w: _Worker, message, queue: TaskQueue, on_result) -> None:
+        kind = message[0]
+        if kind == "ready":
+            w.ready = True
+            self.startup_s.append(time.perf_counter() - self._start_times.pop(id(w), time.perf_counter()))
+        elif kind == "error":
+            raise RuntimeError(f"a sweep worker could not start:\n{message[1]}")
+        elif kind == "result":
+            task, result = w.task, message[1]
+            w.task = None
+            if result.outcome == "busy":
+                queue.hand_back(task)
+            else:
+                on_result(task, result)
+
+    def stop(self, interrupt: bool = False, abort: bool = False) -> None:
+        """Ask idle workers to exit. ``interrupt`` also stops busy ones (run_one records their runs
+        as interrupted) and terminates what has not exited after a grace period; ``abort`` (nothing
+        was sent yet) terminates at once."""
+        for w in self.workers:
+            try:
+                if abort:
+                    w.process.terminate()
+                elif w.task is None:
+                    w.conn.send(None)
+                elif interrupt and w.process.pid:
+                    os.kill(w.process.pid, signal.SIGINT)
+            except (OSError, BrokenPipeError):
+                pass
+        deadline = time.monotonic() + (STOP_GRACE_S if interrupt else 60.0)
+        for w in self.workers:
+            w.process.join(timeout=max(0.1, deadline - time.monotonic()))
+            if w.process.is_alive():
+                w.process.terminate()
+                w.process.join(timeout=5)
+            w.conn.close()
+        self.workers = []
+
+
+@contextlib.contextmanager
+def _main_module_hidden():
+    """Workers need nothing from the caller's __main__ (their target and tasks are arch_zoo's), so
+    multiprocessing is not told about it: it would re-run the caller's script in every worker, and
+    a script or notebook without an `if __name__ == "__main__":` guard would start sweeps there."""
+    space = getattr(sys.modules.get("__main__"), "__dict__", {})
+    saved = {k: space[k] for k in ("__file__", "__spec__") if k in space}
+    space.pop("__file__", None)
+    if "__spec__" in saved:
+        space["__spec__"] = None
+    try:
+        yield
+    finally:
+        space.update(saved)
+
+
+@contextlib.contextmanager
+def _passive_openmp():
+    """Workers' OpenMP threads sleep while they wait instead of spinning (unless the user chose
+    otherwise). Spinning threads that share cores with anything else -- another worker, the
+    coordinator, a neighbour's job -- were measured 15-20x slower on a 2-core machine; sleeping
+    ones cost a few percent when the machine is idle. Read once, when the worker's libgomp loads."""
+    if "OMP_WAIT_POLICY" in os.environ:
+        yield
+        return
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        yield
+    finally:
+        os.environ.pop("OMP_WAIT_POLICY", None)
+
+
+def _death(exitcode: Optional[int]) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"its worker process was killed ({name})"
+    return f"its worker process exited (code {exitcode})"

@@ -1,0 +1,196 @@
+"""From a spec to the list of runs: one validated config per (variant, seed), with its run id,
+parameter count and, under ``match_params``, the adjusted ``model.d_ff``.
+
+Everything a user can get wrong surfaces here, before any run starts, as a ConfigError naming
+the spec key (``grid.model.position: unknown position scheme 'ropee' ...``)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ..config import ExperimentConfig, load
+from ..config_types import to_dict
+from ..errors import ConfigError
+from .spec import SweepSpec, Variant, expand
+from .values import plain, run_id, short_names, tags, variant_name, yaml_value
+
+
+@dataclass
+class RunPlan:
+    run_id: str
+    variant: str
+    seed: int
+    settings: Dict[str, Any]
+    is_baseline: bool
+    params: int
+    matched: Dict[str, int]
+    config: ExperimentConfig
+
+    def record(self, sweep: str) -> Dict[str, Any]:
+        """run.json."""
+        return {"sweep": sweep, "run_id": self.run_id, "variant": self.variant, "seed": self.seed,
+                "settings": dict(self.settings), "is_baseline": self.is_baseline, "params": self.params,
+                "matched": dict(self.matched)}
+
+
+@dataclass
+class Plan:
+    spec: SweepSpec
+    runs: List[RunPlan]
+    axes: List[str]
+    names: Dict[str, str] = field(default_factory=dict)  # axis key -> short name
+
+
+class _Sizer:
+    """Parameter counts, building each distinct task's data once (for its vocabulary) and each
+    distinct model once."""
+
+    def __init__(self):
+        self.vocab: Dict[str, int] = {}
+        self.counts: Dict[Tuple[str, int], int] = {}
+
+    def vocab_size(self, cfg: ExperimentConfig, blame: Callable[[ConfigError], ConfigError]) -> int:
+        if cfg.model.vocab_size is not None and cfg.task is None:
+            return cfg.model.vocab_size
+        key = json.dumps([to_dict(cfg.task), cfg.seed, cfg.model.kind, cfg.model.max_seq_len,
+                          to_dict(cfg.model.head), cfg.model.vocab_size], sort_keys=True, default=str)
+        if key not in self.vocab:
+            from ..training.run import prepare
+
+            try:
+                self.vocab[key] = prepare(cfg).tokenizer.vocab_size
+            except ConfigError as exc:
+                raise blame(exc) from None
+        return self.vocab[key]
+
+    def count(self, cfg: ExperimentConfig, blame: Callable[[ConfigError], ConfigError]) -> int:
+        vocab = self.vocab_size(cfg, blame)
+        key = (json.dumps(to_dict(cfg.model), sort_keys=True, default=str), vocab)
+        if key not in self.counts:
+            import torch
+
+            from ..models import build_model
+            from ..models.summary import count_parameters
+
+            with torch.random.fork_rng(devices=[]):  # counting must not move anyone's random state
+                self.counts[key] = count_parameters(build_model(cfg.model, vocab))
+        return self.counts[key]
+
+
+class _Configs:
+    """Loads one variant's config and turns loader errors into errors on the spec key at fault."""
+
+    def __init__(self, spec: SweepSpec, names: Dict[str, str]):
+        self.spec, self.names = spec, names
+        try:
+            self.base = load(spec.base, spec.overrides)
+        except ConfigError as exc:
+            raise self.base_error(exc) from None
+
+    def base_error(self, exc: ConfigError) -> ConfigError:
+        """An error in the base file or in ``overrides``."""
+        for o in (o.split("=", 1)[0] for o in self.spec.overrides):
+            if _related(exc.key, o):
+                return ConfigError(f"overrides.{o}", exc.message)
+        return ConfigError(f"base ({self.spec.base})" + (f": {exc.key}" if exc.key else ""), exc.message)
+
+    def overrides(self, variant: Variant, d_ff: Optional[int] = None) -> List[str]:
+        out = list(self.spec.overrides) + [f"{k}={yaml_value(v)}" for k, v in variant.settings.items()]
+        w = self.base.logging.wandb
+        if w.enabled:  # dashboards group a sweep's runs and tell its variants apart
+            name = variant_name(variant.settings, self.names)
+            out += [f"logging.wandb.group={yaml_value(self.spec.name)}",
+                    f"logging.wandb.job_type={yaml_value(name[:64])}",
+                    f"logging.wandb.tags={yaml_value(list(w.tags) + tags(variant.settings, self.names))}"]
+        if d_ff is not None:
+            out.append(f"model.d_ff={d_ff}")
+        return out
+
+    def load(self, variant: Variant, d_ff: Optional[int] = None) -> ExperimentConfig:
+        try:
+            return load(self.spec.base, self.overrides(variant, d_ff))
+        except ConfigError as exc:
+            raise self.error(exc, variant) from None
+
+    def error(self, exc: ConfigError, variant: Variant) -> ConfigError:
+        """Blame the axis that sets the key at fault; a clash between settings blames them all."""
+        name = f" (variant {variant_name(variant.settings, self.names)})"
+        for k, source in variant.sources.items():
+            if _related(exc.key, k):
+                return ConfigError(f"{source}.{k}", exc.message + name)
+        spot = ", ".join(f"{variant.sources[k]}.{k}" for k in variant.settings) or "base"
+        return ConfigError(spot, (f"{exc.key}: " if exc.key else "") + exc.message + name)
+
+
+def _related(key: str, axis: str) -> bool:
+    return bool(key) and (key == axis or key.startswith(axis + ".") or axis.startswith(key + "."))
+
+
+def make_plan(spec: SweepSpec) -> Plan:
+    variants = expand(spec)
+    names = short_names(spec.axes)
+    configs = _Configs(spec, names)
+    seeds = spec.seeds if spec.seeds is not None else [configs.base.seed]
+    loaded = [configs.load(v) for v in variants]  # every variant checked before anything is built
+    baseline = _baseline(spec, variants, names)
+    sizer = _Sizer()
+    sizer.vocab_size(configs.base, configs.base_error)  # the task's own problems are the base's
+    runs: List[RunPlan] = []
+    for seed in seeds:
+        target = None
+        if spec.match_params is not None:
+            ref = variants[baseline[0]]
+            target = sizer.count(dataclasses.replace(loaded[baseline[0]], seed=seed),
+                                 lambda exc, v=ref: configs.error(exc, v))
+        for i, (variant, cfg) in enumerate(zip(variants, loaded)):
+            blame = lambda exc, v=variant: configs.error(exc, v)  # noqa: E731
+            cfg = dataclasses.replace(cfg, seed=seed)
+            matched: Dict[str, int] = {}
+            if target is not None and i != baseline[0]:
+                d_ff = _match(cfg, target, spec.match_params, sizer, blame, variant_name(variant.settings, names))
+                cfg = dataclasses.replace(configs.load(variant, d_ff), seed=seed)
+                matched = {"model.d_ff": d_ff}
+            runs.append(RunPlan(run_id(variant.settings, names, seed), variant_name(variant.settings, names), seed,
+                                {k: _scalar(v) for k, v in variant.settings.items()}, i in baseline,
+                                sizer.count(cfg, blame), matched, cfg))
+    return Plan(spec, runs, spec.axes, names)
+
+
+def _scalar(v: Any) -> Any:
+    return v if isinstance(v, (str, int, float, bool, type(None))) else plain(v)
+
+
+def _baseline(spec: SweepSpec, variants: List[Variant], names: Dict[str, str]) -> List[int]:
+    """Indices of the variants that match ``baseline`` (all of its keys); the first is the reference
+    for parameter matching. Without a baseline, the first variant is it."""
+    if spec.baseline is None:
+        return [0]
+    hits = [i for i, v in enumerate(variants) if all(v.settings.get(k) == x for k, x in spec.baseline.items())]
+    if not hits:
+        shown = ", ".join(f"{k}={plain(x)}" for k, x in spec.baseline.items())
+        choices = sorted({variant_name({k: v.settings[k] for k in spec.baseline}, names) for v in variants})
+        raise ConfigError("baseline", f"{shown} matches no variant; the variants have: {'; '.join(choices)}")
+    return hits
+
+
+def _match(cfg: ExperimentConfig, target: int, tolerance: float, sizer: _Sizer, blame, name: str) -> int:
+    """The d_ff that brings this variant's parameter count nearest to ``target``. Parameters are
+    affine in d_ff for every feed-forward kind (gated ones just have a steeper slope), so two
+    counts give the line and one more checks the answer."""
+    d0 = cfg.model.d_ff
+    p0 = sizer.count(cfg, blame)
+    p1 = sizer.count(_with_d_ff(cfg, 2 * d0), blame)
+    slope = (p1 - p0) / d0
+    d_ff = max(1, round(d0 + (target - p0) / slope)) if slope > 0 else d0
+    got = sizer.count(_with_d_ff(cfg, d_ff), blame)
+    if abs(got - target) > tolerance * target:
+        raise ConfigError("match_params", f"variant {name} cannot be brought "
+                          f"within {tolerance:.0%} of the baseline's {target:,} parameters by changing model.d_ff "
+                          f"(best: d_ff={d_ff} gives {got:,}); compare smaller differences or a larger model")
+    return d_ff
+
+
+def _with_d_ff(cfg: ExperimentConfig, d_ff: int) -> ExperimentConfig:
+    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, d_ff=d_ff))

@@ -1,0 +1,104 @@
+"""The Ray launcher: each run is a Ray task with its resource request, on ``ray.init(address=...)``
+(an existing cluster) or on a local one. Ray reuses its worker processes, so the stack is imported
+once per worker, not once per run.
+
+Ray is an optional extra: ``pip install 'arch-zoo[ray]'``. On a multi-machine cluster, every node
+needs arch_zoo installed and the sweep's output directory on a shared file system (the run locks
+are flock()s on that file system)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional
+
+from ..errors import ConfigError
+from .worker import Result, Task, TaskQueue
+
+
+def _run_task(task: Task, threads: int) -> Result:
+    import warnings
+
+    from .worker import execute, set_threads
+
+    for category in (DeprecationWarning, FutureWarning):
+        warnings.simplefilter("ignore", category)
+
+    set_threads(threads)
+    return execute(task)
+
+
+def resources(config, cluster: Dict[str, float]) -> Dict[str, float]:
+    """What one run asks Ray for: a CPU (plus its data-loader workers), and the GPUs the config
+    trains on (accelerator gpu/cuda, or auto on a cluster that has GPUs)."""
+    t = config.train
+    cpus = 1 + t.num_workers
+    wants_gpu = t.accelerator in ("gpu", "cuda") or (t.accelerator == "auto" and cluster.get("GPU", 0) > 0)
+    gpus = 0.0
+    if wants_gpu:
+        gpus = float(t.devices) if isinstance(t.devices, int) else float(len(t.devices)) \
+            if isinstance(t.devices, list) else 1.0
+    return {"num_cpus": cpus, "num_gpus": gpus}
+
+
+class RayLauncher:
+    def __init__(self, address: Optional[str] = None, max_in_flight: Optional[int] = None,
+                 init_kwargs: Optional[Dict[str, Any]] = None):
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise ConfigError("--launcher", "ray is not installed; pip install 'arch-zoo[ray]'") from None
+        self.address, self.max_in_flight = address, max_in_flight
+        self.init_kwargs = init_kwargs or {}
+        self.started_here = False
+        self.startup_s: List[float] = []
+        self.in_flight: Dict[Any, Task] = {}
+
+    def start(self) -> None:
+        import time
+
+        import ray
+
+        if ray.is_initialized():
+            return
+        began = time.perf_counter()
+        kwargs = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR",
+                  **self.init_kwargs}
+        if self.address:
+            kwargs["address"] = self.address
+        ray.init(**kwargs)
+        self.started_here = True
+        self.startup_s.append(time.perf_counter() - began)
+
+    def run(self, tasks: List[Task], on_result: Callable[[Task, Result], None],
+            on_lost: Callable[[Task, Optional[int], str], None]) -> None:
+        import ray
+
+        self.start()
+        cluster = ray.cluster_resources()
+        remote = ray.remote(_run_task)
+        queue = TaskQueue(tasks)
+        in_flight = self.in_flight = {}
+        while queue or in_flight:
+            while queue and (self.max_in_flight is None or len(in_flight) < self.max_in_flight):
+                task = queue.next()
+                request = resources(task.config, cluster)
+                ref = remote.options(**request, max_retries=0).remote(task, max(1, int(request["num_cpus"])))
+                in_flight[ref] = task
+            done, _ = ray.wait(list(in_flight), num_returns=1)
+            task = in_flight.pop(done[0])
+            try:
+                result = ray.get(done[0])
+            except ray.exceptions.RayError as exc:  # the worker process died, or Ray lost the node
+                on_lost(task, None, f"its Ray task failed ({type(exc).__name__})")
+                continue
+            if result.outcome == "busy":
+                queue.hand_back(task)
+            else:
+                on_result(task, result)
+
+    def stop(self, interrupt: bool = False, abort: bool = False) -> None:
+        import ray
+
+        if interrupt and ray.is_initialized():
+            for ref in self.in_flight:  # run_one records each as interrupted; a rerun resumes them
+                ray.cancel(ref)
+        if self.started_here and ray.is_initialized():
+            ray.shutdown()

@@ -1,0 +1,327 @@
+"""The sweep spec: parse and check its shape, then expand it into variants.
+
+Native keys: ``name, base, overrides, grid, zip, random, seeds, baseline, metric, match_params``.
+The wandb sweep format (``method: grid|random``, ``parameters: {key: {values: [...]}}``) is read
+into the same ``SweepSpec``, so both run through one code path. Nothing here imports torch: a spec
+can be read and expanded with the standard library and YAML alone. Turning variants into configs
+(and the checks that need the registries) is ``plan.py``'s job.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import random as _random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ..errors import ConfigError, did_you_mean
+
+NATIVE_KEYS = ("name", "base", "overrides", "grid", "zip", "random", "seeds", "baseline", "metric", "match_params")
+WANDB_KEYS = ("method", "parameters", "run_cap", "command", "program", "description", "project", "entity",
+              "early_terminate")
+GOALS = {"min": "min", "max": "max", "minimize": "min", "maximize": "max"}
+RANDOM_KEYS = ("n", "seed", "parameters")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """One random axis: a choice from ``values``, or a draw from [min, max] on a linear or log scale."""
+
+    values: Optional[Tuple[Any, ...]] = None
+    low: Optional[float] = None
+    high: Optional[float] = None
+    scale: str = "linear"  # linear | log
+    integer: bool = False
+
+    def sample(self, rng: _random.Random) -> Any:
+        if self.values is not None:
+            return self.values[rng.randrange(len(self.values))]
+        if self.scale == "log":
+            x = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
+        else:
+            x = rng.uniform(self.low, self.high)
+        if self.integer:
+            return int(min(max(round(x), self.low), self.high))
+        return float(f"{x:.4g}")  # readable in names and YAML, and exactly reproducible
+
+
+@dataclass(frozen=True)
+class Variant:
+    settings: Dict[str, Any]  # dotted key -> value, in axis order
+    sources: Dict[str, str]  # dotted key -> the spec key that varies it ("grid", "zip", ...)
+
+
+@dataclass
+class SweepSpec:
+    name: str
+    path: Optional[Path]
+    base: str  # resolved path (or preset:NAME)
+    raw: Dict[str, Any]  # the spec as given
+    overrides: List[str] = field(default_factory=list)  # dotlist, applied to every run
+    grid: Dict[str, List[Any]] = field(default_factory=dict)
+    zip: Dict[str, List[Any]] = field(default_factory=dict)
+    random: Dict[str, Distribution] = field(default_factory=dict)
+    random_n: int = 0
+    random_seed: int = 0
+    seeds: Optional[List[int]] = None  # None: the base config's seed
+    baseline: Optional[Dict[str, Any]] = None
+    metric: Dict[str, str] = field(default_factory=lambda: {"name": "val/loss", "goal": "min"})
+    match_params: Optional[float] = None  # relative tolerance, when parameter matching is on
+    source_key: Dict[str, str] = field(default_factory=dict)  # axis key -> "grid" | "zip" | "random.parameters"
+
+    @property
+    def axes(self) -> List[str]:
+        return list(self.grid) + list(self.zip) + list(self.random)
+
+
+# ------------------------------------------------------------------------------------------- parsing
+
+def _mapping(value: Any, key: str) -> Dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(key, f"expected a mapping, got {value!r}")
+    return dict(value)
+
+
+def _values(value: Any, key: str, unique: bool = True) -> List[Any]:
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(key, f"expected a list of values, got {value!r}")
+    if not value:
+        raise ConfigError(key, "has no values")
+    for i, v in enumerate(value):
+        if unique and v in value[:i]:
+            raise ConfigError(key, f"lists {v!r} twice (the same variant would run twice)")
+    return list(value)
+
+
+def _axis_key(key: Any, where: str) -> str:
+    if not isinstance(key, str) or not key or key.startswith(".") or key.endswith("."):
+        raise ConfigError(f"{where}.{key}", "an axis is a dotted config key, e.g. model.position")
+    if key == "seed":
+        raise ConfigError(f"{where}.seed", "seeds are not an axis; list them under the sweep key 'seeds'")
+    return key
+
+
+def parse_overrides(value: Any, key: str = "overrides") -> List[str]:
+    """A list of ``key=value`` strings or a mapping ``{dotted.key: value}`` -> a dotlist."""
+    from .values import yaml_value
+
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        return [f"{_axis_key(k, key)}={yaml_value(v)}" for k, v in value.items()]
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            if not isinstance(item, str) or "=" not in item or item.startswith("="):
+                raise ConfigError(f"{key}[{i}]", f"expected key=value, got {item!r}")
+        return list(value)
+    raise ConfigError(key, f"expected a list of key=value or a mapping, got {value!r}")
+
+
+def _distribution(value: Any, key: str) -> Distribution:
+    d = _mapping(value, key)
+    if "values" in d:
+        extra = set(d) - {"values", "distribution"}
+        if extra:
+            raise ConfigError(f"{key}.{sorted(extra)[0]}", "a choice from 'values' takes nothing else")
+        return Distribution(values=tuple(_values(d["values"], f"{key}.values")))
+    unknown = set(d) - {"min", "max", "scale", "distribution"}
+    if unknown:
+        name = sorted(unknown)[0]
+        raise ConfigError(f"{key}.{name}", f"unknown key{did_you_mean(name, ['values', 'min', 'max', 'scale'])};"
+                          " give 'values', or 'min' and 'max' with 'scale: linear|log'")
+    if "min" not in d or "max" not in d:
+        raise ConfigError(key, "give 'values', or both 'min' and 'max'")
+    lo, hi = d["min"], d["max"]
+    for k, v in (("min", lo), ("max", hi)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ConfigError(f"{key}.{k}", f"expected a number, got {v!r}")
+    if lo > hi:
+        raise ConfigError(key, f"min ({lo}) is above max ({hi})")
+    dist = d.get("distribution")
+    scale = d.get("scale", "log" if dist in ("log_uniform_values",) else "linear")
+    if scale not in ("linear", "log"):
+        raise ConfigError(f"{key}.scale", f"expected linear or log, got {scale!r}")
+    if scale == "log" and lo <= 0:
+        raise ConfigError(f"{key}.min", "a log scale needs min > 0")
+    integer = dist == "int_uniform" or (dist is None and isinstance(lo, int) and isinstance(hi, int))
+    return Distribution(low=lo, high=hi, scale=scale, integer=integer)
+
+
+def _check_keys(data: Mapping, allowed: Sequence[str], where: str = "") -> None:
+    for k in data:
+        if k not in allowed:
+            raise ConfigError(f"{where}{k}", f"unknown sweep key{did_you_mean(str(k), allowed)}; "
+                              f"allowed: {', '.join(allowed)}")
+
+
+def parse_spec(data: Mapping, path: Optional[Path] = None) -> SweepSpec:
+    """Check the spec's shape (every error names the spec key) and normalize it."""
+    data = _mapping(data, "sweep")
+    wandb = "method" in data or "parameters" in data
+    _check_keys(data, NATIVE_KEYS + (WANDB_KEYS if wandb else ()))
+    if wandb:
+        from .wandb_format import from_wandb
+
+        return from_wandb(data, path)
+    here = path.parent if path else Path.cwd()
+    spec = SweepSpec(name=_name(data, path), path=path, base=resolve_base(data.get("base"), here), raw=dict(data))
+    spec.overrides = parse_overrides(data.get("overrides"))
+    if "grid" in data:
+        grid = _mapping(data["grid"], "grid")
+        if not grid:
+            raise ConfigError("grid", "is empty: give at least one axis, e.g. {model.position: [rope, alibi]}")
+        spec.grid = {_axis_key(k, "grid"): _values(v, f"grid.{k}") for k, v in grid.items()}
+    if "zip" in data:
+        z = _mapping(data["zip"], "zip")
+        if not z:
+            raise ConfigError("zip", "is empty: give axes of equal length that vary together")
+        spec.zip = {_axis_key(k, "zip"): _values(v, f"zip.{k}", unique=False) for k, v in z.items()}
+        lengths = {k: len(v) for k, v in spec.zip.items()}
+        if len(set(lengths.values())) > 1:
+            raise ConfigError("zip", "axes vary together, so they need equal lengths; got "
+                              + ", ".join(f"{k}: {n}" for k, n in lengths.items()))
+        rows = list(zip(*spec.zip.values()))
+        for i, row in enumerate(rows):
+            if row in rows[:i]:
+                raise ConfigError("zip", f"row {i + 1} repeats row {rows.index(row) + 1} (the same variant would "
+                                  "run twice)")
+    if "random" in data:
+        r = _mapping(data["random"], "random")
+        _check_keys(r, RANDOM_KEYS, "random.")
+        n = r.get("n")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError("random.n", f"the number of samples must be a positive integer, got {n!r}")
+        params = _mapping(r.get("parameters"), "random.parameters")
+        if not params:
+            raise ConfigError("random.parameters", "is empty: give the axes to sample")
+        spec.random = {_axis_key(k, "random.parameters"): _distribution(v, f"random.parameters.{k}")
+                       for k, v in params.items()}
+        spec.random_n, spec.random_seed = n, _int(r.get("seed", 0), "random.seed")
+    _finish(spec, data)
+    return spec
+
+
+def _finish(spec: SweepSpec, data: Mapping) -> None:
+    """The keys both formats share: sources, seeds, baseline, metric, match_params."""
+    for where, axes in (("grid", spec.grid), ("zip", spec.zip), ("random.parameters", spec.random)):
+        for k in axes:
+            if k in spec.source_key:
+                raise ConfigError(f"{where}.{k}", f"is also varied by {spec.source_key[k]}; vary a key in one place")
+            spec.source_key[k] = where
+    if "seeds" in data:
+        seeds = data["seeds"]
+        seeds = [seeds] if isinstance(seeds, int) and not isinstance(seeds, bool) else seeds
+        spec.seeds = [_int(s, f"seeds[{i}]") for i, s in enumerate(_values(seeds, "seeds"))]
+    if data.get("baseline") is not None:
+        spec.baseline = _mapping(data["baseline"], "baseline")
+        for k in spec.baseline:
+            if k not in spec.source_key:
+                raise ConfigError(f"baseline.{k}", f"is not a varied key{did_you_mean(str(k), spec.axes)}; "
+                                  f"varied keys: {', '.join(spec.axes) or 'none'}")
+    if data.get("metric") is not None:
+        m = _mapping(data["metric"], "metric")
+        _check_keys(m, ("name", "goal"), "metric.")
+        if not isinstance(m.get("name"), str) or not m["name"]:
+            raise ConfigError("metric.name", f"expected a metric name such as val/loss, got {m.get('name')!r}")
+        goal = m.get("goal", "min")
+        if goal not in GOALS:
+            raise ConfigError("metric.goal", f"expected min or max, got {goal!r}")
+        spec.metric = {"name": m["name"], "goal": GOALS[goal]}
+    match = data.get("match_params")
+    if match is True:
+        spec.match_params = 0.01
+    elif isinstance(match, Mapping):
+        _check_keys(match, ("tolerance",), "match_params.")
+        tol = match.get("tolerance", 0.01)
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
+            raise ConfigError("match_params.tolerance", f"expected a fraction in (0, 1), got {tol!r}")
+        spec.match_params = float(tol)
+    elif match not in (None, False):
+        raise ConfigError("match_params", f"expected true, false or {{tolerance: 0.01}}, got {match!r}")
+    if spec.match_params is not None and "model.d_ff" in spec.source_key:
+        raise ConfigError("match_params", f"model.d_ff is varied by {spec.source_key['model.d_ff']}, so it cannot "
+                          "also be adjusted to match parameter counts")
+
+
+def _int(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(key, f"expected an integer, got {value!r}")
+    return value
+
+
+def _name(data: Mapping, path: Optional[Path]) -> str:
+    name = data.get("name", path.stem if path else None)
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise ConfigError("name", f"a sweep name is a directory name (letters, digits, . _ -), got {name!r}")
+    return name
+
+
+def resolve_base(base: Any, here: Path) -> str:
+    if not isinstance(base, str) or not base:
+        raise ConfigError("base", "name the experiment config the sweep varies (a YAML path, relative to the "
+                          "sweep file)")
+    if base.startswith("preset:"):
+        return base
+    path = Path(base).expanduser()
+    path = path if path.is_absolute() else here / path
+    if not path.is_file():
+        raise ConfigError("base", f"file not found: {path}")
+    return str(path.resolve())
+
+
+def _yaml_loader():
+    """PyYAML's safe loader, but reading 1e-3 as a number (YAML 1.2, and OmegaConf, do)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(
+        r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?|[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)"
+        r"|\.[0-9_]+(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"), list("-+0123456789."))
+    return Loader
+
+
+def load_spec(path) -> SweepSpec:
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("sweep", f"file not found: {path}")
+    try:
+        data = yaml.load(path.read_text(), Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise ConfigError("sweep", f"cannot parse {path}: {str(exc).splitlines()[0]}") from None
+    return parse_spec(data if data is not None else {}, path)
+
+
+# ----------------------------------------------------------------------------------------- expansion
+
+def expand(spec: SweepSpec) -> List[Variant]:
+    """grid (cartesian) x zip (rows) x random (seeded samples); a spec with no axes is one variant."""
+    grid = [dict(zip(spec.grid, combo)) for combo in itertools.product(*spec.grid.values())] or [{}]
+    rows = [dict(zip(spec.zip, row)) for row in zip(*spec.zip.values())] or [{}]
+    samples = _samples(spec) or [{}]
+    variants = []
+    for g, z, r in itertools.product(grid, rows, samples):
+        settings = {**g, **z, **r}
+        variants.append(Variant(settings, {k: spec.source_key[k] for k in settings}))
+    return variants
+
+
+def _samples(spec: SweepSpec) -> List[Dict[str, Any]]:
+    if not spec.random:
+        return []
+    rng = _random.Random(spec.random_seed)
+    out: List[Dict[str, Any]] = []
+    for _ in range(100 * spec.random_n):  # distinct samples: a repeat would be the same run twice
+        sample = {k: d.sample(rng) for k, d in spec.random.items()}
+        if sample not in out:
+            out.append(sample)
+        if len(out) == spec.random_n:
+            return out
+    raise ConfigError("random.n", f"asks for {spec.random_n} distinct samples, but only {len(out)} were drawn; "
+                      "lower n or widen the ranges")

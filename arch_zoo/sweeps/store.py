@@ -1,0 +1,188 @@
+"""The run store of one sweep, ``OUT/<sweep>/``:
+
+    sweep.yaml             the spec as given, plus ``resolved_base``
+    index.csv              run_id, variant, seed, status, reason, then one column per varied key;
+                           rebuilt from the run dirs and replaced atomically after every run
+    runs/<run_id>/         run_one's run directory, plus run.json (written before training)
+    runs/<run_id>/.lock    held (flock) by the process training the run; the kernel drops it when
+                           that process dies, however it dies
+    retried/<run_id>.<time>/  what --retry-failed moved aside (failures stay data)
+
+Every status lives in the run dirs (status.json, written by run_one), so a killed sweep loses
+nothing: the index is derived, and a rerun rebuilds it."""
+from __future__ import annotations
+
+import contextlib
+import csv
+import errno
+import fcntl
+import io
+import os
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, Optional
+
+from ..errors import ConfigError
+from .plan import Plan
+from .values import plain
+
+RUN_JSON, LOCK, INDEX, SPEC = "run.json", ".lock", "index.csv", "sweep.yaml"
+STATUS, CONFIG = "status.json", "config.yaml"  # run_one's (training/rundir.py), named here so that
+# importing the store (and `arch-zoo sweep` before its workers start) does not import torch
+INDEX_COLUMNS = ["run_id", "variant", "seed", "status", "reason"]
+
+
+class Store:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.runs = self.root / "runs"
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.runs / run_id
+
+    # ------------------------------------------------------------------------------ writing the plan
+
+    def check_conflicts(self, plan: Plan) -> None:
+        """A run id that already holds a different config is an error naming the run: the spec
+        changed something its runs share. Nothing is ever overwritten."""
+        from ..config import load
+        from ..config_types import to_dict
+
+        for run in plan.runs:
+            d = self.run_dir(run.run_id)
+            if (d / CONFIG).exists():
+                diff = _difference(to_dict(load(d / CONFIG)), to_dict(run.config))
+                if diff:
+                    raise ConfigError(f"run {run.run_id}", f"{d} holds a different config ({diff}); the spec changed "
+                                      "what its runs share: use a new sweep name or --out, or move the old runs away")
+            old = read_json(d / RUN_JSON)
+            new = run.record(plan.spec.name)
+            if old is not None and old != new:
+                key = next(k for k in new if old.get(k) != new[k])
+                raise ConfigError(f"run {run.run_id}", f"{d / RUN_JSON} records {key}={old.get(key)!r}, the spec now "
+                                  f"gives {new[key]!r}; use a new sweep name or --out")
+
+    def write_plan(self, plan: Plan) -> None:
+        import yaml
+
+        self.runs.mkdir(parents=True, exist_ok=True)
+        spec = dict(plan.spec.raw)
+        spec["resolved_base"] = plan.spec.base
+        _atomic_text(self.root / SPEC, yaml.safe_dump(spec, sort_keys=False))
+        for run in plan.runs:
+            d = self.run_dir(run.run_id)
+            d.mkdir(exist_ok=True)
+            record = run.record(plan.spec.name)
+            if read_json(d / RUN_JSON) != record:
+                write_json(d / RUN_JSON, record)
+
+    # ------------------------------------------------------------------------------- reading state
+
+    def status(self, run_id: str) -> Dict[str, Any]:
+        """status.json, or {"status": "pending"}; a "running" run whose lock nobody holds was
+        killed, and reads as interrupted."""
+        d = self.run_dir(run_id)
+        record = read_json(d / STATUS) or {"status": "pending"}
+        if record.get("status") == "running" and not is_locked(d):
+            record = {**record, "status": "interrupted", "reason": record.get("reason") or "its process died"}
+        return record
+
+    def write_index(self, plan: Plan) -> None:
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(INDEX_COLUMNS + plan.axes)
+        for run in plan.runs:
+            s = self.status(run.run_id)
+            writer.writerow([run.run_id, run.variant, run.seed, s.get("status"), s.get("reason") or ""]
+                            + [plain(run.settings[k]) for k in plan.axes])
+        _atomic_text(self.root / INDEX, out.getvalue())
+
+    def mark_lost(self, run_id: str, pid: Optional[int], why: str) -> None:
+        """A worker died mid-run: record it as interrupted (a rerun resumes it), unless another
+        process has taken the run over since."""
+        d = self.run_dir(run_id)
+        record = read_json(d / STATUS) or {}
+        if record.get("status") == "running" and (pid is None or record.get("pid") == pid) and not is_locked(d):
+            set_status(d, "interrupted", reason=why)
+
+    def archive(self, run_id: str) -> Path:
+        """Move a failed or diverged run's files aside (--retry-failed), keeping run.json and the lock."""
+        d = self.run_dir(run_id)
+        dest = self.root / "retried" / f"{run_id}.{time.strftime('%Y%m%dT%H%M%S')}"
+        dest.mkdir(parents=True, exist_ok=True)
+        for entry in d.iterdir():
+            if entry.name not in (RUN_JSON, LOCK):
+                entry.rename(dest / entry.name)
+        return dest
+
+
+# ------------------------------------------------------------------------------------------- locks
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path, wait: bool) -> Iterator[bool]:
+    """Hold the run's lock for the body; yields False (without waiting) when another process has
+    it and ``wait`` is false."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                yield False
+                return
+            raise
+        yield True
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
+def is_locked(run_dir: Path) -> bool:
+    path = run_dir / LOCK
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+# ----------------------------------------------------------------------------------------- helpers
+
+def read_json(path: Path):
+    from ..training.rundir import read_json as read
+
+    return read(path)
+
+
+def write_json(path: Path, data) -> None:
+    from ..training.rundir import write_json as write
+
+    write(path, data)
+
+
+def set_status(run_dir: Path, status: str, **extra) -> None:
+    from ..training.rundir import set_status as set_
+
+    set_(run_dir, status, **extra)
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # per process: two sweeps may write at once
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _difference(a: Any, b: Any, prefix: str = "") -> Optional[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            d = _difference(a.get(k), b.get(k), f"{prefix}{k}.")
+            if d:
+                return d
+        return None
+    return None if a == b else f"{prefix[:-1]}: {a!r} there, {b!r} now"
+

@@ -1,0 +1,138 @@
+"""How much of a sweep's time is spent outside training, with 1 and with 2 local workers.
+
+A sweep of 12 tiny runs (3 positions x 2 feed-forwards x 2 seeds, a d_model-32 char LM, a few
+seconds each) runs in a fresh `python` process per worker count, so every cost a user pays is in
+the total: interpreter start, imports, spec expansion and validation, worker start (the forkserver
+importing torch and Lightning), store I/O (run.json, index.csv after every run) and dispatch.
+
+  training  = the sum over runs of the time inside run_one (data, Trainer, fit, eval, checkpoint),
+              measured in the workers;
+  outside   = 1 - training / (workers x total): the share of the workers' time not spent training
+              (with 2 workers, one waiting for the other at the end counts as outside too).
+
+The breakdown splits the outside time into its parts. Importing torch (in the coordinator, to
+validate and count parameters) and torch + Lightning (in the workers' forkserver, overlapped with
+the former) is a one-time cost that any training pays, `arch-zoo train` included; the last column
+leaves it out, to show what the sweep machinery itself costs.
+
+Usage: python benchmarks/sweep_overhead.py [--steps N] [--workers 1 2] [--json PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MARK = "SWEEP_OVERHEAD_RESULT "
+
+
+def write_spec(directory: Path, steps: int) -> Path:
+    base = {"name": "bench", "seed": 0,
+            "model": {"kind": "decoder", "d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64, "max_seq_len": 64},
+            "task": {"name": "char_lm", "max_chars": 100000, "seq_len": 64},
+            "train": {"max_steps": steps, "batch_size": 16, "val_every": max(1, steps // 2), "val_batches": 4,
+                      "progress_bar": False, "exact_match_samples": 0}}
+    spec = {"name": "overhead", "base": "base.yaml",
+            "grid": {"model.position": ["rope", "alibi", "sinusoidal"], "model.ffn": ["gelu", "swiglu"]},
+            "seeds": [0, 1]}
+    import yaml
+
+    (directory / "base.yaml").write_text(yaml.safe_dump(base))
+    (directory / "spec.yaml").write_text(yaml.safe_dump(spec))
+    return directory / "spec.yaml"
+
+
+def child(spec: str, out: str, workers: int) -> None:
+    """One sweep, from a fresh interpreter; the parent times the whole process."""
+    began, began_epoch = time.perf_counter(), time.time()
+    from arch_zoo.sweeps import run_sweep
+
+    imported = time.perf_counter() - began
+    outcome = run_sweep(spec, out, workers=workers, log=lambda line: None)
+    statuses = [s["status"] for s in outcome.statuses().values()]
+    print(MARK + json.dumps({**outcome.timings, "sweeps_import_s": imported, "statuses": statuses,
+                             "child_s": time.perf_counter() - began, "began": began_epoch,
+                             "ended": time.time()}), flush=True)
+
+
+def measure(spec: Path, workers: int, scratch: Path) -> dict:
+    out = scratch / f"out-{workers}"
+    began, began_epoch = time.perf_counter(), time.time()
+    proc = subprocess.run([sys.executable, __file__, "--child", str(spec), str(out), str(workers)],
+                          capture_output=True, text=True, cwd=ROOT)
+    total, ended = time.perf_counter() - began, time.time()
+    line = next((x for x in proc.stdout.splitlines() if x.startswith(MARK)), None)
+    if proc.returncode or line is None:
+        raise SystemExit(f"the sweep with {workers} workers failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    t = json.loads(line[len(MARK):])
+    if set(t["statuses"]) != {"completed"} or len(t["statuses"]) != 12:
+        raise SystemExit(f"expected 12 completed runs, got {t['statuses']}")
+    training = sum(t["run_s"])
+    assert abs(t["child_s"] - t["sweeps_import_s"] - t["wall_s"]) < 1.0, t  # nothing else runs in the child
+    startup = max(t["worker_startup_s"] or [0.0])
+    parts = {
+        "interpreter start": t["began"] - began_epoch,
+        "interpreter exit": ended - t["ended"],
+        "import arch_zoo.sweeps": t["sweeps_import_s"],
+        "import torch + registries": t["import_s"],
+        "expansion + validation": t["plan_s"],
+        "stack import in workers": max(0.0, startup - t["import_s"] - t["plan_s"]),  # what planning did not hide
+        "store I/O": t["store_s"],
+    }
+    imports = parts["import torch + registries"] + parts["stack import in workers"]
+    parts["dispatch + other"] = (total - training / workers) - sum(parts.values())  # incl. waiting at the end
+    return {"workers": workers, "total_s": total, "training_s": training, "runs": len(t["run_s"]),
+            "mean_run_s": training / len(t["run_s"]), "outside": 1 - training / (workers * total),
+            "outside_without_import": 1 - training / (workers * (total - imports)),
+            "parts_s": parts, "worker_startup_s": startup}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=150, help="steps per run (default 150: a few seconds)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--json", default=None, help="also write the numbers here")
+    parser.add_argument("--child", nargs=3, metavar=("SPEC", "OUT", "WORKERS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        sys.path.insert(0, str(ROOT))
+        return child(args.child[0], args.child[1], int(args.child[2]))
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from common import cpu_model
+
+    results = []
+    with tempfile.TemporaryDirectory() as scratch:
+        spec = write_spec(Path(scratch), args.steps)
+        for workers in args.workers:
+            results.append(measure(spec, workers, Path(scratch)))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"machine: {cpu_model()} ({os.cpu_count()} logical CPUs), load average {load:.2f} at the end")
+    print(f"sweep: 12 runs of {args.steps} steps (d_model 32, 2 layers, char LM), fresh process per row\n")
+    print(f"{'workers':>7}  {'total s':>8}  {'training s':>10}  {'mean run s':>10}  {'outside':>8}  "
+          f"{'outside w/o imports':>20}")
+    for r in results:
+        print(f"{r['workers']:>7}  {r['total_s']:>8.1f}  {r['training_s']:>10.1f}  {r['mean_run_s']:>10.2f}  "
+              f"{r['outside']:>8.1%}  {r['outside_without_import']:>20.1%}")
+    for r in results:
+        parts = ", ".join(f"{k} {v:.2f}s" for k, v in r["parts_s"].items())
+        print(f"  {r['workers']} worker(s), outside training: {parts}")
+    if len(results) >= 2:
+        a, b = results[0], results[1]
+        print(f"ratio total time {b['workers']} workers / {a['workers']}: {b['total_s'] / a['total_s']:.2f}x "
+              f"(speed-up {a['total_s'] / b['total_s']:.2f}x); mean run time {b['mean_run_s'] / a['mean_run_s']:.2f}x")
+    print("summary: " + "; ".join(f"{r['workers']} worker(s): {r['outside']:.1%} outside training "
+                                  f"({r['outside_without_import']:.1%} without the one-time imports of torch and Lightning)"
+                                  for r in results))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

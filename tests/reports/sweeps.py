@@ -1,0 +1,111 @@
+"""Synthetic run stores with known metrics, written file by file in the layout `arch-zoo sweep` uses."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import yaml
+
+SEEDS = (0, 1, 2, 3)
+# final val/loss per variant and seed: what the statistics are checked against
+LOSS = {
+    "sinusoidal": [2.10, 2.14, 2.08, 2.12],
+    "rope": [2.01, 2.06, 1.99, 2.03],
+    "alibi": [2.05, 2.02, 2.09, 2.07],
+}
+ACC = {
+    "sinusoidal": [0.40, 0.42, 0.41, 0.39],
+    "rope": [0.45, 0.44, 0.47, 0.46],
+    "alibi": [0.43, 0.42, 0.44, 0.41],
+}
+STATUS = {("rope", 2): ("failed", "CUDA out of memory"), ("alibi", 3): ("diverged", "loss is nan at step 20")}
+
+
+def config(position: str, seed: int, **extra) -> Dict[str, Any]:
+    cfg = {"name": "pos", "seed": seed,
+           "model": {"kind": "decoder", "d_model": 32, "position": {"name": position}, "norm": {"name": "layernorm"}},
+           "task": {"name": "char_lm", "seq_len": 128},
+           "train": {"max_steps": 30, "progress_bar": False}}
+    for key, value in extra.items():  # "model.norm": "rmsnorm"
+        *head, last = key.split(".")
+        node = cfg
+        for h in head:
+            node = node.setdefault(h, {})
+        node[last] = {"name": value} if isinstance(node.get(last), dict) else value
+    return cfg
+
+
+def write_run(run_dir: Path, *, status: str, settings: Dict[str, Any], seed: int, variant: str,
+              final: Optional[Dict[str, float]] = None, reason: Optional[str] = None, sweep: str = "pos",
+              is_baseline: bool = False, cfg: Optional[Dict[str, Any]] = None, params: int = 1000,
+              curve_steps=(10, 20, 30)) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "run.json").write_text(json.dumps({
+        "sweep": sweep, "run_id": run_dir.name, "variant": variant, "seed": seed, "settings": settings,
+        "is_baseline": is_baseline, "params": params, "matched": {}}))
+    (run_dir / "status.json").write_text(json.dumps({"status": status, "reason": reason}))
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg or {"seed": seed}))
+    final = final or {}
+    if status in ("completed", "diverged"):
+        (run_dir / "summary.json").write_text(json.dumps({
+            "status": status, "final": final, "best": {k: {"value": v, "step": 30} for k, v in final.items()},
+            "parameters": params, "flops_per_token": 6.0 * params, "train_tokens_per_s": 5000.0 + seed,
+            "peak_memory_mb": 300.0, "wall_time_s": 12.0, "diverged_at": 20 if status == "diverged" else None,
+            "step": 30}))
+    fields = ["epoch", "step", "train/loss", "lr", *sorted(final)]
+    with (run_dir / "metrics.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        for i, step in enumerate(curve_steps):
+            scale = 1.0 + 0.5 * (len(curve_steps) - 1 - i) / max(1, len(curve_steps) - 1)
+            writer.writerow({"epoch": 0, "step": step, "train/loss": 3.0 - i * 0.2, "lr": 1e-3})
+            writer.writerow({"epoch": 0, "step": step, **{k: v * (scale if "loss" in k else 1 / scale)
+                                                          for k, v in final.items()}})
+
+
+def write_sweep(root: Path, variants: Optional[Dict[str, List[float]]] = None, *, name: str = "pos",
+                status: Optional[Dict] = None, baseline: Optional[Dict[str, Any]] = None,
+                metric: Optional[Dict[str, str]] = None, pending: List[tuple] = (),
+                labels: Optional[Dict[str, str]] = None, extra: Optional[Dict[str, float]] = None) -> Path:
+    """A one-axis sweep over model.position; ``status`` overrides (variant, seed) → (status, reason);
+    ``pending`` (variant, seed) pairs are planned in index.csv with no run dir yet; ``labels``
+    gives a variant another setting value (e.g. hostile text); ``extra`` adds final metrics to every run."""
+    variants = LOSS if variants is None else variants
+    status = STATUS if status is None else status
+    labels = labels or {}
+    root.mkdir(parents=True, exist_ok=True)
+    spec = {"name": name, "base": "configs/experiments/char_lm.yaml", "grid": {"model.position": list(variants)},
+            "seeds": list(SEEDS), "baseline": baseline if baseline is not None else {"model.position": "sinusoidal"},
+            "metric": metric or {"name": "val/loss", "goal": "min"}}
+    (root / "sweep.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    index = []
+    for v, losses in variants.items():
+        value = labels.get(v, v)
+        for seed, loss in zip(SEEDS, losses):
+            run_id = f"{_slug(value)}-s{seed}"
+            st, reason = status.get((v, seed), ("completed", None))
+            if (v, seed) in pending:
+                st, reason = "pending", None
+            index.append({"run_id": run_id, "variant": f"position={value}", "seed": seed, "status": st,
+                          "reason": reason or "", "model.position": value})
+            if st == "pending":
+                continue
+            final = {"val/loss": loss, "val/token_accuracy": ACC.get(v, [0.5] * 4)[seed], "val@256/loss": loss + 0.3,
+                     "val@512/loss": loss + 0.9, "test/loss": loss + 0.01, **(extra or {})}  # unfinished: curves
+            if st == "diverged":
+                final["val/loss"] = float("nan")
+            write_run(root / "runs" / run_id, status=st, reason=reason, settings={"model.position": value}, seed=seed,
+                      variant=f"position={value}", final=final, sweep=name, cfg=config(value, seed),
+                      is_baseline=value == (baseline or {}).get("model.position", "sinusoidal"),
+                      curve_steps=(10, 20, 30) if st != "running" else (10,))
+    with (root / "index.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["run_id", "variant", "seed", "status", "reason", "model.position"])
+        writer.writeheader()
+        writer.writerows(index)
+    return root
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in text)[:40]

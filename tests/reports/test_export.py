@@ -1,0 +1,145 @@
+"""Exports parse back, LaTeX is well-formed, and user strings are escaped in every format."""
+import base64
+import re
+from html.parser import HTMLParser
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from arch_zoo.reports import write_report
+from arch_zoo.reports.export import latex, tex_escape
+from tests.reports.sweeps import LOSS, write_sweep
+
+EVIL = "<script>alert(1)</script>"
+TEX_EVIL = r"50%_a&b$#{}~^\x"
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    root = write_sweep(tmp_path_factory.mktemp("sweep") / "pos")
+    return write_report(root, root.parent / "report")
+
+
+@pytest.mark.parametrize("name", ["runs", "variants"])
+def test_csv_round_trip(report, name):
+    frame = report[name]
+    back = pd.read_csv(report["out_dir"] / f"{name}.csv")
+    assert list(back.columns) == list(frame.columns)
+    pd.testing.assert_frame_equal(back, frame.reset_index(drop=True), check_dtype=False, check_exact=False,
+                                  rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["runs", "variants"])
+def test_parquet_round_trip(report, name):
+    frame = report[name]
+    back = pd.read_parquet(report["out_dir"] / f"{name}.parquet")
+    pd.testing.assert_frame_equal(back, frame, check_dtype=False)
+    assert back.attrs.get("metric") == "val/loss"  # a saved frame can be summarized again
+
+
+def _strip_escaped(text):
+    return re.sub(r"\\[{}]", "", re.sub(r"(?m)(?<!\\)%.*$", "", text))
+
+
+def _balanced(text):
+    depth = 0
+    for ch in _strip_escaped(text):
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _rows(tex):
+    body = tex.split("\\midrule")[1].split("\\bottomrule")[0]
+    return [line for line in body.strip().splitlines() if line.strip()]
+
+
+def test_latex_is_well_formed_booktabs_with_best_in_bold(report):
+    tex = (report["out_dir"] / "table.tex").read_text()
+    assert _balanced(tex)
+    assert tex.index("\\begin{tabular}") < tex.index("\\toprule") < tex.index("\\midrule") \
+        < tex.index("\\bottomrule") < tex.index("\\end{tabular}")
+    assert tex.count("\\toprule") == tex.count("\\midrule") == tex.count("\\bottomrule") == 1
+    spec = re.search(r"\\begin\{tabular\}\{([lrc]+)\}", tex).group(1)
+    header = tex.split("\\toprule")[1].split("\\midrule")[0]
+    for line in [header.strip()] + _rows(tex):
+        assert line.endswith("\\\\")
+        assert len(re.findall(r"(?<!\\)&", line)) == len(spec) - 1
+    rows = {line.split(" & ")[1]: line for line in _rows(tex)}
+    assert set(rows) == {"rope", "alibi", "sinusoidal"}
+    # val/loss (min) and val/token_accuracy (max): rope is best on both; sinusoidal is worst on both
+    assert rows["rope"].count("\\textbf{") == len(re.findall(r"\\textbf\{", tex)) >= 2
+    assert "\\textbf{" not in rows["sinusoidal"]
+    assert re.search(r"\\textbf\{2\.0\d+ \$\\pm\$ 0\.\d+\}", rows["rope"])  # mean ± std in the bold cell
+    assert "±" not in _strip_escaped(tex)  # only $\pm$ in the tabular body
+
+
+def test_latex_escapes_special_characters(tmp_path):
+    root = write_sweep(tmp_path / "pos", labels={"rope": TEX_EVIL})
+    tex = latex(write_report(root, tmp_path / "out", formats="csv")["variants"])
+    assert tex_escape(TEX_EVIL) in tex
+    assert tex_escape(TEX_EVIL) == (r"50\%\_a\&b\$\#\{\}\textasciitilde{}\textasciicircum{}\textbackslash{}x")
+    assert _balanced(tex)
+    for line in _rows(tex):
+        assert len(re.findall(r"(?<!\\)&", line)) == len(_rows(tex)[0].split(" & ")) - 1
+
+
+def test_markdown_table(report):
+    md = (report["out_dir"] / "report.md").read_text()
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    widths = {len(re.findall(r"(?<!\\)\|", line)) for line in table}
+    assert len(widths) == 2  # variant table and runs table, each with a constant column count
+    rope = np.array([LOSS["rope"][s] for s in (0, 1, 3)])  # seed 2 failed
+    assert "| rope " in md and f"{rope.mean():.4f} ± {rope.std(ddof=1):.4f}" in md
+    assert "failed" in md and "CUDA out of memory" in md and "diverged" in md
+
+
+@pytest.fixture(scope="module")
+def evil(tmp_path_factory):
+    root = write_sweep(tmp_path_factory.mktemp("evil") / "pos", labels={"rope": EVIL},
+                       status={("rope", 1): ("failed", "<b>bold</b> & <img src=x onerror=alert(2)>")})
+    return write_report(root, root.parent / "report")
+
+
+def test_markdown_escapes_html(evil):
+    md = (evil["out_dir"] / "report.md").read_text()
+    assert EVIL not in md and "<img" not in md and "<b>" not in md
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md
+
+
+class _Collector(HTMLParser):
+    VOID = {"meta", "link", "img", "br", "hr", "input"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.tags, self.text, self.errors = [], [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if not self.stack or self.stack.pop() != tag:
+            self.errors.append(tag)
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_html_escapes_user_strings_and_is_self_contained(evil):
+    page = (evil["out_dir"] / "report.html").read_text()
+    assert EVIL not in page and "<img src=x" not in page and "<b>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    parsed = _Collector()
+    parsed.feed(page)
+    assert not parsed.errors and not parsed.stack  # every tag closed, in order
+    tags = [t for t, _ in parsed.tags]
+    assert "script" not in tags
+    assert EVIL in "".join(parsed.text)  # shown to the reader as text
+    images = [a["src"] for t, a in parsed.tags if t == "img"]
+    assert len(images) >= 3 and all(src.startswith("data:image/png;base64,") for src in images)
+    assert all(base64.b64decode(src.split(",", 1)[1]).startswith(b"\x89PNG") for src in images)
+    assert not re.search(r"""(src|href)=["']?(https?:|//)""", page)  # nothing fetched from the network

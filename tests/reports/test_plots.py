@@ -1,0 +1,47 @@
+"""Plots: each as PNG and SVG, only where the runs have the data, legends naming settings not run ids."""
+import numpy as np
+import pytest
+
+from arch_zoo.reports import load_runs, summarize
+from arch_zoo.reports.plots import curves, write_plots
+from tests.reports.sweeps import write_sweep
+
+
+def _plots(root, out):
+    runs = load_runs(root)
+    return runs, write_plots(runs, summarize(runs), out)
+
+
+def test_language_model_sweep_plots(tmp_path):
+    runs, written = _plots(write_sweep(tmp_path / "pos"), tmp_path / "plots")
+    assert sorted(p.name for p in written) == ["curves_val_loss.png", "final_val_loss.png", "loss_vs_length.png"]
+    for png in written:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        svg = png.with_suffix(".svg").read_text()
+        assert svg.lstrip().startswith("<?xml") and "</svg>" in svg
+        assert "position=rope" in svg  # legend / tick labels name the varied setting...
+        assert not any(run_id in svg for run_id in runs["run_id"])  # ...never a run id
+
+
+def test_seq2seq_sweep_adds_accuracy_curves(tmp_path):
+    root = write_sweep(tmp_path / "scan", extra={"val/exact_match": 0.5})
+    _, written = _plots(root, tmp_path / "plots")
+    names = {p.name for p in written}
+    assert {"curves_val_exact_match.png", "curves_val_token_accuracy.png"} <= names
+
+
+def test_curve_band_is_mean_and_std_over_seeds(tmp_path):
+    runs = load_runs(write_sweep(tmp_path / "pos", status={}))
+    band = curves(runs, "val/loss")["position=rope"]
+    final = runs[runs["variant"] == "position=rope"]["val/loss"].to_numpy()  # step 30 logs the final value
+    assert band.loc[30.0, "mean"] == pytest.approx(final.mean())
+    assert band.loc[30.0, "std"] == pytest.approx(np.std(final, ddof=1))
+    assert band.loc[30.0, "n"] == 4
+
+
+def test_dollar_signs_in_names_do_not_break_matplotlib(tmp_path):
+    """An even number of '$' makes matplotlib parse mathtext, which fails on an unknown command."""
+    root = write_sweep(tmp_path / "pos", labels={"rope": r"$\nosuchcommand$", "alibi": "a $ b"})
+    _, written = _plots(root, tmp_path / "plots")
+    assert len(written) == 3
+    assert r"nosuchcommand" in (tmp_path / "plots" / "curves_val_loss.svg").read_text()

@@ -1,0 +1,77 @@
+"""Bad input: one line on stderr naming the spec key, exit code 2, and nothing trained or written."""
+import pytest
+
+from arch_zoo.cli import main
+
+from .conftest import BASE, write_spec
+
+GRID = {"model.position": ["rope", "alibi"]}
+
+CASES = {
+    "unknown axis key": ({"grid": {"model.positon": ["rope"]}},
+                         "grid.model.positon: unknown key (did you mean 'position'?)"),
+    "unknown section": ({"zip": {"modle.position": ["rope"]}}, "zip.modle.position: unknown key"),
+    "registry rejects the value": ({"grid": {"model.position": ["rope", "ropee"]}},
+                                   "grid.model.position: unknown position scheme 'ropee' (did you mean 'rope'?)"),
+    "type rejects the value": ({"grid": {"model.n_layers": [1, "two"]}}, "grid.model.n_layers: expected an integer"),
+    "clash between settings": ({"grid": {"model.n_heads": [3]}},
+                               "grid.model.n_heads: d_model (16) is not divisible by n_heads (3)"),
+    "empty grid": ({"grid": {}}, "grid: is empty"),
+    "empty axis": ({"grid": {"model.position": []}}, "grid.model.position: has no values"),
+    "unequal zip": ({"zip": {"model.n_heads": [1, 2], "model.head_dim": [8]}}, "zip: axes vary together"),
+    "baseline matches no variant": ({"grid": GRID, "baseline": {"model.position": "alibii"}},
+                                    "baseline: model.position=alibii matches no variant"),
+    "baseline names no axis": ({"grid": GRID, "baseline": {"model.norm": "rmsnorm"}},
+                               "baseline.model.norm: is not a varied key"),
+    "missing base file": ({"base": "nowhere/base.yaml", "grid": GRID}, "base: file not found"),
+    "bad override": ({"grid": GRID, "overrides": {"train.max_stepz": 5}}, "overrides.train.max_stepz: unknown key"),
+    "unknown spec key": ({"grid": GRID, "seed": [0]}, "seed: unknown sweep key (did you mean 'seeds'?)"),
+    "bad metric goal": ({"grid": GRID, "metric": {"name": "val/loss", "goal": "down"}}, "metric.goal:"),
+    "seed as an axis": ({"grid": {"seed": [0, 1]}}, "grid.seed: seeds are not an axis"),
+    "task problem": ({"grid": GRID, "overrides": {"task.seq_len": 64}}, "overrides.task.seq_len:"),
+    "wandb method": ({"method": "bayes", "parameters": {"model.position": {"values": ["rope"]}}}, "method:"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_spec_is_one_line_naming_the_key(case, spec_dir, tmp_path, capsys):
+    spec, expected = CASES[case]
+    path = write_spec(spec_dir, spec)
+    out = tmp_path / "out"
+    code = main(["sweep", str(path), "--out", str(out), "--dry-run" if case.startswith("baseline") else "--workers=1"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("arch-zoo: error: "), err
+    assert expected in err, err
+    assert not out.exists()  # checked before anything was written
+
+
+def test_missing_spec_file_and_bad_flags(tmp_path, capsys):
+    assert main(["sweep", str(tmp_path / "none.yaml")]) == 2
+    assert "sweep: file not found" in capsys.readouterr().err
+    path = write_spec(tmp_path, {"grid": GRID})
+    assert main(["sweep", str(path), "--launcher", "slurm"]) == 2
+    assert "invalid choice: 'slurm'" in capsys.readouterr().err
+    assert main(["sweep", str(path), "--workers", "0"]) == 2
+    assert "--workers: must be at least 1" in capsys.readouterr().err
+
+
+def test_a_changed_spec_that_gives_a_run_a_different_config_is_a_conflict(tmp_path, capsys):
+    """Run ids name the variant and seed; what the runs share (here the step budget) is checked
+    against what the run dir holds. (The dirs are set up by hand: no training needed.)"""
+    from arch_zoo.config import save
+    from arch_zoo.sweeps import load_spec, make_plan
+
+    out = tmp_path / "out"
+    path = write_spec(tmp_path, {"name": "c", "grid": GRID})
+    run = make_plan(load_spec(path)).runs[1]
+    (out / "c" / "runs" / run.run_id).mkdir(parents=True)
+    save(run.config, out / "c" / "runs" / run.run_id / "config.yaml")
+    assert main(["sweep", str(path), "--out", str(out), "--dry-run"]) == 0  # same spec: no conflict
+    changed = write_spec(tmp_path, {"name": "c", "grid": GRID, "overrides": {"train.max_steps": 11}})
+    capsys.readouterr()
+    assert main(["sweep", str(changed), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"run {run.run_id}: " in err and "train.max_steps: 10 there, 11 now" in err, err
+    assert sorted(p.name for p in (out / "c" / "runs").iterdir()) == [run.run_id]
+    assert BASE["train"]["max_steps"] == 10
