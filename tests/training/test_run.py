@@ -2,6 +2,7 @@
 import csv
 import json
 import math
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -144,6 +145,12 @@ def test_wandb_offline_logs_config_and_prints_the_sync_command(tmp_path, monkeyp
     assert result.summary["wandb_sync"].startswith("wandb sync ")
     runs = list((tmp_path / "w" / "wandb").glob("offline-run-*"))
     assert runs, "no offline wandb run was written"
-    record = b"".join(p.read_bytes() for p in runs[0].glob("run-*.wandb"))  # wandb's offline log
-    for expected in (b"model.position.name", b"train.lr", b"variant-a", b"position=rope", b"val/loss"):
-        assert expected in record, expected
+    expected = (b"model.position.name", b"train.lr", b"variant-a", b"position=rope", b"val/loss")
+    deadline = time.time() + 60
+    while True:  # wandb's service process may still be flushing its offline log after finish()
+        record = b"".join(p.read_bytes() for p in runs[0].glob("run-*.wandb"))
+        if all(e in record for e in expected) or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    for e in expected:
+        assert e in record, e
