@@ -52,6 +52,26 @@ def _train(args) -> int:
     return 0
 
 
+def _generate(args) -> int:
+    from .generation import generate
+    from .training.restore import prompt_ids, restore
+
+    if not args.prompt:
+        raise ConfigError("--prompt", "is empty; give the text to continue or translate")
+    cfg, model, tokenizer = restore(args.run)
+    ids = prompt_ids(cfg, tokenizer, args.prompt)
+    if not ids:
+        raise ConfigError("--prompt", f"'{args.prompt}' has no tokens under the run's tokenizer")
+    extra = {"sample": dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p),
+             "beam": dict(beams=args.beams)}.get(args.strategy, {})
+    out = generate(model, [ids], strategy=args.strategy, max_new_tokens=args.max_new_tokens,
+                   eos_token_id=tokenizer.eos_id, pad_token_id=tokenizer.pad_id, seed=args.seed,
+                   decoder_start_token_id=tokenizer.bos_id if cfg.model.kind == "encoder_decoder" else None,
+                   **{k: v for k, v in extra.items() if v is not None})
+    print(tokenizer.decode(out.to_lists()[0][0]))
+    return 0
+
+
 def _report(args) -> int:
     from .reports import terminal_table, write_report
 
@@ -128,6 +148,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="run directory (default: runs/<name>)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or Lightning messages")
     p.set_defaults(func=_train)
+
+    p = sub.add_parser("generate", help="continue a prompt (or translate a source) with a trained run")
+    p.add_argument("run", metavar="RUN_DIR_OR_CKPT", help="a run directory or its checkpoints/last.ckpt")
+    p.add_argument("--prompt", required=True, help="the text; encoded with the run's own tokenizer")
+    p.add_argument("--strategy", default="greedy", help="greedy, sample or beam")
+    p.add_argument("--temperature", type=float, default=None, help="sample: softmax temperature")
+    p.add_argument("--top-k", type=int, default=None, help="sample: keep the k most likely tokens")
+    p.add_argument("--top-p", type=float, default=None, help="sample: keep the smallest set reaching p")
+    p.add_argument("--beams", type=int, default=None, help="beam: beam size (default 4)")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--seed", type=int, default=None, help="seed for sampling")
+    p.set_defaults(func=_generate)
 
     p = sub.add_parser("sweep", help="run (or resume) a sweep spec: variants x seeds, into a run store")
     p.add_argument("spec", help="a sweep spec YAML (see sweeps/)")

@@ -30,6 +30,7 @@ RUN_JSON, LOCK, INDEX, SPEC = "run.json", ".lock", "index.csv", "sweep.yaml"
 STATUS, CONFIG = "status.json", "config.yaml"  # run_one's (training/rundir.py), named here so that
 # importing the store (and `arch-zoo sweep` before its workers start) does not import torch
 INDEX_COLUMNS = ["run_id", "variant", "seed", "status", "reason"]
+IDENTITY = ("sweep", "run_id", "variant", "seed", "settings", "matched")  # what a rerun's run.json must agree on
 
 
 class Store:
@@ -57,8 +58,8 @@ class Store:
                                       "what its runs share: use a new sweep name or --out, or move the old runs away")
             old = read_json(d / RUN_JSON)
             new = run.record(plan.spec.name)
-            if old is not None and old != new:
-                key = next(k for k in new if old.get(k) != new[k])
+            key = next((k for k in IDENTITY if old is not None and old.get(k) != new[k]), None)
+            if key:
                 raise ConfigError(f"run {run.run_id}", f"{d / RUN_JSON} records {key}={old.get(key)!r}, the spec now "
                                   f"gives {new[key]!r}; use a new sweep name or --out")
 
@@ -72,9 +73,11 @@ class Store:
         for run in plan.runs:
             d = self.run_dir(run.run_id)
             d.mkdir(exist_ok=True)
-            record = run.record(plan.spec.name)
-            if read_json(d / RUN_JSON) != record:
-                write_json(d / RUN_JSON, record)
+            old, new = read_json(d / RUN_JSON), run.record(plan.spec.name)
+            if old is not None:  # the baseline may change between reruns; params stay as the run was built
+                new["params"] = old.get("params", new["params"])
+            if old != new:
+                write_json(d / RUN_JSON, new)
 
     # ------------------------------------------------------------------------------- reading state
 

@@ -102,7 +102,7 @@ def run_one(cfg: ExperimentConfig, out_dir, callbacks: Sequence[Any] = (), quiet
         from .trainer import train
 
         summary = train(cfg, data, run_dir, list(callbacks), quiet=quiet, writer=writer)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C into SystemExit(1)
         if writer:
             rundir.set_status(run_dir, "interrupted", reason="interrupted by the user")
         raise

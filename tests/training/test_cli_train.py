@@ -69,3 +69,24 @@ def test_ddp_on_two_cpu_processes(tmp_path):
     assert proc.stdout.count("status: completed") == 1  # rank 0 reports once
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["step"] == 10
+
+
+def test_generate_from_a_trained_run_and_its_bad_input(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", str(write(tmp_path)), "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["generate", str(out), "--prompt", "def ", "--max-new-tokens", "5"]) == 0
+    assert len(capsys.readouterr().out.rstrip("\n")) >= 1
+    ckpt = str(out / "checkpoints" / "last.ckpt")
+    assert main(["generate", ckpt, "--prompt", "def ", "--strategy", "beam", "--beams", "2"]) == 0
+    assert main(["generate", ckpt, "--prompt", "x", "--strategy", "sample", "--seed", "1", "--top-k", "3"]) == 0
+    for argv, message in ((["--prompt", ""], "--prompt: is empty"),
+                          (["--prompt", "a", "--strategy", "nucleus"], "unknown strategy 'nucleus'"),
+                          (["--prompt", "a", "--strategy", "sample", "--top-p", "1.5"], "top_p: must be in (0, 1]"),
+                          (["--prompt", "a", "--strategy", "beam", "--beams", "0"], "beams: must be >= 1")):
+        capsys.readouterr()
+        code = main(["generate", str(out), *argv])
+        err = capsys.readouterr().err
+        assert code == 2 and message in err, err
+    assert main(["generate", str(tmp_path), "--prompt", "a"]) == 2
+    assert "is not a run directory" in capsys.readouterr().err

@@ -1,0 +1,39 @@
+"""Rebuild a trained model from what a run left behind: a run directory or a checkpoint file."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Tuple
+
+import torch
+
+from ..config import ExperimentConfig, load
+from ..data.tokenizers import TOKENIZER_FILE, Tokenizer, load_tokenizer
+from ..errors import ConfigError
+from ..models import TransformerModel, build_model
+from . import rundir
+
+
+def restore(path) -> Tuple[ExperimentConfig, TransformerModel, Tokenizer]:
+    """(config, model in eval mode, tokenizer) from RUN_DIR or RUN_DIR/checkpoints/last.ckpt."""
+    path = Path(path)
+    ckpt = path / rundir.CHECKPOINT if path.is_dir() else path
+    run_dir = path if path.is_dir() else ckpt.parent.parent
+    if not ckpt.is_file():
+        raise ConfigError("run", f"{path} is not a run directory or checkpoint (no {rundir.CHECKPOINT})")
+    if not (run_dir / TOKENIZER_FILE).is_file() or not (run_dir / rundir.CONFIG).is_file():
+        raise ConfigError("run", f"{run_dir} lacks {TOKENIZER_FILE} or {rundir.CONFIG}; is it an arch_zoo run?")
+    cfg = load(run_dir / rundir.CONFIG)
+    tokenizer = load_tokenizer(run_dir)
+    model = build_model(cfg.model, tokenizer.vocab_size)
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
+    model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
+    return cfg, model.eval(), tokenizer
+
+
+def prompt_ids(cfg: ExperimentConfig, tokenizer: Tokenizer, text: str) -> list:
+    """Token ids of a prompt laid out as the run's task laid out its inputs: a seq2seq source as
+    is; bos + prompt + sep for a decoder trained on prompt/answer pairs; plain text for a LM."""
+    ids = tokenizer.encode(text)
+    if cfg.model.kind == "decoder" and cfg.task is not None and cfg.task.name != "char_lm":
+        ids = [tokenizer.bos_id] + ids + [tokenizer.sep_id]
+    return ids
