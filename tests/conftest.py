@@ -20,3 +20,21 @@ def tiny(**changes):
 def seed():
     torch.manual_seed(0)
     return 0
+
+
+TORCH_ONLY = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in {'pytorch_lightning', 'lightning', 'wandb', 'pandas', 'omegaconf'}:
+            raise ImportError('blocked ' + name)
+sys.meta_path.insert(0, Block())
+"""
+
+
+def run_with_torch_only(code: str):
+    """Run ``code`` in a fresh interpreter where Lightning, wandb, pandas and OmegaConf cannot be imported."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", TORCH_ONLY + code], capture_output=True, text=True)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import functools
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -18,6 +16,7 @@ from arch_zoo.config import ModelConfig
 from arch_zoo.generation import generate, left_pad, sample_logits, top_k_filter, top_p_filter
 from arch_zoo.models.transformer import build_model
 from arch_zoo.registry import all_registries
+from tests.conftest import run_with_torch_only
 
 VOCAB = 40
 REGISTRIES = all_registries()
@@ -425,18 +424,11 @@ def test_encoder_only_model_is_refused():
 
 def test_generation_needs_torch_alone():
     """Like arch_zoo.models, decoding must not pull Lightning, wandb, pandas or OmegaConf."""
-    code = """
-import sys
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split('.')[0] in {'pytorch_lightning', 'lightning', 'wandb', 'pandas', 'omegaconf'}:
-            raise ImportError('blocked ' + name)
-sys.meta_path.insert(0, Block())
+    proc = run_with_torch_only("""
 from arch_zoo.generation import generate
 from arch_zoo.models import build_model
 m = build_model({'kind': 'decoder', 'd_model': 16, 'n_heads': 2, 'n_layers': 1}, 11)
 print(generate(m, [[1, 2], [3]], strategy='beam', beams=2, max_new_tokens=3).tokens.shape)
-"""
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+""")
     assert proc.returncode == 0, proc.stderr
     assert "torch.Size([2, 1, 3])" in proc.stdout
