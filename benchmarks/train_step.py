@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
-import math
 import os
 import sys
 from dataclasses import asdict, dataclass

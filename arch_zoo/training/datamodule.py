@@ -3,7 +3,7 @@ batches in the same order and a resumed run continues exactly where it stopped."
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, Dict, List, Optional
+from typing import Callable, List
 
 import pytorch_lightning as pl
 import torch

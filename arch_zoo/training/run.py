@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 import os
-import time
 import traceback
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..config import ExperimentConfig, load, save, to_yaml
+from ..config import ExperimentConfig, load, save
 from ..config_types import to_dict
 from ..data.tasks import TASKS, TaskData
 from ..errors import ConfigError

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from arch_zoo.components.attention import ATTENTION, AttentionOptions, AttentionShape, MultiHeadAttention
+from arch_zoo.components.attention import ATTENTION, AttentionShape, MultiHeadAttention
 from arch_zoo.components.masks import AttentionMask, self_attention_mask
 
 BACKENDS = ATTENTION.choices()

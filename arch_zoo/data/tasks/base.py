@@ -69,10 +69,6 @@ class Task:
 
     @classmethod
     def check(cls, options, model_kind: str, max_seq_len: int, key: str = "task") -> None:
-        """Raise ConfigError for problems visible before building (missing files, ...)."""
-
-    @classmethod
-    def check(cls, options, model_kind: str, max_seq_len: int, key: str = "task") -> None:
         """Raise ``ConfigError(key_path, message)`` for what is wrong before building (missing files,
         unknown tokenizer, sequences longer than ``max_seq_len``). Nothing to check by default."""
 
