@@ -79,3 +79,14 @@ def padded_batch(lengths, total: int, side: str, seed: int = 1, low: int = 1):
 def positions(mask: torch.Tensor) -> torch.Tensor:
     """Real tokens counted from 0 (arch_zoo's default for a padded batch), for the reference's position_ids."""
     return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+@torch.no_grad()
+def cached_greedy(model, src: torch.Tensor, src_mask: torch.Tensor, start: torch.Tensor, steps: int) -> torch.Tensor:
+    """(B, steps) tokens an arch_zoo encoder-decoder picks greedily, decoding through its KV cache."""
+    tokens, step, cache = [], start, model.new_cache()
+    memory = model.encode(src, src_mask)
+    for _ in range(steps):
+        step = model.decode(step, memory, src_mask, cache=cache).logits[:, -1].argmax(-1, keepdim=True)
+        tokens.append(step)
+    return torch.cat(tokens, dim=1)
