@@ -37,7 +37,10 @@ class MLP(nn.Module):
 
 
 class GatedMLP(nn.Module):
-    """(act(x W) * x V) W2 (Shazeer 2020). W and V are one fused projection: [W; V]."""
+    """(act(x W) * x V) W2 (Shazeer 2020): ``gate`` is W, ``up`` is V, as in Hugging Face's Llama.
+
+    Two projections rather than one fused [W; V]: splitting a fused output costs a concatenation of
+    the two gradient halves in backward, which measured slower on CPU than two matmuls."""
 
     @staticmethod
     def act(x: Tensor) -> Tensor:
@@ -45,13 +48,13 @@ class GatedMLP(nn.Module):
 
     def __init__(self, options, ctx: FFNContext):
         super().__init__()
-        self.up = nn.Linear(ctx.d_model, 2 * ctx.d_ff, bias=ctx.bias)
+        self.gate = nn.Linear(ctx.d_model, ctx.d_ff, bias=ctx.bias)
+        self.up = nn.Linear(ctx.d_model, ctx.d_ff, bias=ctx.bias)
         self.down = nn.Linear(ctx.d_ff, ctx.d_model, bias=ctx.bias)
         self.dropout = nn.Dropout(ctx.dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        gate, value = self.up(x).chunk(2, dim=-1)
-        return self.down(self.dropout(self.act(gate) * value))
+        return self.down(self.dropout(self.act(self.gate(x)) * self.up(x)))
 
 
 @FEEDFORWARD.register("relu", NoOptions, "ReLU MLP, the original max(0, xW1+b1)W2+b2")

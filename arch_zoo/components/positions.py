@@ -47,6 +47,13 @@ class PositionScheme(nn.Module):
     def score_bias(self, q_pos: Tensor, k_pos: Tensor, cross: bool = False) -> Optional[Tensor]:
         return None
 
+    def rotator(self, q_pos: Tensor, k_pos: Tensor):
+        """``rotate`` bound to these positions, for every layer of one forward pass; None when the
+        scheme does not rotate. Schemes override it to compute per-position tables only once."""
+        if type(self).rotate is PositionScheme.rotate:
+            return None
+        return lambda q, k: self.rotate(q, k, q_pos, k_pos)
+
     @classmethod
     def check(cls, options, ctx: PositionContext, key: str) -> None:
         """Raise ConfigError if the options do not fit the model; called before building."""
@@ -138,13 +145,13 @@ class Rotary(PositionScheme):
             raise ConfigError(key, f"RoPE needs an even, non-zero rotated dimension; head_dim {ctx.head_dim} "
                               f"x fraction {options.fraction} = {rot}")
 
-    def _cos_sin(self, pos: Tensor, dtype) -> Tuple[Tensor, Tensor]:
+    def _cos_sin(self, pos: Tensor) -> Tuple[Tensor, Tensor]:
         angles = pos.unsqueeze(-1).float() * self.inv_freq  # (B, L, rot/2)
         if self.interleaved:
             angles = angles.repeat_interleave(2, dim=-1)
         else:
             angles = torch.cat((angles, angles), dim=-1)
-        return angles.cos().unsqueeze(1).to(dtype), angles.sin().unsqueeze(1).to(dtype)  # (B, 1, L, rot)
+        return angles.cos().unsqueeze(1), angles.sin().unsqueeze(1)  # (B, 1, L, rot)
 
     def _turn(self, x: Tensor) -> Tensor:
         if self.interleaved:
@@ -153,14 +160,19 @@ class Rotary(PositionScheme):
         a, b = x.chunk(2, dim=-1)
         return torch.cat((-b, a), dim=-1)
 
-    def _rotate_one(self, x: Tensor, pos: Tensor) -> Tensor:
-        cos, sin = self._cos_sin(pos, x.dtype)
+    def _apply(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # no-ops unless autocast changed x's dtype
         head, tail = x[..., : self.rot], x[..., self.rot:]
         head = head * cos + self._turn(head) * sin
         return torch.cat((head, tail), dim=-1) if tail.shape[-1] else head
 
     def rotate(self, q, k, q_pos, k_pos):
-        return self._rotate_one(q, q_pos), None if k is None else self._rotate_one(k, k_pos)
+        return self.rotator(q_pos, k_pos)(q, k)
+
+    def rotator(self, q_pos, k_pos):
+        q_tab = self._cos_sin(q_pos)
+        k_tab = q_tab if k_pos is q_pos else self._cos_sin(k_pos)
+        return lambda q, k: (self._apply(q, *q_tab), None if k is None else self._apply(k, *k_tab))
 
 
 def alibi_slopes(n_heads: int, max_bias: float = 8.0) -> Tensor:

@@ -44,9 +44,10 @@ class Stepper:
     def _logits(self, ids: Tensor, positions: Optional[Tensor]) -> Tensor:
         mask = self.mask[:, : self.length] if self.mask is not None else None
         if self.encoder_decoder:
-            out = self.model.decode(ids, self.memory, self.source_mask, mask, positions, cache=self.cache)
+            out = self.model.decode(ids, self.memory, self.source_mask, mask, positions, cache=self.cache,
+                                    logits_to_keep=1)
         else:
-            out = self.model(ids, mask, positions, cache=self.cache)
+            out = self.model(ids, mask, positions, cache=self.cache, logits_to_keep=1)
         return out.logits[:, -1]
 
     def first(self) -> Tensor:

@@ -1,4 +1,4 @@
-"""Llama (``LlamaForCausalLM``, ``LlamaModel``): separate q/k/v and gate/up projections are fused here."""
+"""Llama (``LlamaForCausalLM``, ``LlamaModel``): separate q/k/v projections are fused here."""
 from __future__ import annotations
 
 from ..config import ModelConfig
@@ -42,8 +42,8 @@ def llama_weights(w: WeightMap, cfg: ModelConfig) -> None:
         for p in ("weight", "bias"):
             w.fuse(f"{a}self_attn.sublayer.qkv.{p}", [f"{h}self_attn.{x}_proj.{p}" for x in "qkv"])
             w.copy(f"{a}self_attn.sublayer.out.{p}", f"{h}self_attn.o_proj.{p}")
-            # arch_zoo's gated FFN fuses [gate; value] into one `up` projection
-            w.fuse(f"{a}ffn.sublayer.up.{p}", [f"{h}mlp.gate_proj.{p}", f"{h}mlp.up_proj.{p}"])
+            w.copy(f"{a}ffn.sublayer.gate.{p}", f"{h}mlp.gate_proj.{p}")
+            w.copy(f"{a}ffn.sublayer.up.{p}", f"{h}mlp.up_proj.{p}")
             w.copy(f"{a}ffn.sublayer.down.{p}", f"{h}mlp.down_proj.{p}")
         w.copy(f"{a}self_attn.norm.weight", f"{h}input_layernorm.weight")
         w.copy(f"{a}ffn.norm.weight", f"{h}post_attention_layernorm.weight")

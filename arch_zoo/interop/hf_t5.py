@@ -48,7 +48,8 @@ def _attention(w: WeightMap, dst: str, src: str, cross: bool) -> None:
 
 def _ffn(w: WeightMap, dst: str, src: str) -> None:
     w.copy(f"{dst}up.weight", f"{src}wi.weight")
-    w.fuse(f"{dst}up.weight", [f"{src}wi_0.weight", f"{src}wi_1.weight"])  # gated: [gate; value]
+    w.copy(f"{dst}gate.weight", f"{src}wi_0.weight")  # gated: wi_0 is the gate, wi_1 the value
+    w.copy(f"{dst}up.weight", f"{src}wi_1.weight")
     w.copy(f"{dst}down.weight", f"{src}wo.weight")
 
 

@@ -109,11 +109,6 @@ class Stack(nn.Module):
         self.layers = nn.ModuleList(TransformerLayer(cfg, cross) for _ in range(n_layers))
         self.final_norm = NORMS.build(cfg.norm, cfg.d_model) if cfg.use_final_norm else nn.Identity()
 
-    def _rotate(self, q_pos: Tensor, k_pos: Optional[Tensor]):
-        if not _acts(self.position, "rotate"):
-            return None
-        return lambda q, k: self.position.rotate(q, k, q_pos, k_pos)
-
     def _with_bias(self, mask: AttentionMask, q_pos: Tensor, k_pos: Tensor, cross: bool) -> AttentionMask:
         if not _acts(self.position, "score_bias"):
             return mask
@@ -134,7 +129,7 @@ class Stack(nn.Module):
             b = max(past_positions.shape[0], positions.shape[0])
             k_pos = torch.cat((past_positions.expand(b, -1), positions.expand(b, -1)), dim=-1)
         mask = self_attention_mask(attention_mask, length, past, self.causal, x.device)
-        inputs = StackInputs(self._with_bias(mask, positions, k_pos, cross=False), self._rotate(positions, positions),
+        inputs = StackInputs(self._with_bias(mask, positions, k_pos, cross=False), self.position.rotator(positions, positions),
                              need_weights=need_weights)
         if memory is not None:
             inputs.memory = memory
@@ -143,7 +138,7 @@ class Stack(nn.Module):
                 if memory_positions is None:
                     memory_positions = default_positions(memory_mask, memory.shape[1], 0, x.device)
                 inputs.cross_mask = self._with_bias(inputs.cross_mask, positions, memory_positions, cross=True)
-                inputs.cross_rotate = self._rotate(positions, memory_positions)
+                inputs.cross_rotate = self.position.rotator(positions, memory_positions)
         x = self.dropout(self.embedding_norm(self.position.embed(x, positions)))
         for i, layer in enumerate(self.layers):
             x = layer(x, inputs, caches[i] if caches is not None else None)

@@ -119,6 +119,10 @@ class EncoderModel(TransformerModel):
                            attentions=self._attentions(self.encoder, need_weights))
 
 
+def _last(hidden: Tensor, n: int) -> Tensor:
+    return hidden[:, -n:] if n else hidden
+
+
 class DecoderModel(TransformerModel):
     """Causal language model."""
 
@@ -129,9 +133,10 @@ class DecoderModel(TransformerModel):
 
     def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
                 positions: Optional[Tensor] = None, cache: Optional[Cache] = None,
-                need_weights: bool = False) -> ModelOutput:
+                need_weights: bool = False, logits_to_keep: int = 0) -> ModelOutput:
         """With ``cache``, ``input_ids`` are the new tokens only and ``attention_mask`` covers the
-        cached plus the new positions; the cache is extended in place."""
+        cached plus the new positions; the cache is extended in place. ``logits_to_keep`` > 0
+        projects only the last that many positions onto the vocabulary (0: all), as in HF."""
         past = cache.positions if cache is not None else None
         hidden = self.decoder(self.embed(input_ids), attention_mask, positions,
                               caches=cache.layers if cache is not None else None, past_positions=past,
@@ -142,7 +147,8 @@ class DecoderModel(TransformerModel):
             if positions is None:
                 positions = default_positions(attention_mask, input_ids.shape[1], cache.length, input_ids.device)
             cache.extend(positions)
-        return ModelOutput(self.head(hidden), hidden, cache, self._attentions(self.decoder, need_weights))
+        return ModelOutput(self.head(_last(hidden, logits_to_keep)), hidden, cache,
+                           self._attentions(self.decoder, need_weights))
 
 
 class EncoderDecoderModel(TransformerModel):
@@ -167,7 +173,7 @@ class EncoderDecoderModel(TransformerModel):
 
     def decode(self, decoder_input_ids: Tensor, memory: Tensor, attention_mask: Optional[Tensor] = None,
                decoder_attention_mask: Optional[Tensor] = None, decoder_positions: Optional[Tensor] = None,
-               cache: Optional[Cache] = None, need_weights: bool = False) -> ModelOutput:
+               cache: Optional[Cache] = None, need_weights: bool = False, logits_to_keep: int = 0) -> ModelOutput:
         """``attention_mask`` is the source padding mask; see DecoderModel.forward for the cache."""
         past = cache.positions if cache is not None else None
         hidden = self.decoder(self.decoder_embed(decoder_input_ids), decoder_attention_mask, decoder_positions,
@@ -181,7 +187,8 @@ class EncoderDecoderModel(TransformerModel):
                 decoder_positions = default_positions(decoder_attention_mask, decoder_input_ids.shape[1],
                                                       cache.length, decoder_input_ids.device)
             cache.extend(decoder_positions)
-        return ModelOutput(self.head(hidden), hidden, cache, self._attentions(self.decoder, need_weights))
+        return ModelOutput(self.head(_last(hidden, logits_to_keep)), hidden, cache,
+                           self._attentions(self.decoder, need_weights))
 
     def forward(self, input_ids: Tensor, decoder_input_ids: Tensor, attention_mask: Optional[Tensor] = None,
                 decoder_attention_mask: Optional[Tensor] = None, need_weights: bool = False) -> ModelOutput:

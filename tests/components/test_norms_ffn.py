@@ -21,12 +21,13 @@ def test_layernorm_without_bias_has_no_bias_parameter():
 def test_feedforward_shapes_and_gating(name):
     ffn = FEEDFORWARD.build(FEEDFORWARD.parse(name, "model.ffn"), FFNContext(8, 12, True, 0.0))
     gated = name.endswith("glu")
-    assert ffn.up.out_features == (24 if gated else 12)
+    assert ffn.up.out_features == 12
+    assert hasattr(ffn, "gate") == gated and (not gated or ffn.gate.out_features == 12)
     assert ffn(torch.randn(2, 3, 8)).shape == (2, 3, 8)
 
 
 def test_swiglu_is_silu_gate_times_value():
     ffn = FEEDFORWARD.build(FEEDFORWARD.parse("swiglu", "f"), FFNContext(4, 6, False, 0.0))
     x = torch.randn(3, 4)
-    gate, value = (x @ ffn.up.weight.T).chunk(2, dim=-1)
+    gate, value = x @ ffn.gate.weight.T, x @ ffn.up.weight.T
     torch.testing.assert_close(ffn(x), (torch.nn.functional.silu(gate) * value) @ ffn.down.weight.T)

@@ -70,10 +70,10 @@ def test_wrong_width_names_the_first_tensor_and_both_shapes():
 
 
 def test_fused_tensor_mismatch_names_its_sources():
-    wide_ffn = hf_reference("llama", intermediate_size=96)
-    with pytest.raises(CheckpointMismatchError, match=r"decoder\.layers\.0\.ffn\.sublayer\.up\.weight: shape "
-                                                      r"\(192, 64\) .*gate_proj.* \(352, 64\)"):
-        from_hf(wide_ffn, config="preset:llama-tiny")
+    mqa = hf_reference("llama", num_key_value_heads=1)  # q/k/v are fused into one qkv projection
+    with pytest.raises(CheckpointMismatchError, match=r"decoder\.layers\.0\.self_attn\.sublayer\.qkv\.weight: "
+                                                      r"shape \(96, 64\) .*k_proj.* \(128, 64\)"):
+        from_hf(mqa, config="preset:llama-tiny")
 
 
 def test_extra_and_missing_layers_are_named():

@@ -139,3 +139,17 @@ def test_backends_agree_on_whole_models(kind, position):
     mask[0, 4:] = 0
     with torch.no_grad():
         torch.testing.assert_close(run(a, ids, mask), run(b, ids, mask), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["decoder", "encoder_decoder"])
+def test_logits_to_keep_projects_only_the_last_positions(kind):
+    torch.manual_seed(0)
+    model = build_model(tiny(kind=kind, dropout=0.0), VOCAB).eval()
+    ids = torch.randint(1, VOCAB, (2, 6))
+    if kind == "decoder":
+        full, last = model(ids).logits, model(ids, logits_to_keep=2).logits
+    else:
+        memory = model.encode(ids)
+        full, last = model.decode(ids, memory).logits, model.decode(ids, memory, logits_to_keep=2).logits
+    assert last.shape == (2, 2, VOCAB)
+    torch.testing.assert_close(last, full[:, -2:])
