@@ -153,9 +153,22 @@ def _positive(key: str, value: Optional[Union[int, float]], allow_zero: bool = F
         raise ConfigError(key, f"must be {'>= 0' if allow_zero else 'positive'}, got {value}")
 
 
+def position_context(m: ModelConfig):
+    from .components.positions import PositionContext
+
+    return PositionContext(m.d_model, m.n_heads, m.dim_per_head, m.max_seq_len, causal=m.kind != "encoder")
+
+
+def position_limit(m: ModelConfig) -> Optional[int]:
+    """The longest sequence the model's position scheme can represent (None: any length)."""
+    from .components.positions import POSITIONS
+
+    return POSITIONS.get(m.position.name).factory.max_length(m.position.options, position_context(m))
+
+
 def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
     """Cross-field checks; every error names the key."""
-    from .components.positions import POSITIONS, PositionContext
+    from .components.positions import POSITIONS
     from .models.heads import HEADS
 
     for name in ("d_model", "n_layers", "n_encoder_layers", "n_decoder_layers", "n_heads", "n_kv_heads",
@@ -174,9 +187,8 @@ def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
                           f"change one, or set {key}.head_dim explicitly")
     if m.n_heads % m.kv_heads:
         raise ConfigError(f"{key}.n_kv_heads", f"n_heads ({m.n_heads}) is not divisible by n_kv_heads ({m.kv_heads})")
-    ctx = PositionContext(m.d_model, m.n_heads, m.dim_per_head, m.max_seq_len, causal=m.kind != "encoder")
     scheme = POSITIONS.get(m.position.name)
-    scheme.factory.check(m.position.options, ctx, f"{key}.position")
+    scheme.factory.check(m.position.options, position_context(m), f"{key}.position")
     if m.cross_attention_position:
         if m.kind != "encoder_decoder":
             raise ConfigError(f"{key}.cross_attention_position", "only applies to kind 'encoder_decoder'")

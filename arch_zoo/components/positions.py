@@ -58,6 +58,11 @@ class PositionScheme(nn.Module):
     def check(cls, options, ctx: PositionContext, key: str) -> None:
         """Raise ConfigError if the options do not fit the model; called before building."""
 
+    @classmethod
+    def max_length(cls, options, ctx: PositionContext) -> Optional[int]:
+        """The longest sequence the scheme can represent (None: any length)."""
+        return None
+
 
 @POSITIONS.register("none", NoOptions, "no position information (permutation-equivariant encoder)")
 class NoPosition(PositionScheme):
@@ -104,6 +109,10 @@ class Learned(PositionScheme):
         if options.size is not None and options.size < ctx.max_seq_len:
             raise ConfigError(f"{key}.size", f"learned position table ({options.size}) is shorter than "
                               f"model.max_seq_len ({ctx.max_seq_len})")
+
+    @classmethod
+    def max_length(cls, options, ctx):
+        return options.size or ctx.max_seq_len
 
     def embed(self, x: Tensor, pos: Tensor) -> Tensor:
         n = self.table.num_embeddings
@@ -160,7 +169,7 @@ class Rotary(PositionScheme):
         a, b = x.chunk(2, dim=-1)
         return torch.cat((-b, a), dim=-1)
 
-    def _apply(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    def _rotate_with(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # no-ops unless autocast changed x's dtype
         head, tail = x[..., : self.rot], x[..., self.rot:]
         head = head * cos + self._turn(head) * sin
@@ -172,7 +181,7 @@ class Rotary(PositionScheme):
     def rotator(self, q_pos, k_pos):
         q_tab = self._cos_sin(q_pos)
         k_tab = q_tab if k_pos is q_pos else self._cos_sin(k_pos)
-        return lambda q, k: (self._apply(q, *q_tab), None if k is None else self._apply(k, *k_tab))
+        return lambda q, k: (self._rotate_with(q, *q_tab), None if k is None else self._rotate_with(k, *k_tab))
 
 
 def alibi_slopes(n_heads: int, max_bias: float = 8.0) -> Tensor:

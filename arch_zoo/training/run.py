@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..config import ExperimentConfig, load, save
+from ..config import ExperimentConfig, load, position_limit, save
 from ..config_types import to_dict
 from ..data.tasks import TASKS, TaskData
 from ..errors import ConfigError
@@ -51,7 +51,20 @@ def prepare(cfg: ExperimentConfig) -> TaskData:
     if cfg.model.vocab_size is not None and cfg.model.vocab_size != data.tokenizer.vocab_size:
         raise ConfigError("model.vocab_size", f"is {cfg.model.vocab_size} but the task's tokenizer has "
                           f"{data.tokenizer.vocab_size} tokens; leave it null to take the tokenizer's")
+    _drop_unreachable_lengths(cfg, data)
     return data
+
+
+def _drop_unreachable_lengths(cfg: ExperimentConfig, data: TaskData) -> None:
+    """Extra eval splits (``val@L``) longer than the position scheme can represent (a learned table)
+    are not evaluated; ``data.info["not_evaluated"]`` says why, and reports show it."""
+    limit = position_limit(cfg.model)
+    if limit is None:
+        return
+    for split in [s for s in data.eval_splits if s.startswith("val@") and int(s[4:]) > limit]:
+        del data.splits[split]
+        data.info.setdefault("not_evaluated", {})[split] = (
+            f"position '{cfg.model.position.name}' represents at most {limit} positions")
 
 
 def _check_same_config(cfg: ExperimentConfig, run_dir: Path) -> None:

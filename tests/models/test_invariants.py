@@ -153,3 +153,10 @@ def test_logits_to_keep_projects_only_the_last_positions(kind):
         full, last = model.decode(ids, memory).logits, model.decode(ids, memory, logits_to_keep=2).logits
     assert last.shape == (2, 2, VOCAB)
     torch.testing.assert_close(last, full[:, -2:])
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_models_move_between_dtypes_and_still_run(position):
+    model = build_model(tiny(kind="decoder", position=position), VOCAB).to(torch.float64)
+    ids = torch.randint(1, VOCAB, (2, 5))
+    assert model(ids).logits.dtype == torch.float64

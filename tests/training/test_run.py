@@ -32,6 +32,9 @@ def test_copy_task_reaches_perfect_exact_match_on_held_out_sequences(tmp_path):
     assert result.status == "completed"
     assert result.summary["best"]["val/exact_match"]["value"] == 1.0  # every held-out sequence, greedily
     assert result.metrics["test/exact_match"] >= 0.99
+    samples = result.summary["samples"]  # held-out greedy decodings, as the report shows them
+    assert len(samples) == 5 and all(s["greedy"] == s["target"] and s["exact"] for s in samples)
+    assert all(s["prompt"] for s in samples) and len({s["prompt"] for s in samples}) > 1
 
 
 def test_char_lm_learns_well_below_the_unigram_entropy(tmp_path):
@@ -149,3 +152,14 @@ def test_wandb_offline_logs_config_and_prints_the_sync_command(tmp_path, monkeyp
         time.sleep(0.5)
     for e in expected:
         assert e in record, e
+
+
+def test_eval_lengths_past_a_learned_table_are_skipped_with_the_reason():
+    from arch_zoo.training.run import prepare
+
+    data = prepare(cfg(model={**TINY_DECODER, "position": "learned", "max_seq_len": 16},
+                       task={"name": "char_lm", "max_chars": 20000, "seq_len": 16, "eval_lengths": [16, 32]}))
+    assert data.eval_splits == ["val", "val@16"]
+    assert data.info["not_evaluated"] == {"val@32": "position 'learned' represents at most 16 positions"}
+    rope = prepare(cfg(task={"name": "char_lm", "max_chars": 20000, "seq_len": 16, "eval_lengths": [64]}))
+    assert rope.eval_splits == ["val", "val@64"] and "not_evaluated" not in rope.info
