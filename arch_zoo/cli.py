@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from .errors import ConfigError
+from .provenance import command_line
 
 EXIT_USER_ERROR = 2
 
@@ -52,6 +53,27 @@ def _train(args) -> int:
     return 0
 
 
+def _gradnorms(args) -> int:
+    from .training.gradnorms import Study, last_layer_table, run_study, write
+
+    if any(d < 1 for d in args.depths):
+        raise ConfigError("--depths", f"depths must be positive layer counts, got {args.depths}")
+    key, sep, values = args.vary.partition("=")
+    choices = [v for v in values.split(",") if v]
+    if not sep or not key or not choices:
+        raise ConfigError("--vary", f"expected KEY=VALUE1,VALUE2 (e.g. model.norm_placement=pre,post), got {args.vary!r}")
+    if key in ("model.n_layers", "seed"):
+        raise ConfigError("--vary", f"{key} is set by --depths/--seeds; vary another key")
+    study = Study(args.config, list(args.overrides), args.depths, key, choices, args.seeds)
+    frame = run_study(study, log=lambda line: print(line, file=sys.stderr))
+    files = write(frame, Path(args.out))
+    for _, r in last_layer_table(frame).iterrows():
+        print(f"{r['variant']:<28} depth {int(r['depth']):>3}  last-layer FFN grad norm {r['mean']:.4g} "
+              f"± {0.0 if r['std'] != r['std'] else r['std']:.2g} (n={int(r['count'])})")
+    print(f"wrote {', '.join(str(f) for f in files)}")
+    return 0
+
+
 def _generate(args) -> int:
     from .generation import generate
     from .training.restore import prompt_ids, restore
@@ -75,7 +97,8 @@ def _generate(args) -> int:
 def _report(args) -> int:
     from .reports import terminal_table, write_report
 
-    result = write_report(args.sweep_dir, args.out, formats=args.format, metric=args.metric, baseline=args.baseline)
+    result = write_report(args.sweep_dir, args.out, formats=args.format, metric=args.metric, baseline=args.baseline,
+                          command=command_line(args.argv))
     sys.stdout.write(terminal_table(result["variants"]))
     print(f"report: {result['out_dir']}/ ({len(result['files'])} files)")
     return 0
@@ -115,7 +138,8 @@ def _sweep(args) -> int:
         sys.stdout.write(dry_run_table(plan))
         return 0
     try:
-        outcome = run_sweep(spec, args.out, args.workers, args.launcher, args.ray_address, args.retry_failed)
+        outcome = run_sweep(spec, args.out, args.workers, args.launcher, args.ray_address, args.retry_failed,
+                            command=command_line(args.argv))
     except KeyboardInterrupt:
         print("arch-zoo: sweep interrupted; finished runs are kept, and rerunning the same command resumes",
               file=sys.stderr)
@@ -141,6 +165,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab-size", type=int, default=None, help="vocabulary size (default: model.vocab_size)")
     p.add_argument("--seq-len", type=int, default=None, help="length for FLOPs (default: model.max_seq_len)")
     p.set_defaults(func=_describe)
+
+    p = sub.add_parser("gradnorms", help="per-layer gradient norms at initialisation, over depths and variants")
+    p.add_argument("config", help="an experiment YAML config (its task gives the batch)")
+    p.add_argument("overrides", nargs="*", help="key=value overrides applied to every model")
+    p.add_argument("--depths", type=int, nargs="+", default=[2, 4, 6, 8, 10, 12], help="model.n_layers values")
+    p.add_argument("--vary", default="model.norm_placement=pre,post", help="KEY=V1,V2: the variants compared "
+                   "(default: model.norm_placement=pre,post)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="initialisation seeds (default 0 1 2)")
+    p.add_argument("--out", default="reports/gradnorms", help="directory for gradnorms.csv and the plots")
+    p.set_defaults(func=_gradnorms)
 
     p = sub.add_parser("train", help="train one config; rerunning on the same --out resumes")
     p.add_argument("config", help="an experiment YAML config")
@@ -206,6 +240,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             parser.error(f"unrecognized arguments: {' '.join(stray)}")
         if extra:
             args.overrides = list(args.overrides) + extra
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # provenance: the command as typed
         return args.func(args)
     except ConfigError as exc:
         print(f"arch-zoo: error: {exc}", file=sys.stderr)

@@ -33,6 +33,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import torch
 
+from arch_zoo.provenance import cpu_model  # the benchmark scripts put this checkout on sys.path
+
 CHILD_MARKER = "BENCH_CHILD_RESULT "
 
 
@@ -44,17 +46,6 @@ def pick_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA device is available to this torch build")
     return torch.device(name)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def machine_info(device: torch.device) -> Dict[str, object]:

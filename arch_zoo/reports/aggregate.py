@@ -203,6 +203,8 @@ def missing_notes(runs: pd.DataFrame) -> List[str]:
         names = [f"{r['variant']} seed {r['seed']}" + (f" ({oneline(r['reason'])})" if isinstance(r["reason"], str)
                                                          and r["reason"] else "") for _, r in group.iterrows()]
         lines.append(f"{status}: " + "; ".join(names))
+    for variant, why in (runs.attrs.get("not_evaluated") or {}).items():
+        lines.append(f"{variant}: not evaluated (so no mean) at {why}")
     return lines
 
 

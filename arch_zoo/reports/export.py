@@ -17,6 +17,7 @@ import pandas as pd
 from ..errors import ConfigError
 from .aggregate import Baseline, summarize
 from .load import goal_of, load_runs
+from .provenance import provenance_lines, sample_rows
 from .tables import display, footnotes, num, other_metrics, title
 
 FORMATS = ("md", "csv", "tex", "parquet", "html", "plots")
@@ -80,16 +81,32 @@ def runs_display(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     return shown
 
 
-def markdown(runs: pd.DataFrame, table: pd.DataFrame) -> str:
+def _md_table(frame: pd.DataFrame) -> str:
+    return frame.rename(columns=md_escape).map(md_escape).to_markdown(index=False, disable_numparse=True)
+
+
+def _md_code(line: str) -> str:
+    """Escape a line but keep its `command` spans as code (inside them only the backtick matters)."""
+    pieces = " ".join(line.split()).split("`")
+    return "".join(f"`{p}`" if i % 2 else html.escape(p, quote=False).replace("|", r"\|")
+                   for i, p in enumerate(pieces))
+
+
+def markdown(runs: pd.DataFrame, table: pd.DataFrame, command: Optional[str] = None) -> str:
     shown = display(table)
-    shown = shown.rename(columns=md_escape).map(md_escape) if len(shown) else shown
     run_rows = runs_display(runs, table.attrs.get("metric", ""))
-    run_rows = run_rows.rename(columns=md_escape).map(md_escape)
-    parts = [f"# {md_escape(title(table))}", "",
-             shown.to_markdown(index=False, disable_numparse=True) if len(shown) else "(no runs)", ""]
+    parts = [f"# {md_escape(title(table))}", ""]
+    description = runs.attrs.get("description", "").strip()
+    if description:
+        parts += [md_escape(p) for p in description.split("\n\n")] + [""]
+    parts += [_md_table(shown) if len(shown) else "(no runs)", ""]
     parts += [f"- {md_escape(line)}" for line in footnotes(table)]
-    parts += ["", "## Runs", "", run_rows.to_markdown(index=False, disable_numparse=True) if len(run_rows)
-              else "(no runs)", ""]
+    for variant, rows in sample_rows(runs).items():
+        parts += ["", f"## Greedy decodings: {md_escape(variant)}", "", _md_table(pd.DataFrame(rows))]
+    provenance = provenance_lines(runs, command)
+    if provenance:
+        parts += ["", "## Provenance", ""] + [f"- {_md_code(line)}" for line in provenance]
+    parts += ["", "## Runs", "", _md_table(run_rows) if len(run_rows) else "(no runs)", ""]
     return "\n".join(parts)
 
 
@@ -150,8 +167,9 @@ def latex(table: pd.DataFrame) -> str:
 
 def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_dir: Union[str, Path, None] = None,
                  formats: Union[str, Iterable[str], None] = None, metric: Optional[str] = None,
-                 baseline: Baseline = None) -> Dict[str, object]:
+                 baseline: Baseline = None, command: Optional[str] = None) -> Dict[str, object]:
     """Load a sweep (or several sweep/run dirs), summarize, and write every requested format.
+    ``command`` (the `arch-zoo report` call) is printed in the report's provenance.
 
     Returns {"out_dir", "runs", "variants", "files"}; ``out_dir`` defaults to reports/<sweep name>/."""
     fmts = parse_formats(formats)
@@ -161,7 +179,7 @@ def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_di
     out.mkdir(parents=True, exist_ok=True)
     files = write_tables(runs, table, out, fmts)
     if "md" in fmts:
-        (out / "report.md").write_text(markdown(runs, table), encoding="utf-8")
+        (out / "report.md").write_text(markdown(runs, table, command), encoding="utf-8")
         files.append(out / "report.md")
     if "tex" in fmts:
         (out / "table.tex").write_text(latex(table), encoding="utf-8")
@@ -175,6 +193,6 @@ def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_di
     if "html" in fmts:
         from .html import page
 
-        (out / "report.html").write_text(page(runs, table, plots), encoding="utf-8")
+        (out / "report.html").write_text(page(runs, table, plots, command), encoding="utf-8")
         files.append(out / "report.html")
     return {"out_dir": out, "runs": runs, "variants": table, "files": files}

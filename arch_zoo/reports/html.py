@@ -8,11 +8,12 @@ from __future__ import annotations
 import base64
 import html
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import pandas as pd
 
 from .export import runs_display
+from .provenance import provenance_lines, sample_rows
 from .tables import display, footnotes, title
 
 CSS = """
@@ -63,7 +64,12 @@ def _figure(png: Path) -> str:
             f"<figcaption>{esc(caption)} (SVG: plots/{esc(png.with_suffix('.svg').name)})</figcaption></figure>")
 
 
-def page(runs: pd.DataFrame, table: pd.DataFrame, plots: List[Path]) -> str:
+def _code_spans(line: str) -> str:
+    pieces = line.split("`")
+    return "".join(f"<code>{esc(p)}</code>" if i % 2 else esc(p) for i, p in enumerate(pieces))
+
+
+def page(runs: pd.DataFrame, table: pd.DataFrame, plots: List[Path], command: Optional[str] = None) -> str:
     shown = display(table)
     classes = ["baseline" if b else "" for b in table["baseline"]] if "baseline" in table.columns else []
     run_rows = runs_display(runs, table.attrs.get("metric", ""))
@@ -73,10 +79,17 @@ def page(runs: pd.DataFrame, table: pd.DataFrame, plots: List[Path]) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         '<link rel="icon" href="data:,">', f"<title>{esc(title(table))}</title>", f"<style>{CSS}</style>",
         "</head>", "<body>", f"<h1>{esc(title(table))}</h1>",
+        *(f"<p>{esc(p)}</p>" for p in runs.attrs.get("description", "").strip().split("\n\n") if p),
         _table(shown, classes),
         '<ul class="notes">' + "".join(f"<li>{esc(line)}</li>" for line in footnotes(table)) + "</ul>",
     ]
     if plots:
         parts += ["<h2>Plots</h2>", "<div>" + "".join(_figure(p) for p in plots) + "</div>"]
+    for variant, rows in sample_rows(runs).items():
+        parts += [f"<h2>Greedy decodings: {esc(variant)}</h2>", _table(pd.DataFrame(rows))]
+    provenance = provenance_lines(runs, command)
+    if provenance:
+        parts += ["<h2>Provenance</h2>",
+                  '<ul class="notes">' + "".join(f"<li>{_code_spans(line)}</li>" for line in provenance) + "</ul>"]
     parts += ["<h2>Runs</h2>", _table(run_rows, status_col="status"), "</body>", "</html>"]
     return "\n".join(parts) + "\n"

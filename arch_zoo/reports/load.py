@@ -107,6 +107,12 @@ def _lock_free(path: Path) -> bool:
     return True
 
 
+def _not_evaluated(summary: Dict[str, Any]) -> Optional[str]:
+    """'split: why; ...' for eval splits the run skipped (e.g. lengths past a learned position table)."""
+    skipped = (summary.get("task") or {}).get("not_evaluated") or {}
+    return "; ".join(f"{split}: {why}" for split, why in skipped.items()) or None
+
+
 def _read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
     meta = _json(run_dir / "run.json") or {}
     status = _json(run_dir / "status.json") or {}
@@ -134,6 +140,9 @@ def _read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
         "run_dir": str(run_dir),
     }
     row["_settings"] = {k: _scalar(v) for k, v in (meta.get("settings") or {}).items()}
+    row["_samples"] = summary.get("samples") or []
+    row["_commit"] = summary.get("git_commit")
+    row["_not_evaluated"] = _not_evaluated(summary)
     row["_config"] = flatten(cfg)
     row["_metrics"] = {k: float(v) for k, v in (summary.get("final") or {}).items()
                        if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -172,8 +181,24 @@ def _parse(text: Optional[str]) -> Any:
     return _scalar(value)
 
 
+def read_invocations(sweep_dir: Path) -> List[Dict[str, Any]]:
+    """The sweep's invocations.jsonl records (a torn last line from a killed process is skipped)."""
+    out = []
+    try:
+        lines = (sweep_dir / "invocations.jsonl").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
 def _load_sweep(sweep_dir: Path) -> tuple:
     spec = read_yaml(sweep_dir / "sweep.yaml") or {}
+    spec["invocations"] = read_invocations(sweep_dir)
     name = str(spec.get("name") or sweep_dir.resolve().name)
     rows = _index_rows(sweep_dir, name)
     runs = sweep_dir / "runs"
@@ -228,11 +253,16 @@ def load_runs(path: Union[str, Path, Sequence[Union[str, Path]]]) -> pd.DataFram
             r["_settings"] = {k: _scalar(source.get(k)) for k in settings_keys}
         _group_labels(rows, settings_keys)
     metric_keys = _ordered(k for r in rows for k in r["_metrics"])
-    records = []
+    records, decoded, not_evaluated = [], [], {}
     for r in rows:
         rec = {k: r.get(k) for k in FIXED}
         if rec["variant"] is None:
             rec["variant"] = _label(r["_settings"]) or rec["run_id"]
+        if r.get("_samples") and rec["status"] == "completed":
+            seed = rec["seed"]
+            decoded.append(((0, seed) if isinstance(seed, int) else (1, 0), str(rec["variant"]), r["_samples"]))
+        if r.get("_not_evaluated"):
+            not_evaluated.setdefault(str(rec["variant"]), r["_not_evaluated"])
         rec.update({k: r["_settings"].get(k) for k in settings_keys})
         rec.update({k: r["_metrics"].get(k, math.nan) for k in metric_keys})
         records.append(rec)
@@ -243,6 +273,9 @@ def load_runs(path: Union[str, Path, Sequence[Union[str, Path]]]) -> pd.DataFram
     frame["seed"] = pd.to_numeric(frame["seed"], errors="coerce").astype("Int64")
     for key in settings_keys:  # keep 4 an int and 'auto' a string: no float upcast around a missing value
         frame[key] = pd.Series([r.get(key) for r in records], dtype=object)
+    samples: Dict[str, list] = {}
+    for _, variant, decodings in sorted(decoded, key=lambda d: d[0]):
+        samples.setdefault(variant, decodings)  # each variant's lowest completed seed
     spec = specs[0] if single_sweep else {}
     metric = spec.get("metric") or {}
     if isinstance(metric, str):
@@ -254,6 +287,11 @@ def load_runs(path: Union[str, Path, Sequence[Union[str, Path]]]) -> pd.DataFram
         "settings": settings_keys, "metrics": metric_keys + _curve_only(frame),
         "metric": name, "goal": metric.get("goal") or goal_of(name),
         "baseline": {str(k): v for k, v in (spec.get("baseline") or {}).items()},
+        "description": spec.get("description") or "",
+        "samples": samples,
+        "not_evaluated": not_evaluated,
+        "commits": sorted({r["_commit"] for r in rows if r.get("_commit")}),
+        "invocations": spec.get("invocations") or [],
     })
     return frame
 

@@ -123,17 +123,54 @@ def length_plot(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path, colors: 
         pts = [(L, r.get(f"{m} mean"), r.get(f"{m} std")) for L, m in lengths]
         pts = [(L, y, 0.0 if s is None or math.isnan(s) else s) for L, y, s in pts if y is not None and not math.isnan(y)]
         if pts:
-            L, y, s = zip(*pts)
-            ax.errorbar(L, y, yerr=s, label=_text(r["variant"]), color=colors.get(str(r["variant"])), marker="o",
-                        capsize=3)
+            _band(ax, *map(np.array, zip(*pts)), label=r["variant"], color=colors.get(str(r["variant"])))
     if train_len:
         ax.axvline(train_len, color="grey", linestyle=":", linewidth=1)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("evaluation length (tokens)" + (f"; trained at {train_len}" if train_len else ""))
-    ax.set_ylabel("validation loss (mean ± std)")
+    ax.set_ylabel("validation loss (mean, band: ± std over seeds)")
     ax.grid(alpha=0.3)
     _legend(ax, len(table))
     return _save(fig, out_dir, "loss_vs_length")
+
+
+def _band(ax, x, mean, std, label, color) -> None:
+    """A mean line with markers and a ± std band (over seeds)."""
+    ax.plot(x, mean, label=_text(label), color=color, marker="o", markersize=4)
+    ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
+
+
+def gradnorm_plots(frame: pd.DataFrame, last: pd.DataFrame, out_dir: Path) -> List[Path]:
+    """From ``arch-zoo gradnorms``: the last layer's FFN gradient norm against depth, and every
+    layer's FFN gradient norm in the deepest models; mean line, band ± std over seeds."""
+    written = []
+    colors = _colors(list(dict.fromkeys(map(str, frame["variant"]))))
+    fig = _figure()
+    ax = fig.add_subplot()
+    for variant, g in last.groupby("variant", sort=False):
+        _band(ax, g["depth"].to_numpy(float), g["mean"].to_numpy(), g["std"].fillna(0).to_numpy(), variant,
+              colors[str(variant)])
+    ax.set_xlabel("number of layers")
+    ax.set_ylabel("grad norm of the last layer's FFN weights at init")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    _legend(ax, last["variant"].nunique())
+    written.append(_save(fig, out_dir, "gradnorm_last_layer_vs_depth"))
+    deepest = frame[(frame["depth"] == frame["depth"].max()) & (frame["sublayer"] == "ffn")]
+    deepest = deepest[deepest["stack"] == deepest["stack"].iloc[-1]]
+    fig = _figure()
+    ax = fig.add_subplot()
+    for variant, g in deepest.groupby("variant", sort=False):
+        stats = g.groupby("layer")["grad_norm"].agg(["mean", "std"])
+        _band(ax, stats.index.to_numpy(float), stats["mean"].to_numpy(), stats["std"].fillna(0).to_numpy(), variant,
+              colors[str(variant)])
+    ax.set_xlabel(f"layer (of {int(frame['depth'].max())})")
+    ax.set_ylabel("grad norm of the layer's FFN weights at init")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    _legend(ax, deepest["variant"].nunique())
+    written.append(_save(fig, out_dir, "gradnorm_by_layer"))
+    return written
 
 
 def _slug(metric: str) -> str:

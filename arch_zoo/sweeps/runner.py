@@ -55,10 +55,13 @@ def make_launcher(kind: str, workers: Optional[int], ray_address: Optional[str] 
 def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT_OUT, workers: Optional[int] = None,
               launcher: str = "local", ray_address: Optional[str] = None, retry_failed: bool = False,
               log: Callable[[str], None] = print, ray_init: Optional[Dict[str, Any]] = None,
-              threads: Optional[int] = None) -> SweepOutcome:
+              threads: Optional[int] = None, command: Optional[str] = None) -> SweepOutcome:
     """Run (or resume) a sweep; every problem with the spec is raised before any run starts.
-    ``threads``: torch threads per local worker (default: the cores divided among the workers)."""
+    ``threads``: torch threads per local worker (default: the cores divided among the workers).
+    Each call that gets past planning appends its ``command``, commit, machine and wall time to
+    the store's invocations.jsonl, which reports print as the sweep's provenance."""
     began = time.perf_counter()
+    started_at = _utc_now()
     spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
     launch = make_launcher(launcher, workers, ray_address, ray_init, threads)
     launch.start()  # workers import the stack while this process plans
@@ -98,13 +101,18 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
         store.mark_lost(task.run_id, pid, why)
         on_result(task, Result(task.run_id, "lost", "interrupted", why))
 
+    finished = "interrupted"
     try:
         if tasks:
             launch.run(tasks, on_result, on_lost)
+        finished = "finished"
     except BaseException:
         launch.stop(interrupt=True)
         store.write_index(plan)
         raise
+    finally:
+        _log_invocation(store, command, started_at, time.perf_counter() - began, launcher, launch, outcome,
+                        finished)
     launch.stop(abort=not tasks)
     store.write_index(plan)
     ran = [r.seconds for r in outcome.results.values() if r.outcome == "trained"]
@@ -112,6 +120,23 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
                        "plan_s": planned - imported, "store_s": index_s[0],
                        "run_s": ran, "worker_startup_s": list(launch.startup_s), "workers": getattr(launch, "n", None)}
     return outcome
+
+
+def _utc_now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _log_invocation(store: Store, command: Optional[str], started_at: str, wall_s: float, launcher: str, launch,
+                    outcome: SweepOutcome, finished: str) -> None:
+    from ..provenance import git_commit, machine
+
+    trained = sum(1 for r in outcome.results.values() if r.outcome == "trained")
+    store.log_invocation({
+        "command": command, "started": started_at, "ended": _utc_now(), "wall_s": round(wall_s, 1),
+        "outcome": finished, "runs_trained": trained, "launcher": launcher, "workers": getattr(launch, "n", None),
+        "git_commit": git_commit(), "machine": machine()})
 
 
 def _tasks(plan: Plan, store: Store, retry_failed: bool, log: Callable[[str], None]) -> List[Task]:

@@ -18,7 +18,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, did_you_mean
 
-NATIVE_KEYS = ("name", "base", "overrides", "grid", "zip", "random", "seeds", "baseline", "metric", "match_params")
+NATIVE_KEYS = ("name", "description", "base", "overrides", "grid", "zip", "random", "seeds", "baseline", "metric",
+               "match_params")
 WANDB_KEYS = ("method", "parameters", "run_cap", "command", "program", "description", "project", "entity",
               "early_terminate")
 GOALS = {"min": "min", "max": "max", "minimize": "min", "maximize": "max"}
@@ -166,6 +167,8 @@ def parse_spec(data: Mapping, path: Optional[Path] = None) -> SweepSpec:
         from .wandb_format import from_wandb
 
         return from_wandb(data, path)
+    if not isinstance(data.get("description", ""), str):
+        raise ConfigError("description", f"expected text (shown at the top of the report), got {data['description']!r}")
     here = path.parent if path else Path.cwd()
     spec = SweepSpec(name=_name(data, path), path=path, base=resolve_base(data.get("base"), here), raw=dict(data))
     spec.overrides = parse_overrides(data.get("overrides"))

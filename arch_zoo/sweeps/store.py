@@ -7,6 +7,7 @@
     runs/<run_id>/.lock    held (flock) by the process training the run; the kernel drops it when
                            that process dies, however it dies
     retried/<run_id>.<time>/  what --retry-failed moved aside (failures stay data)
+    invocations.jsonl      one line per `arch-zoo sweep` call: command, times, commit, machine
 
 Every status lives in the run dirs (status.json, written by run_one), so a killed sweep loses
 nothing: the index is derived, and a rerun rebuilds it."""
@@ -16,6 +17,7 @@ import contextlib
 import csv
 import errno
 import fcntl
+import json
 import io
 import os
 import time
@@ -29,6 +31,7 @@ from .values import plain
 RUN_JSON, LOCK, INDEX, SPEC = "run.json", ".lock", "index.csv", "sweep.yaml"
 STATUS, CONFIG = "status.json", "config.yaml"  # run_one's (training/rundir.py), named here so that
 # importing the store (and `arch-zoo sweep` before its workers start) does not import torch
+INVOCATIONS = "invocations.jsonl"
 INDEX_COLUMNS = ["run_id", "variant", "seed", "status", "reason"]
 IDENTITY = ("sweep", "run_id", "variant", "seed", "settings", "matched")  # what a rerun's run.json must agree on
 
@@ -40,6 +43,13 @@ class Store:
 
     def run_dir(self, run_id: str) -> Path:
         return self.runs / run_id
+
+    def log_invocation(self, record: Dict[str, Any]) -> None:
+        """Append one line to invocations.jsonl: who ran the sweep, how, where and for how long.
+        One short append per call, so concurrent sweep processes never interleave a line."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with (self.root / INVOCATIONS).open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record, default=str) + "\n")
 
     # ------------------------------------------------------------------------------ writing the plan
 

@@ -16,6 +16,9 @@ from . import objectives
 from .optim import build_optimizer, build_scheduler
 
 
+SAMPLES = 5  # held-out greedy decodings kept in summary.json (and shown in reports)
+
+
 class ArchZooModule(pl.LightningModule):
     def __init__(self, cfg: ExperimentConfig, data: TaskData):
         super().__init__()
@@ -28,6 +31,7 @@ class ArchZooModule(pl.LightningModule):
         self.generation = {stage: [e for e in data.splits[stage] if e.prompt_ids is not None][:n]
                            for stage in ("val", "test")}
         self.test_metrics: Dict[str, float] = {}
+        self.samples: List[Dict[str, object]] = []  # greedy decodings of the first test examples
         self._sums: Dict[str, Dict[str, float]] = {}
         self.history: List[Dict[str, float]] = []  # one row of metrics per validation
         self.diverged_at: Optional[int] = None
@@ -71,9 +75,15 @@ class ArchZooModule(pl.LightningModule):
         examples = self.generation[stage]
         if examples:
             tok = self.tokenizer
-            metrics[f"{stage}/exact_match"] = objectives.exact_match(
-                self.model, [e.prompt_ids for e in examples], [e.target_ids for e in examples], self.objective,
+            targets = [e.target_ids for e in examples]
+            outputs = objectives.greedy_outputs(
+                self.model, [e.prompt_ids for e in examples], targets, self.objective,
                 tok.bos_id, tok.eos_id, tok.pad_id, self.cfg.train.eval_batch_size or self.cfg.train.batch_size)
+            metrics[f"{stage}/exact_match"] = objectives.exact_match(outputs, targets)
+            if stage == "test":
+                self.samples = [{"prompt": tok.decode(e.prompt_ids), "target": tok.decode(e.target_ids),
+                                 "greedy": tok.decode(hyp), "exact": ended and hyp == list(e.target_ids)}
+                                for e, (hyp, ended) in zip(examples[:SAMPLES], outputs)]
         return metrics
 
     def on_validation_epoch_end(self):

@@ -3,7 +3,7 @@ counts and divided once per evaluation, so the result does not depend on how bat
 from __future__ import annotations
 
 import math
-from typing import Dict, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -67,17 +67,26 @@ def better(metric: str) -> str:
 
 
 @torch.no_grad()
-def exact_match(model, prompts, targets, objective: str, bos: int, eos: int, pad: int, batch_size: int) -> float:
-    """Share of held-out examples whose greedy decoding equals the target exactly."""
+def greedy_outputs(model, prompts, targets, objective: str, bos: int, eos: int, pad: int, batch_size: int
+                   ) -> List[Tuple[List[int], bool]]:
+    """Each prompt's greedy decoding (at most len(target) + 1 tokens), without its eos, and
+    whether it ended with eos."""
     from ..generation import generate
 
-    hits = 0
+    outputs = []
     for i in range(0, len(prompts), batch_size):
         chunk, wanted = prompts[i:i + batch_size], targets[i:i + batch_size]
         longest = max(len(t) for t in wanted) + 1
         out = generate(model, chunk, strategy="greedy", max_new_tokens=longest, eos_token_id=eos, pad_token_id=pad,
                        decoder_start_token_id=bos if objective == "seq2seq" else None)
-        for tokens, target in zip(out.to_lists(), wanted):
+        for tokens in out.to_lists():
             hyp = tokens[0]
-            hits += int(hyp[:-1] == list(target) and hyp[-1:] == [eos])
-    return hits / max(len(prompts), 1)
+            ended = hyp[-1:] == [eos]
+            outputs.append((hyp[:-1] if ended else hyp, ended))
+    return outputs
+
+
+def exact_match(outputs: Sequence[Tuple[List[int], bool]], targets) -> float:
+    """Share of held-out examples whose greedy decoding equals the target exactly (then eos)."""
+    hits = sum(int(ended and hyp == list(target)) for (hyp, ended), target in zip(outputs, targets))
+    return hits / max(len(targets), 1)

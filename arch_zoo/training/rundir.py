@@ -13,9 +13,10 @@ import csv
 import datetime as _dt
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any, Dict, Optional
+
+from ..provenance import git_commit  # noqa: F401  (summary.json records it)
 
 CONFIG, STATUS, SUMMARY, METRICS, CHECKPOINT = ("config.yaml", "status.json", "summary.json", "metrics.csv",
                                                  "checkpoints/last.ckpt")
@@ -60,21 +61,6 @@ def trim_metrics(run_dir: Path, last_step: int) -> None:
         writer.writeheader()
         writer.writerows(rows)
     tmp.replace(path)
-
-
-def git_commit() -> Optional[str]:
-    """The arch_zoo checkout's commit (with '+dirty' if it has local changes), if it is one."""
-    root = Path(__file__).resolve().parents[2]
-    try:
-        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10).stdout.strip()
-        if not sha:
-            return None
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return sha + ("+dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def versions() -> Dict[str, str]:

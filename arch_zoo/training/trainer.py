@@ -91,6 +91,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         "resumed_from_step": resume_from,
         "final": final,
         "best": best_metrics(module.history),
+        "samples": module.samples,
         "parameters": count_parameters(model),
         "parameters_by_part": {k: v for k, v in parameter_breakdown(model).items()},
         "flops_per_token": flops_per_token(model, cfg.model.max_seq_len)["total"],

@@ -157,3 +157,17 @@ def test_running_run_whose_lock_nobody_holds_reads_as_interrupted(tmp_path):
     assert got.loc["rope-s0", "status"] == "interrupted" and got.loc["rope-s0", "reason"] == "its process died"
     assert got.loc["rope-s1", "status"] == "running"
     assert got.loc["rope-s2", "status"] == "pending"
+
+
+def test_lengths_a_run_could_not_evaluate_are_named_not_averaged(tmp_path):
+    root = write_sweep(tmp_path / "pos", status={})
+    for run in (root / "runs").glob("rope-*"):
+        summary = json.loads((run / "summary.json").read_text())
+        summary["final"].pop("val@512/loss")
+        summary["task"] = {"not_evaluated": {"val@512": "position 'rope' represents at most 256 positions"}}
+        (run / "summary.json").write_text(json.dumps(summary))
+    table = summarize(load_runs(root))
+    rope = table.set_index("variant").loc["position=rope"]
+    assert rope["val@512/loss n"] == 0 and math.isnan(rope["val@512/loss mean"])
+    assert any(n.startswith("position=rope: not evaluated") and "at most 256 positions" in n
+               for n in table.attrs["notes"])

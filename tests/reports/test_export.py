@@ -143,3 +143,22 @@ def test_html_escapes_user_strings_and_is_self_contained(evil):
     assert len(images) >= 3 and all(src.startswith("data:image/png;base64,") for src in images)
     assert all(base64.b64decode(src.split(",", 1)[1]).startswith(b"\x89PNG") for src in images)
     assert not re.search(r"""(src|href)=["']?(https?:|//)""", page)  # nothing fetched from the network
+
+
+def test_greedy_decodings_of_the_lowest_completed_seed_are_shown_escaped(tmp_path):
+    import json
+
+    root = write_sweep(tmp_path / "pos", status={})
+    for run in (root / "runs").iterdir():
+        summary = json.loads((run / "summary.json").read_text())
+        seed = run.name.rsplit("-s", 1)[1]
+        summary["samples"] = [{"prompt": f"a b | {EVIL}", "target": "a b", "greedy": f"seed {seed}", "exact": False}]
+        (run / "summary.json").write_text(json.dumps(summary))
+    result = write_report(root, tmp_path / "r", formats="md,html")
+    md = (tmp_path / "r" / "report.md").read_text()
+    section = md.split("## Greedy decodings: position=rope")[1].split("##")[0]
+    assert "seed 0" in section and "seed 1" not in section
+    assert r"a b \| &lt;script&gt;" in section and EVIL not in md
+    html_text = (tmp_path / "r" / "report.html").read_text()
+    assert "<h2>Greedy decodings: position=alibi</h2>" in html_text and EVIL not in html_text
+    assert result["runs"].attrs["samples"]["position=sinusoidal"][0]["greedy"] == "seed 0"

@@ -34,7 +34,8 @@ def train_steps(run_dir: Path) -> list:
 
 
 def test_failures_are_data_the_sweep_goes_on_and_reruns_leave_finished_runs(tmp_path, capsys):
-    path, out = write_spec(tmp_path, {"name": "f", "zip": ZIP}), tmp_path / "out"
+    path, out = write_spec(tmp_path, {"name": "f", "description": "Three runs: one fine, one diverging, one crashing.",
+                                      "zip": ZIP}), tmp_path / "out"
     assert main(["sweep", str(path), "--out", str(out)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("arch-zoo: 1 of 3 runs did not finish: lr=0.001,strategy=bogus s0: "
@@ -65,6 +66,20 @@ def test_failures_are_data_the_sweep_goes_on_and_reruns_leave_finished_runs(tmp_
     moved = sorted(p.name.rsplit(".", 1)[0] for p in (out / "f" / "retried").iterdir())
     assert moved == sorted([rows[1]["run_id"], rows[2]["run_id"]])  # the old failures are kept, not deleted
     assert [r["status"] for r in index(out, "f")] == ["completed", "diverged", "failed"]
+
+    calls = [json.loads(line) for line in (out / "f" / "invocations.jsonl").read_text().splitlines()]
+    assert [c["runs_trained"] for c in calls] == [3, 0, 2]
+    assert calls[2]["command"] == f"arch-zoo sweep {path} --out {out} --retry-failed"
+    assert all(c["outcome"] == "finished" and c["wall_s"] > 0 and "logical CPUs" in c["machine"] for c in calls)
+    capsys.readouterr()
+    assert main(["report", str(out / "f"), "--out", str(tmp_path / "r"), "--format", "md,html"]) == 0
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "Three runs: one fine, one diverging, one crashing." in report.split("## Provenance")[0]
+    provenance = report.split("## Provenance")[1].split("## Runs")[0]
+    assert provenance.count("- sweep: `arch-zoo sweep ") == 3 and "runs trained" in provenance
+    assert f"- report: `arch-zoo report {out / 'f'} --out {tmp_path / 'r'} --format md,html`" in provenance
+    assert "training time: " in provenance and "over 2 runs" in provenance  # completed + diverged have summaries
+    assert "<h2>Provenance</h2>" in (tmp_path / "r" / "report.html").read_text()
 
 
 def test_sigkill_mid_sweep_then_rerun_completes_every_run_exactly_once(tmp_path):
