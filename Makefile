@@ -6,8 +6,9 @@ PY     := $(VENV)/bin/python
 # On a GPU machine: make TORCH_SPEC=torch test
 TORCH_SPEC ?= torch==2.13.0
 export WANDB_MODE ?= offline
+STUDIES := positions norm_placement heads ffn copy
 
-.PHONY: install test test-slow demo bench clean
+.PHONY: install test test-slow demo bench studies $(addprefix study-,$(STUDIES)) gradnorms clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +30,20 @@ test-slow: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(VENV)/bin/arch-zoo sweep sweeps/quickstart.yaml --workers 2 --out runs/sweeps
 	$(VENV)/bin/arch-zoo report runs/sweeps/quickstart --out reports/quickstart
+
+# The published-findings studies (sweeps/studies/; about an hour on 2 CPU cores, not run in CI).
+# Each trains into runs/studies/<study> (rerunning resumes) and writes reports/<study>/.
+# A sweep's exit status 1 means some runs failed or diverged: that is data, the report still runs.
+studies: $(addprefix study-,$(STUDIES)) gradnorms
+
+$(addprefix study-,$(STUDIES)): study-%: $(VENV)/.installed
+	$(VENV)/bin/arch-zoo sweep sweeps/studies/$*.yaml --workers 2 --out runs/studies; rc=$$?; [ $$rc -le 1 ] || exit $$rc
+	$(VENV)/bin/arch-zoo report runs/studies/$* --out reports/$*
+
+# Gradient norms at initialisation for the norm-placement study (Xiong et al. 2020, Fig. 3).
+gradnorms: $(VENV)/.installed
+	$(VENV)/bin/arch-zoo gradnorms configs/experiments/studies_char_lm.yaml --depths 2 4 6 8 10 12 \
+		--vary model.norm_placement=post,pre --seeds 0 1 2 --out reports/norm_placement/gradnorms
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/train_step.py
