@@ -249,5 +249,25 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
 
 
+def run() -> None:
+    """The console script. After a sweep, whose runs all trained in other processes and whose
+    files are all written, the coordinator exits without tearing down its interpreter: unloading
+    torch and friends took seconds, a real share of a sweep of short runs. Other commands (which
+    may train here, with wandb to finish) exit normally."""
+    argv = sys.argv[1:]
+    code = main(argv)
+    if argv[:1] == ["sweep"]:
+        import logging
+
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe (`arch-zoo sweep ... | head`)
+                pass
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -1,25 +1,27 @@
 """How much of a sweep's time is spent outside training, with 1 and with 2 local workers.
 
 A sweep of 12 tiny runs (3 positions x 2 feed-forwards x 2 seeds, a d_model-32 char LM, a few
-seconds each) runs in a fresh `python` process per worker count, so every cost a user pays is in
-the total: interpreter start, imports, spec expansion and validation, worker start (the forkserver
-importing torch and Lightning), store I/O (run.json, index.csv after every run) and dispatch.
+seconds each) runs as the real command, `python -m arch_zoo sweep SPEC --workers N`, in a fresh
+process per worker count, so every cost a user pays is in the total: interpreter start, imports,
+spec expansion and validation, worker start (the forkserver importing torch and Lightning), store
+I/O (run.json, index.csv after every run), dispatch and exit.
 
   training  = the sum over runs of the time inside run_one (data, Trainer, fit, eval, checkpoint),
               measured in the workers;
   outside   = 1 - training / (workers x total): the share of the workers' time not spent training
               (with 2 workers, one waiting for the other at the end counts as outside too).
 
-The breakdown splits the outside time into its parts. Importing torch (in the coordinator, to
-validate and count parameters) and torch + Lightning (in the workers' forkserver, overlapped with
-the former) is a one-time cost that any training pays, `arch-zoo train` included; the last column
-leaves it out, to show what the sweep machinery itself costs.
+The breakdown comes from the sweep's own record (invocations.jsonl). Importing torch (in the
+coordinator, to validate and count parameters) and torch + Lightning (in the workers' forkserver,
+overlapped with the former) is a one-time cost that any training pays, `arch-zoo train` included;
+the last column leaves it out, to show what the sweep machinery itself costs.
 
 Usage: python benchmarks/sweep_overhead.py [--steps N] [--workers 1 2] [--json PATH]
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import subprocess
@@ -29,7 +31,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MARK = "SWEEP_OVERHEAD_RESULT "
 
 
 def write_spec(directory: Path, steps: int) -> Path:
@@ -48,49 +49,34 @@ def write_spec(directory: Path, steps: int) -> Path:
     return directory / "spec.yaml"
 
 
-def child(spec: str, out: str, workers: int) -> None:
-    """One sweep, from a fresh interpreter; the parent times the whole process."""
-    began, began_epoch = time.perf_counter(), time.time()
-    from arch_zoo.sweeps import run_sweep
-
-    imported = time.perf_counter() - began
-    outcome = run_sweep(spec, out, workers=workers, log=lambda line: None)
-    statuses = [s["status"] for s in outcome.statuses().values()]
-    print(MARK + json.dumps({**outcome.timings, "sweeps_import_s": imported, "statuses": statuses,
-                             "child_s": time.perf_counter() - began, "began": began_epoch,
-                             "ended": time.time()}), flush=True)
-
-
 def measure(spec: Path, workers: int, scratch: Path) -> dict:
     out = scratch / f"out-{workers}"
-    began, began_epoch = time.perf_counter(), time.time()
-    proc = subprocess.run([sys.executable, __file__, "--child", str(spec), str(out), str(workers)],
-                          capture_output=True, text=True, cwd=ROOT)
-    total, ended = time.perf_counter() - began, time.time()
-    line = next((x for x in proc.stdout.splitlines() if x.startswith(MARK)), None)
-    if proc.returncode or line is None:
+    began = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "arch_zoo", "sweep", str(spec), "--out", str(out),
+                           "--workers", str(workers)], capture_output=True, text=True, cwd=ROOT)
+    total = time.perf_counter() - began
+    if proc.returncode:
         raise SystemExit(f"the sweep with {workers} workers failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-    t = json.loads(line[len(MARK):])
-    if set(t["statuses"]) != {"completed"} or len(t["statuses"]) != 12:
-        raise SystemExit(f"expected 12 completed runs, got {t['statuses']}")
-    training = sum(t["run_s"])
-    assert abs(t["child_s"] - t["sweeps_import_s"] - t["wall_s"]) < 1.0, t  # nothing else runs in the child
-    startup = max(t["worker_startup_s"] or [0.0])
+    with (out / "overhead" / "index.csv").open() as f:
+        statuses = [row["status"] for row in csv.DictReader(f)]
+    if set(statuses) != {"completed"} or len(statuses) != 12:
+        raise SystemExit(f"expected 12 completed runs, got {statuses}")
+    call = json.loads((out / "overhead" / "invocations.jsonl").read_text().splitlines()[-1])
+    t = call["timings_s"]
+    training, runs = t["training"], call["runs_trained"]
     parts = {
-        "interpreter start": t["began"] - began_epoch,
-        "interpreter exit": ended - t["ended"],
-        "import arch_zoo.sweeps": t["sweeps_import_s"],
-        "import torch + registries": t["import_s"],
-        "expansion + validation": t["plan_s"],
-        "stack import in workers": max(0.0, startup - t["import_s"] - t["plan_s"]),  # what planning did not hide
-        "store I/O": t["store_s"],
+        "interpreter start, CLI, exit": total - call["wall_s"],
+        "import torch + registries": t["import"],
+        "expansion + validation": t["plan"],
+        "stack import in workers": max(0.0, t["worker_startup"] - t["import"] - t["plan"]),  # not hidden by planning
+        "store I/O": t["store"],
     }
     imports = parts["import torch + registries"] + parts["stack import in workers"]
     parts["dispatch + other"] = (total - training / workers) - sum(parts.values())  # incl. waiting at the end
-    return {"workers": workers, "total_s": total, "training_s": training, "runs": len(t["run_s"]),
-            "mean_run_s": training / len(t["run_s"]), "outside": 1 - training / (workers * total),
+    return {"workers": workers, "total_s": total, "training_s": training, "runs": runs,
+            "mean_run_s": training / runs, "outside": 1 - training / (workers * total),
             "outside_without_import": 1 - training / (workers * (total - imports)),
-            "parts_s": parts, "worker_startup_s": startup}
+            "parts_s": parts, "worker_startup_s": t["worker_startup"]}
 
 
 def main() -> None:
@@ -98,14 +84,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=150, help="steps per run (default 150: a few seconds)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--json", default=None, help="also write the numbers here")
-    parser.add_argument("--child", nargs=3, metavar=("SPEC", "OUT", "WORKERS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        sys.path.insert(0, str(ROOT))
-        return child(args.child[0], args.child[1], int(args.child[2]))
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from common import cpu_model
+    sys.path[:0] = [str(ROOT)]
+    from arch_zoo.provenance import cpu_model
 
     results = []
     with tempfile.TemporaryDirectory() as scratch:

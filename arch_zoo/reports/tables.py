@@ -54,9 +54,11 @@ def seeds_text(row: pd.Series) -> str:
 
 
 def other_metrics(table: pd.DataFrame) -> List[str]:
-    """Metrics shown beside the ranked one: perplexity is exp(loss) and adds nothing."""
+    """Metrics shown beside the ranked one, losses first (val/loss, val@128/loss, ... before
+    accuracies), so a length sweep shows every length; perplexity is exp(loss) and adds nothing."""
     metric = table.attrs.get("metric")
     shown = [m for m in table.attrs.get("metrics", []) if m != metric and not m.endswith("/perplexity")]
+    shown.sort(key=lambda m: not m.endswith("/loss"))  # stable: the order within each group stays
     return shown[:MAX_OTHER_METRICS]
 
 

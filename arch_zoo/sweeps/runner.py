@@ -101,24 +101,24 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
         store.mark_lost(task.run_id, pid, why)
         on_result(task, Result(task.run_id, "lost", "interrupted", why))
 
-    finished = "interrupted"
+    def finish(how: str) -> None:
+        ran = [r.seconds for r in outcome.results.values() if r.outcome == "trained"]
+        outcome.timings = {"wall_s": time.perf_counter() - began, "import_s": imported - began,
+                           "plan_s": planned - imported, "store_s": index_s[0], "run_s": ran,
+                           "worker_startup_s": list(launch.startup_s), "workers": getattr(launch, "n", None)}
+        _log_invocation(store, command, started_at, launcher, outcome, how)
+
     try:
         if tasks:
             launch.run(tasks, on_result, on_lost)
-        finished = "finished"
     except BaseException:
         launch.stop(interrupt=True)
         store.write_index(plan)
+        finish("interrupted")
         raise
-    finally:
-        _log_invocation(store, command, started_at, time.perf_counter() - began, launcher, launch, outcome,
-                        finished)
     launch.stop(abort=not tasks)
     store.write_index(plan)
-    ran = [r.seconds for r in outcome.results.values() if r.outcome == "trained"]
-    outcome.timings = {"wall_s": time.perf_counter() - began, "import_s": imported - began,
-                       "plan_s": planned - imported, "store_s": index_s[0],
-                       "run_s": ran, "worker_startup_s": list(launch.startup_s), "workers": getattr(launch, "n", None)}
+    finish("finished")
     return outcome
 
 
@@ -128,15 +128,18 @@ def _utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _log_invocation(store: Store, command: Optional[str], started_at: str, wall_s: float, launcher: str, launch,
-                    outcome: SweepOutcome, finished: str) -> None:
+def _log_invocation(store: Store, command: Optional[str], started_at: str, launcher: str, outcome: SweepOutcome,
+                    how: str) -> None:
     from ..provenance import git_commit, machine
 
-    trained = sum(1 for r in outcome.results.values() if r.outcome == "trained")
+    t = outcome.timings
     store.log_invocation({
-        "command": command, "started": started_at, "ended": _utc_now(), "wall_s": round(wall_s, 1),
-        "outcome": finished, "runs_trained": trained, "launcher": launcher, "workers": getattr(launch, "n", None),
-        "git_commit": git_commit(), "machine": machine()})
+        "command": command, "started": started_at, "ended": _utc_now(), "wall_s": round(t["wall_s"], 2),
+        "outcome": how, "runs_trained": len(t["run_s"]), "launcher": launcher, "workers": t["workers"],
+        "git_commit": git_commit(), "machine": machine(),
+        "timings_s": {"training": round(sum(t["run_s"]), 2), "import": round(t["import_s"], 2),
+                      "plan": round(t["plan_s"], 2), "store": round(t["store_s"], 2),
+                      "worker_startup": round(max(t["worker_startup_s"] or [0.0]), 2)}})
 
 
 def _tasks(plan: Plan, store: Store, retry_failed: bool, log: Callable[[str], None]) -> List[Task]:

@@ -171,3 +171,15 @@ def test_lengths_a_run_could_not_evaluate_are_named_not_averaged(tmp_path):
     assert rope["val@512/loss n"] == 0 and math.isnan(rope["val@512/loss mean"])
     assert any(n.startswith("position=rope: not evaluated") and "at most 256 positions" in n
                for n in table.attrs["notes"])
+
+
+def test_the_display_shows_every_evaluation_length_loss_before_other_metrics(tmp_path):
+    from arch_zoo.reports.tables import display
+
+    extra = {f"val@{n}/token_accuracy": 0.5 for n in (256, 512)}
+    table = summarize(load_runs(write_sweep(tmp_path / "pos", status={}, extra=extra)))
+    columns = list(display(table).columns)
+    # the metrics beside the ranked val/loss: every loss, then the accuracies (6 at most)
+    assert columns[columns.index("best seed") + 1:] == [
+        "val@256/loss", "val@512/loss", "test/loss", "val/token_accuracy", "val@256/token_accuracy",
+        "val@512/token_accuracy"]

@@ -71,6 +71,8 @@ def test_failures_are_data_the_sweep_goes_on_and_reruns_leave_finished_runs(tmp_
     assert [c["runs_trained"] for c in calls] == [3, 0, 2]
     assert calls[2]["command"] == f"arch-zoo sweep {path} --out {out} --retry-failed"
     assert all(c["outcome"] == "finished" and c["wall_s"] > 0 and "logical CPUs" in c["machine"] for c in calls)
+    assert set(calls[0]["timings_s"]) == {"training", "import", "plan", "store", "worker_startup"}
+    assert 0 < calls[0]["timings_s"]["training"] < calls[0]["wall_s"] and calls[1]["timings_s"]["training"] == 0
     capsys.readouterr()
     assert main(["report", str(out / "f"), "--out", str(tmp_path / "r"), "--format", "md,html"]) == 0
     report = (tmp_path / "r" / "report.md").read_text()
