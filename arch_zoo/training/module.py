@@ -16,7 +16,8 @@ from . import objectives
 from .optim import build_optimizer, build_scheduler
 
 
-SAMPLES = 5  # held-out greedy decodings kept in summary.json (and shown in reports)
+SAMPLES = 5  # held-out greedy decodings kept in summary.json (and shown in reports): the first
+# SAMPLES test examples, then up to SAMPLES of the failures among the rest (errors are what a reader wants to see)
 
 
 class ArchZooModule(pl.LightningModule):
@@ -81,9 +82,10 @@ class ArchZooModule(pl.LightningModule):
                 tok.bos_id, tok.eos_id, tok.pad_id, self.cfg.train.eval_batch_size or self.cfg.train.batch_size)
             metrics[f"{stage}/exact_match"] = objectives.exact_match(outputs, targets)
             if stage == "test":
-                self.samples = [{"prompt": tok.decode(e.prompt_ids), "target": tok.decode(e.target_ids),
-                                 "greedy": tok.decode(hyp), "exact": ended and hyp == list(e.target_ids)}
-                                for e, (hyp, ended) in zip(examples[:SAMPLES], outputs)]
+                decoded = [{"prompt": tok.decode(e.prompt_ids), "target": tok.decode(e.target_ids),
+                            "greedy": tok.decode(hyp), "exact": ended and hyp == list(e.target_ids)}
+                           for e, (hyp, ended) in zip(examples, outputs)]
+                self.samples = decoded[:SAMPLES] + [d for d in decoded[SAMPLES:] if not d["exact"]][:SAMPLES]
         return metrics
 
     def on_validation_epoch_end(self):

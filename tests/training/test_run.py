@@ -32,9 +32,10 @@ def test_copy_task_reaches_perfect_exact_match_on_held_out_sequences(tmp_path):
     assert result.status == "completed"
     assert result.summary["best"]["val/exact_match"]["value"] == 1.0  # every held-out sequence, greedily
     assert result.metrics["test/exact_match"] >= 0.99
-    samples = result.summary["samples"]  # held-out greedy decodings, as the report shows them
-    assert len(samples) == 5 and all(s["greedy"] == s["target"] and s["exact"] for s in samples)
-    assert all(s["prompt"] for s in samples) and len({s["prompt"] for s in samples}) > 1
+    samples = result.summary["samples"]  # the first 5 held-out greedy decodings, then up to 5 failures
+    assert 5 <= len(samples) <= 10 and all(not s["exact"] for s in samples[5:])
+    assert all(s["greedy"] == s["target"] for s in samples if s["exact"])
+    assert sum(s["exact"] for s in samples) >= 4 and len({s["prompt"] for s in samples}) > 1
 
 
 def test_char_lm_learns_well_below_the_unigram_entropy(tmp_path):
