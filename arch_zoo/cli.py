@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -65,8 +66,9 @@ def _gradnorms(args) -> int:
     if key in ("model.n_layers", "seed"):
         raise ConfigError("--vary", f"{key} is set by --depths/--seeds; vary another key")
     study = Study(args.config, list(args.overrides), args.depths, key, choices, args.seeds)
+    began = time.time()
     frame = run_study(study, log=lambda line: print(line, file=sys.stderr))
-    files = write(frame, Path(args.out))
+    files = write(frame, Path(args.out), command=command_line(args.argv), wall_s=time.time() - began)
     for _, r in last_layer_table(frame).iterrows():
         print(f"{r['variant']:<28} depth {int(r['depth']):>3}  last-layer FFN grad norm {r['mean']:.4g} "
               f"± {0.0 if r['std'] != r['std'] else r['std']:.2g} (n={int(r['count'])})")

@@ -1,4 +1,5 @@
 """`arch-zoo gradnorms`: gradient norms at initialisation over depths and variants."""
+import json
 import math
 import re
 
@@ -41,6 +42,9 @@ def test_cli_writes_the_table_and_plots_and_prints_the_last_layer(tmp_path, caps
     assert list(last["count"]) == [2, 2, 2, 2]
     for stem in ("gradnorm_last_layer_vs_depth", "gradnorm_by_layer"):
         assert (out / f"{stem}.png").stat().st_size > 1000 and (out / f"{stem}.svg").exists()
+    record = json.loads((out / "provenance.json").read_text())
+    assert record["command"].startswith("arch-zoo gradnorms configs/experiments/char_lm.yaml") and record["wall_s"] > 0
+    assert "logical CPUs" in record["machine"]
     printed = capsys.readouterr().out
     assert re.search(r"^norm_placement=post +depth +2  last-layer FFN grad norm [0-9.e-]+ ± ", printed, re.M)
 
