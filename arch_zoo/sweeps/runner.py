@@ -106,7 +106,10 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
         outcome.timings = {"wall_s": time.perf_counter() - began, "import_s": imported - began,
                            "plan_s": planned - imported, "store_s": index_s[0], "run_s": ran,
                            "worker_startup_s": list(launch.startup_s), "workers": getattr(launch, "n", None)}
-        _log_invocation(store, command, started_at, launcher, outcome, how)
+        try:
+            _log_invocation(store, command, started_at, launcher, outcome, how)
+        except OSError as exc:  # provenance is worth a warning, never the sweep's results
+            log(f"warning: could not append to {store.root / 'invocations.jsonl'}: {exc}")
 
     try:
         if tasks:

@@ -1,6 +1,7 @@
 """The sweep spec: parse and check its shape, then expand it into variants.
 
-Native keys: ``name, base, overrides, grid, zip, random, seeds, baseline, metric, match_params``.
+Native keys: ``name, description, base, overrides, grid, zip, random, seeds, baseline, metric,
+match_params``.
 The wandb sweep format (``method: grid|random``, ``parameters: {key: {values: [...]}}``) is read
 into the same ``SweepSpec``, so both run through one code path. Nothing here imports torch: a spec
 can be read and expanded with the standard library and YAML alone. Turning variants into configs

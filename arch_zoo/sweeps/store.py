@@ -17,8 +17,8 @@ import contextlib
 import csv
 import errno
 import fcntl
-import json
 import io
+import json
 import os
 import time
 from pathlib import Path
