@@ -95,3 +95,47 @@ def test_learned_table_shorter_than_max_seq_len_is_a_config_error():
     spec = POSITIONS.parse({"name": "learned", "size": 16}, "model.position")
     with pytest.raises(ConfigError, match="shorter than model.max_seq_len"):
         POSITIONS.get("learned").factory.check(spec.options, CTX, "model.position")
+
+
+def _textbook_rope(x, pos, base, rot, interleaved):
+    """x * cos + rotate(x) * sin over the first ``rot`` dims, written out (Su et al. 2021, eq. 34)."""
+    inv = 1.0 / base ** (torch.arange(0, rot, 2, dtype=torch.float64) / rot)
+    angles = pos.double().unsqueeze(-1) * inv
+    if interleaved:
+        angles = angles.repeat_interleave(2, dim=-1)
+        pairs = x[..., :rot].unflatten(-1, (-1, 2))
+        turned = torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
+    else:
+        angles = torch.cat((angles, angles), dim=-1)
+        a, b = x[..., :rot].chunk(2, dim=-1)
+        turned = torch.cat((-b, a), dim=-1)
+    head = x[..., :rot] * angles.cos().unsqueeze(1) + turned * angles.sin().unsqueeze(1)
+    return torch.cat((head, x[..., rot:]), dim=-1)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("fraction", [1.0, 0.5])
+def test_rope_matches_the_textbook_form_and_its_gradient(interleaved, fraction):
+    """RoPE runs as one autograd node whose backward is the inverse rotation; values and gradients
+    must be the textbook form's, and gradcheck must pass (float64)."""
+    rope = build("rope", interleaved=interleaved, fraction=fraction, base=100.0).double()
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 6, 8, dtype=torch.float64, requires_grad=True)
+    pos = torch.tensor([[0, 1, 2, 5, 9, 30], [3, 3, 4, 0, 1, 2]])
+    got, _ = rope.rotate(x, None, pos, pos)
+    want = _textbook_rope(x, pos, 100.0, int(8 * fraction), interleaved)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)  # angles are float32 by design
+    weights = torch.randn_like(x)
+    torch.testing.assert_close(torch.autograd.grad((got * weights).sum(), x)[0],
+                               torch.autograd.grad((want * weights).sum(), x)[0], rtol=1e-6, atol=1e-6)
+    assert torch.autograd.gradcheck(lambda t: rope.rotate(t, None, pos, pos)[0], (x,))
+
+
+def test_rope_keeps_the_input_dtype_under_reduced_precision():
+    rope = build("rope")
+    x = torch.randn(1, 4, 6, 8, dtype=torch.bfloat16)
+    pos = torch.arange(6).unsqueeze(0)
+    got, _ = rope.rotate(x, None, pos, pos)
+    assert got.dtype == torch.bfloat16
+    want = _textbook_rope(x.double(), pos, 10000.0, 8, False)
+    torch.testing.assert_close(got.double(), want, rtol=2e-2, atol=2e-2)
