@@ -121,7 +121,7 @@ def _compare(args) -> int:
 
 def _sweep(args) -> int:
     from .sweeps import dry_run_table, load_spec, make_plan, run_sweep
-    from .sweeps.cli_support import export_path, failure_line, final_table
+    from .sweeps.cli_support import export_path, failure_line, final_table, preload_reports
 
     spec = load_spec(args.spec)
     if args.workers is not None and args.workers < 1:
@@ -141,7 +141,7 @@ def _sweep(args) -> int:
         return 0
     try:
         outcome = run_sweep(spec, args.out, args.workers, args.launcher, args.ray_address, args.retry_failed,
-                            command=command_line(args.argv))
+                            command=command_line(args.argv), on_launch=preload_reports)
     except KeyboardInterrupt:
         print("arch-zoo: sweep interrupted; finished runs are kept, and rerunning the same command resumes",
               file=sys.stderr)
@@ -254,13 +254,17 @@ def main(argv: Optional[List[str]] = None) -> int:
 def run() -> None:
     """The console script. After a sweep, whose runs all trained in other processes and whose
     files are all written, the coordinator exits without tearing down its interpreter: unloading
-    torch and friends took seconds, a real share of a sweep of short runs. Other commands (which
+    torch and friends took seconds, a real share of a sweep of short runs; its forkserver is killed
+    for the same reason. Other commands (which
     may train here, with wandb to finish) exit normally."""
     argv = sys.argv[1:]
     code = main(argv)
     if argv[:1] == ["sweep"]:
         import logging
 
+        from .sweeps.local import end_forkserver
+
+        end_forkserver()  # else `arch-zoo sweep | tee log` waits seconds for it to exit
         logging.shutdown()
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -1,6 +1,8 @@
 """What ``arch-zoo sweep`` prints at the end, and where ``--export-wandb`` writes."""
 from __future__ import annotations
 
+import importlib
+import threading
 from pathlib import Path
 
 from .runner import DEFAULT_OUT, SweepOutcome, results_table
@@ -9,6 +11,20 @@ from .spec import SweepSpec
 
 def export_path(spec: SweepSpec, out) -> Path:
     return Path(out or DEFAULT_OUT) / spec.name / "wandb_sweep.yaml"
+
+
+def preload_reports() -> None:
+    """Import the reports package (pandas, scipy: seconds) on a background thread while the workers
+    train, so the final table does not add that wait to the sweep's end. Any failure is left for
+    ``final_table`` to meet and explain."""
+
+    def load() -> None:
+        try:
+            importlib.import_module("arch_zoo.reports")
+        except Exception:  # noqa: BLE001 - final_table imports it again and falls back to a plain table
+            pass
+
+    threading.Thread(target=load, name="arch-zoo-preload-reports", daemon=True).start()
 
 
 def final_table(outcome: SweepOutcome) -> str:

@@ -184,6 +184,21 @@ class LocalLauncher:
         self.workers = []
 
 
+def end_forkserver() -> None:
+    """Kill this process's forkserver now; for a command about to exit. Left alone, the server
+    would first finish importing torch and Lightning (a sweep with nothing to run exits while it
+    is still at it) and then tear down its interpreter: seconds in which it still holds the
+    command's stdout and stderr, so `arch-zoo sweep ... | tee log`, or a subprocess capturing
+    the output, waits for it. It holds nothing else: every run is on disk by then. Not reaped,
+    so a later ``ensure_running`` in this process sees it dead and starts a fresh one."""
+    from multiprocessing import forkserver
+
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    if pid:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
 @contextlib.contextmanager
 def _main_module_hidden():
     """Workers need nothing from the caller's __main__ (their target and tasks are arch_zoo's), so

@@ -55,11 +55,13 @@ def make_launcher(kind: str, workers: Optional[int], ray_address: Optional[str] 
 def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT_OUT, workers: Optional[int] = None,
               launcher: str = "local", ray_address: Optional[str] = None, retry_failed: bool = False,
               log: Callable[[str], None] = print, ray_init: Optional[Dict[str, Any]] = None,
-              threads: Optional[int] = None, command: Optional[str] = None) -> SweepOutcome:
+              threads: Optional[int] = None, command: Optional[str] = None,
+              on_launch: Optional[Callable[[], None]] = None) -> SweepOutcome:
     """Run (or resume) a sweep; every problem with the spec is raised before any run starts.
     ``threads``: torch threads per local worker (default: the cores divided among the workers).
     Each call that gets past planning appends its ``command``, commit, machine and wall time to
-    the store's invocations.jsonl, which reports print as the sweep's provenance."""
+    the store's invocations.jsonl, which reports print as the sweep's provenance. ``on_launch`` is
+    called once the runs are handed to the launcher, when this process has nothing to do but wait."""
     began = time.perf_counter()
     started_at = _utc_now()
     spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
@@ -113,6 +115,8 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
 
     try:
         if tasks:
+            if on_launch is not None:
+                on_launch()
             launch.run(tasks, on_result, on_lost)
     except BaseException:
         launch.stop(interrupt=True)

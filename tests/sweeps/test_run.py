@@ -6,6 +6,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -33,7 +34,11 @@ def train_steps(run_dir: Path) -> list:
         return [int(r["step"]) for r in csv.DictReader(f) if r.get("train/loss")]
 
 
-def test_failures_are_data_the_sweep_goes_on_and_reruns_leave_finished_runs(tmp_path, capsys):
+def test_failures_are_data_the_sweep_goes_on_and_reruns_leave_finished_runs(tmp_path, capsys, monkeypatch):
+    from arch_zoo.sweeps import cli_support
+
+    preloads = []  # the CLI imports the report libraries while workers train, only when runs are launched
+    monkeypatch.setattr(cli_support, "preload_reports", lambda: preloads.append(1))
     path, out = write_spec(tmp_path, {"name": "f", "description": "Three runs: one fine, one diverging, one crashing.",
                                       "zip": ZIP}), tmp_path / "out"
     assert main(["sweep", str(path), "--out", str(out)]) == 1
@@ -56,7 +61,9 @@ def test_failures_are_data_the_sweep_goes_on_and_reruns_leave_finished_runs(tmp_
     assert "resolved_base: " + str((tmp_path / "base.yaml").resolve()) in sweep_yaml and "zip:" in sweep_yaml
 
     before = {r["run_id"]: snapshot(runs / r["run_id"]) for r in rows}
+    assert len(preloads) == 1
     assert main(["sweep", str(path), "--out", str(out)]) == 1  # failed stays failed; nothing trains again
+    assert len(preloads) == 1
     assert "1 completed, 1 diverged, 1 failed already; 0 to run" in capsys.readouterr().out
     assert {r["run_id"]: snapshot(runs / r["run_id"]) for r in rows} == before
 
@@ -162,3 +169,26 @@ def test_a_run_another_process_holds_is_waited_for_not_run_twice(tmp_path):
     assert [outcome.results[r.run_id].outcome for r in plan.runs[1:]] == ["trained", "trained"]
     assert not (held / "config.yaml").exists()  # never trained here
     assert lines[-1].startswith("[3/3] position=rope s0: completed") and "finished by another process" in lines[-1]
+
+
+def test_the_cli_kills_its_forkserver_on_exit_so_pipes_close_with_it():
+    """`arch-zoo sweep ... | tee log` must not wait for the forkserver to finish importing torch and
+    tear down: at exit the command kills it (SIGKILL), and a later launcher starts a fresh one."""
+    code = """
+import os, signal
+from multiprocessing import forkserver
+from arch_zoo.sweeps.local import LocalLauncher, end_forkserver
+LocalLauncher(1).start()
+pid = forkserver._forkserver._forkserver_pid
+end_forkserver()
+info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # waits for its end, leaves it unreaped
+assert info.si_code == os.CLD_KILLED and info.si_status == signal.SIGKILL, info
+LocalLauncher(1).start()
+fresh = forkserver._forkserver._forkserver_pid
+assert fresh and fresh != pid
+end_forkserver()
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
