@@ -255,8 +255,7 @@ def run() -> None:
     """The console script. After a sweep, whose runs all trained in other processes and whose
     files are all written, the coordinator exits without tearing down its interpreter: unloading
     torch and friends took seconds, a real share of a sweep of short runs; its forkserver is killed
-    for the same reason. Other commands (which
-    may train here, with wandb to finish) exit normally."""
+    for the same reason. Other commands (which may train here, with wandb to finish) exit normally."""
     argv = sys.argv[1:]
     code = main(argv)
     if argv[:1] == ["sweep"]:

@@ -66,14 +66,14 @@ class GatedMLP(nn.Module):
 
     Two projections rather than one fused [W; V]: splitting a fused output costs a concatenation of
     the two gradient halves in backward, which measured slower on CPU than two matmuls.
-    ``act_backward(grad, g)`` is act's derivative times grad, written over grad (aten's own kernel)."""
+    ``act_backward(buffer, g)`` is act'(g) * buffer, written over ``buffer`` (aten's own kernel)."""
 
     @staticmethod
     def act(x: Tensor) -> Tensor:
         raise TypeError("GatedMLP is abstract; use a registered subclass")
 
     @staticmethod
-    def act_backward(grad: Tensor, g: Tensor) -> Tensor:
+    def act_backward(buffer: Tensor, g: Tensor) -> Tensor:
         raise TypeError("GatedMLP is abstract; use a registered subclass")
 
     def __init__(self, options, ctx: FFNContext):
@@ -110,8 +110,8 @@ class SwiGLU(GatedMLP):
     act = staticmethod(F.silu)
 
     @staticmethod
-    def act_backward(grad: Tensor, g: Tensor) -> Tensor:
-        return torch.ops.aten.silu_backward.grad_input(grad, g, grad_input=grad)
+    def act_backward(buffer: Tensor, g: Tensor) -> Tensor:
+        return torch.ops.aten.silu_backward.grad_input(buffer, g, grad_input=buffer)
 
 
 @FEEDFORWARD.register("geglu", NoOptions, "gated MLP with GELU gate")
@@ -119,8 +119,8 @@ class GeGLU(GatedMLP):
     act = staticmethod(F.gelu)
 
     @staticmethod
-    def act_backward(grad: Tensor, g: Tensor) -> Tensor:
-        return torch.ops.aten.gelu_backward.grad_input(grad, g, grad_input=grad)
+    def act_backward(buffer: Tensor, g: Tensor) -> Tensor:
+        return torch.ops.aten.gelu_backward.grad_input(buffer, g, grad_input=buffer)
 
 
 @FEEDFORWARD.register("reglu", NoOptions, "gated MLP with ReLU gate")
@@ -128,5 +128,5 @@ class ReGLU(GatedMLP):
     act = staticmethod(F.relu)
 
     @staticmethod
-    def act_backward(grad: Tensor, g: Tensor) -> Tensor:
-        return torch.ops.aten.threshold_backward.grad_input(grad, g, 0, grad_input=grad)
+    def act_backward(buffer: Tensor, g: Tensor) -> Tensor:
+        return torch.ops.aten.threshold_backward.grad_input(buffer, g, 0, grad_input=buffer)
