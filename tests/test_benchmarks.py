@@ -33,6 +33,6 @@ def test_train_step_quick_reports_all_ratios(tmp_path):
     data = json.loads(out_json.read_text())
     assert [r["comparison"] for r in data["ratios"]] == ["gpt-style", "llama-style"]
     for r in data["ratios"]:
-        assert r["ratio"] > 0 and r["peer"] in r["peers"]
+        assert r["ratio"] > 0 and r["all_rounds_ratio"] > 0 and r["peer"] in r["peers"]
     for name, res in data["results"].items():
         assert res["tokens_per_s"] > 0 and res["params"] > 0, name
