@@ -132,9 +132,15 @@ def _pair_halves(x: Tensor, rot: int, interleaved: bool) -> Tuple[Tensor, Tensor
 def _rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor, rot: int, interleaved: bool) -> Tensor:
     """Each pair (a, b) of the first ``rot`` dims becomes (a cos - b sin, b cos + a sin); the rest is
     copied. One output buffer and four kernels, where the textbook x*cos + rotate_half(x)*sin
-    allocates five temporaries."""
-    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    allocates five temporaries. Under torch.compile, which cannot trace ``out=`` into views (a graph
+    break), the same arithmetic is written out of place for the compiler to fuse."""
     a, b = _pair_halves(x, rot, interleaved)
+    if torch.compiler.is_compiling():
+        turned_a, turned_b = a * cos - b * sin, b * cos + a * sin
+        head = (torch.stack((turned_a, turned_b), dim=-1).flatten(-2) if interleaved
+                else torch.cat((turned_a, turned_b), dim=-1))
+        return torch.cat((head, x[..., rot:]), dim=-1) if rot < x.shape[-1] else head
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
     out_a, out_b = _pair_halves(out, rot, interleaved)
     torch.mul(a, cos, out=out_a).addcmul_(b, sin, value=-1)
     torch.mul(b, cos, out=out_b).addcmul_(a, sin)

@@ -139,3 +139,21 @@ def test_rope_keeps_the_input_dtype_under_reduced_precision():
     assert got.dtype == torch.bfloat16
     want = _textbook_rope(x.double(), pos, 10000.0, 8, False)
     torch.testing.assert_close(got.double(), want, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rope_compiles_without_graph_breaks_and_matches_eager(interleaved):
+    """fullgraph=True fails on any graph break (the eager path writes into views with out=)."""
+    rope = build("rope", interleaved=interleaved, fraction=0.5)
+    x = torch.randn(2, 4, 6, 8, requires_grad=True)
+    pos = torch.arange(6).unsqueeze(0)
+
+    def rotate(t):
+        return rope.rotate(t, None, pos, pos)[0]
+
+    compiled = torch.compile(rotate, backend="aot_eager", fullgraph=True)
+    weights = torch.randn_like(x)
+    got, want = compiled(x), rotate(x)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(torch.autograd.grad((got * weights).sum(), x)[0],
+                               torch.autograd.grad((want * weights).sum(), x)[0])
