@@ -97,10 +97,11 @@ def write(frame: pd.DataFrame, out: Path, command: Optional[str] = None, wall_s:
     from ..reports.plots import gradnorm_plots
 
     out.mkdir(parents=True, exist_ok=True)
+    last = last_layer_table(frame)
     frame.to_csv(out / "gradnorms.csv", index=False)
-    last_layer_table(frame).to_csv(out / "gradnorms_last_layer.csv", index=False)
+    last.to_csv(out / "gradnorms_last_layer.csv", index=False)
     record = {"command": command, "wall_s": None if wall_s is None else round(wall_s, 1),
               "git_commit": git_commit(), "machine": machine()}
     (out / "provenance.json").write_text(json.dumps(record, indent=2) + "\n")
     return [out / "gradnorms.csv", out / "gradnorms_last_layer.csv", out / "provenance.json",
-            *gradnorm_plots(frame, last_layer_table(frame), out)]
+            *gradnorm_plots(frame, last, out)]

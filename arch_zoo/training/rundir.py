@@ -16,7 +16,6 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from ..provenance import git_commit  # noqa: F401  (summary.json records it)
 
 CONFIG, STATUS, SUMMARY, METRICS, CHECKPOINT = ("config.yaml", "status.json", "summary.json", "metrics.csv",
                                                  "checkpoints/last.ckpt")

@@ -13,6 +13,7 @@ import torch
 from ..config import ExperimentConfig
 from ..data.tasks.base import TaskData
 from ..models.summary import count_parameters, flops_per_token, parameter_breakdown
+from ..provenance import git_commit
 from . import rundir
 from .callbacks import AtomicCheckpoint, DivergenceGuard, ThroughputMeter, atomic_save, peak_memory
 from .datamodule import TaskDataModule
@@ -101,7 +102,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         "device": str(module.device),
         "task": data.info,
         "versions": rundir.versions(),
-        "git_commit": rundir.git_commit(),
+        "git_commit": git_commit(),
         "finished": rundir.now(),
     }
     hint = sync_hint(loggers) if writer else None
