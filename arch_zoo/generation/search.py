@@ -76,7 +76,10 @@ def beam_search(stepper: Stepper, beams: int, max_new_tokens: int, eos: Optional
     pool_lens = torch.zeros((batch, k), dtype=torch.long, device=device)
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     rows = torch.arange(batch, device=device).unsqueeze(1) * k
-    n_cand = min(2 * k, k * vocab)  # at most one EOS per beam, so 2K candidates hold K that go on
+    # Each beam can end in any of the EOS ids, so (1 + n_eos) * K candidates always hold K that go on
+    # (Hugging Face keeps the same number; with 2K, more than K EOS among them would end the search).
+    n_eos = 0 if eos is None else int(eos.numel())
+    n_cand = min(max(2, 1 + n_eos) * k, k * vocab)
 
     def into_pool(scores, logp, cand_seqs, length):
         nonlocal pool_scores, pool_logp, pool_seqs, pool_lens
@@ -90,7 +93,7 @@ def beam_search(stepper: Stepper, beams: int, max_new_tokens: int, eos: Optional
     for t in range(max_new_tokens):
         length = t + 1
         cand = (running.view(-1, 1) + log_probs).view(batch, k * vocab)
-        top, flat = cand.topk(n_cand, dim=1)  # (B, 2K), best first
+        top, flat = cand.topk(n_cand, dim=1)  # (B, n_cand), best first
         beam, token = flat // vocab, flat % vocab
         ends = _is_eos(token, eos) & (top > float("-inf"))
         if eos is not None and bool(ends.any()):
