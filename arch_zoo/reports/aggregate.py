@@ -15,7 +15,7 @@ import pandas as pd
 from scipy import stats
 
 from ..errors import ConfigError, did_you_mean
-from .load import FIXED, goal_of
+from .load import FIXED, goal_for
 
 STATUSES = ("completed", "diverged", "failed", "interrupted", "running", "pending")
 STATS = ("mean", "std", "ci_low", "ci_high", "n", "best", "best_seed",
@@ -134,9 +134,11 @@ def _notes(group: pd.DataFrame) -> str:
 def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseline = None) -> pd.DataFrame:
     """One row per variant, ranked by ``metric`` (default: the sweep's) in its goal's direction."""
     metric = metric or runs.attrs.get("metric") or "val/loss"
-    goal = runs.attrs.get("goal") if metric == runs.attrs.get("metric") else goal_of(metric)
-    goal = goal or goal_of(metric)
     check_metric(runs, metric)
+    goal = goal_for(runs.attrs, metric)
+    if goal is None:
+        raise ConfigError("metric", f"{metric}: no run or sweep spec says whether lower or higher is better "
+                          "(set metric.goal in the sweep spec, or declare it in the task's goals)")
     settings, metrics = settings_of(runs), metrics_of(runs)
     base = resolve_baseline(runs, baseline)
     rows = []
@@ -162,8 +164,9 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
             mean, std, low, high = mean_ci(ok[m].to_numpy())
             row.update({f"{m} mean": mean, f"{m} std": std, f"{m} ci_low": low, f"{m} ci_high": high,
                         f"{m} n": len(ok)})
-            if len(ok):
-                best = ok[m].idxmin() if goal_of(m) == "min" else ok[m].idxmax()
+            direction = goal_for(runs.attrs, m)
+            if len(ok) and direction is not None:
+                best = ok[m].idxmin() if direction == "min" else ok[m].idxmax()
                 row[f"{m} best"], row[f"{m} best_seed"] = float(ok.at[best, m]), ok.at[best, "seed"]
             else:
                 row[f"{m} best"], row[f"{m} best_seed"] = math.nan, pd.NA
@@ -216,5 +219,6 @@ def _attrs(runs, metric, goal, base, metrics, table) -> Dict[str, Any]:
     if len(table) and col in table.columns and (table[col] == 0).any():
         empty = table.loc[table[col] == 0, "variant"]
         notes.append(f"no completed run with {metric}: {'; '.join(map(str, empty))}")
-    return {"name": runs.attrs.get("name", ""), "metric": metric, "goal": goal, "baseline": base,
+    return {"name": runs.attrs.get("name", ""), "metric": metric, "goal": goal,
+            "goals": runs.attrs.get("goals") or {}, "baseline": base,
             "settings": settings_of(runs), "metrics": metrics, "notes": notes}

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..errors import ConfigError
 from .aggregate import Baseline, summarize
-from .load import goal_of, load_runs
+from .load import goal_for, load_runs
 from .provenance import provenance_lines, sample_rows
 from .tables import display, footnotes, num, other_metrics, title
 
@@ -130,9 +130,11 @@ def _best_rows(table: pd.DataFrame, metric: str) -> set:
     col = f"{metric} mean"
     if col not in table.columns or not table[col].notna().any():
         return set()
-    goal = table.attrs.get("goal") if metric == table.attrs.get("metric") else goal_of(metric)
+    goal = goal_for(table.attrs, metric)
+    if goal is None:  # nobody said which way it improves: bold nothing
+        return set()
     values = table[col]
-    best = values.min() if (goal or goal_of(metric)) == "min" else values.max()
+    best = values.min() if goal == "min" else values.max()
     return set(table.index[values == best])
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 import yaml
 
 from ..errors import ConfigError
+from ..metrics import goal_of
 
 FIXED = ["sweep", "variant", "seed", "status", "reason", "is_baseline", "run_id", "params", "flops_per_token",
          "train_tokens_per_s", "peak_memory_mb", "wall_time_s", "step", "diverged_at", "run_dir"]
@@ -32,10 +33,12 @@ DEFAULT_METRIC = {"name": "val/loss", "goal": "min"}
 MAX_LABEL_SETTINGS = 4  # more differing settings than this: a variant is labelled by where it came from
 
 
-def goal_of(metric: str) -> str:
-    """'min' or 'max', by the same rule training uses to pick the best step (objectives.better);
-    repeated here so that reading a report never imports torch."""
-    return "max" if any(k in metric for k in ("accuracy", "exact_match")) else "min"
+def goal_for(attrs: Dict[str, Any], metric: str) -> Optional[str]:
+    """'min' or 'max' for a metric of a frame or table: the sweep's ``metric.goal`` for its own
+    metric, else the goal its runs recorded, else the built-in table; None when nobody declared it."""
+    if metric == attrs.get("metric") and attrs.get("goal"):
+        return attrs["goal"]
+    return goal_of(metric, attrs.get("goals"))
 
 
 def _json(path: Path) -> Optional[Dict[str, Any]]:
@@ -140,6 +143,7 @@ def _read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
         "run_dir": str(run_dir),
     }
     row["_settings"] = {k: _scalar(v) for k, v in (meta.get("settings") or {}).items()}
+    row["_goals"] = {k: v for k, v in (summary.get("goals") or {}).items() if v in ("min", "max")}
     row["_samples"] = summary.get("samples") or []
     row["_commit"] = summary.get("git_commit")
     row["_not_evaluated"] = _not_evaluated(summary)
@@ -281,11 +285,12 @@ def load_runs(path: Union[str, Path, Sequence[Union[str, Path]]]) -> pd.DataFram
     if isinstance(metric, str):
         metric = {"name": metric}
     name = metric.get("name") or DEFAULT_METRIC["name"]
+    goals = {k: v for r in rows for k, v in (r.get("_goals") or {}).items()}
     frame.attrs.update({
         "name": spec.get("name") or ("+".join(s["name"] for s in specs) if specs else
                                      (Path(paths[0]).resolve().name if len(paths) == 1 else "compare")),
         "settings": settings_keys, "metrics": metric_keys + _curve_only(frame),
-        "metric": name, "goal": metric.get("goal") or goal_of(name),
+        "metric": name, "goal": metric.get("goal") or goal_of(name, goals), "goals": goals,
         "baseline": {str(k): v for k, v in (spec.get("baseline") or {}).items()},
         "description": spec.get("description") or "",
         "samples": samples,

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Union
 
 import pandas as pd
 
-from .load import MAX_LABEL_SETTINGS as MAX_SETTING_COLUMNS, goal_of
+from .load import MAX_LABEL_SETTINGS as MAX_SETTING_COLUMNS, goal_for
 
 MAX_OTHER_METRICS = 6
 PM = "±"
@@ -88,7 +88,7 @@ def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
     """Display strings, one row per variant; column names are plain text."""
     metric = table.attrs.get("metric", "val/loss")
     settings = table.attrs.get("settings", [])
-    goal = table.attrs.get("goal") or goal_of(metric)
+    goal = goal_for(table.attrs, metric)
     if len(settings) > MAX_SETTING_COLUMNS:  # e.g. compare across unrelated runs: one label column instead
         settings = []
     short = {s: s.rsplit(".", 1)[-1] for s in settings}

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, did_you_mean
+from ..metrics import goal_of
 
 NATIVE_KEYS = ("name", "description", "base", "overrides", "grid", "zip", "random", "seeds", "baseline", "metric",
                "match_params")
@@ -230,7 +231,10 @@ def _finish(spec: SweepSpec, data: Mapping) -> None:
         _check_keys(m, ("name", "goal"), "metric.")
         if not isinstance(m.get("name"), str) or not m["name"]:
             raise ConfigError("metric.name", f"expected a metric name such as val/loss, got {m.get('name')!r}")
-        goal = m.get("goal", "min")
+        goal = m.get("goal", goal_of(m["name"]))
+        if goal is None:
+            raise ConfigError("metric.goal", f"missing: {m['name']} is not a built-in metric, so say whether "
+                              "lower or higher is better (goal: min or max)")
         if goal not in GOALS:
             raise ConfigError("metric.goal", f"expected min or max, got {goal!r}")
         spec.metric = {"name": m["name"], "goal": GOALS[goal]}

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from pytorch_lightning.loggers import CSVLogger, Logger
 
 from ..config import ExperimentConfig, WandbConfig
 from ..config_types import to_dict
-from .objectives import better
 
 
 def flatten(data: Any, prefix: str = "") -> Dict[str, Any]:
@@ -52,14 +51,15 @@ def _wandb_id(run_dir: Path) -> str:
     return hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:12]
 
 
-def define_summaries(loggers: List[Logger], metric_names: List[str]) -> None:
-    """Tell wandb which way each metric improves, so its run summary keeps the best value."""
+def define_summaries(loggers: List[Logger], metric_names: List[str], goal: Callable[[str], Optional[str]]) -> None:
+    """Tell wandb which way each metric improves, so its run summary keeps the best value (the last
+    value for a metric nobody declared a goal for)."""
     for logger in loggers:
         experiment = getattr(logger, "experiment", None)
         if experiment is None or not hasattr(experiment, "define_metric"):
             continue
         for name in metric_names:
-            experiment.define_metric(name, summary=better(name))
+            experiment.define_metric(name, summary=goal(name) or "last")
 
 
 def sync_hint(loggers: List[Logger]) -> Optional[str]:

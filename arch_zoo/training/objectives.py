@@ -61,11 +61,6 @@ def finish(sums: Dict[str, float], objective: str, chars_per_token: float = 0.0)
     return out
 
 
-def better(metric: str) -> str:
-    """'min' or 'max': the direction in which a metric improves."""
-    return "max" if any(k in metric for k in ("accuracy", "exact_match")) else "min"
-
-
 @torch.no_grad()
 def greedy_outputs(model, prompts, targets, objective: str, bos: int, eos: int, pad: int, batch_size: int
                    ) -> List[Tuple[List[int], bool]]:

@@ -5,14 +5,14 @@ import os
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..config import ExperimentConfig, load, position_limit, save
 from ..config_types import to_dict
 from ..data.tasks import TASKS, TaskData
 from ..errors import ConfigError
 from . import rundir
-from .objectives import HEAD_FOR, better
+from .objectives import HEAD_FOR
 
 
 @dataclass
@@ -130,14 +130,16 @@ def run_one(cfg: ExperimentConfig, out_dir, callbacks: Sequence[Any] = (), quiet
     return RunResult(run_dir, summary["status"], summary, summary.get("reason"))
 
 
-def best_metrics(history: List[Dict[str, float]]) -> Dict[str, Dict[str, float]]:
-    """For every validation metric, its best value over the run and the step it was reached at."""
+def best_metrics(history: List[Dict[str, float]], goal: Callable[[str], Optional[str]]
+                 ) -> Dict[str, Dict[str, float]]:
+    """For every validation metric with a declared goal, its best value over the run and the step
+    it was reached at."""
     best: Dict[str, Dict[str, float]] = {}
     for row in history:
         for k, v in row.items():
-            if k == "step" or v != v:  # skip NaN
+            if k == "step" or v != v or goal(k) is None:  # skip NaN, and metrics nobody said how to rank
                 continue
-            pick = max if better(k) == "max" else min
+            pick = max if goal(k) == "max" else min
             if k not in best or pick(v, best[k]["value"]) != best[k]["value"]:
                 best[k] = {"value": v, "step": row["step"]}
     return best

@@ -68,7 +68,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
     dm.consumed = lambda: trainer.global_step * t.accumulate_grad_batches
     names = [f"{s}/{m}" for s in data.eval_splits for m in ("loss", "accuracy", "token_accuracy", "bpc")]
     if writer:
-        define_summaries(loggers, names + ["val/exact_match", "train/loss"])
+        define_summaries(loggers, names + ["val/exact_match", "train/loss"], data.goal)
     trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if resume_from is not None else None)
 
     diverged = module.diverged_at is not None
@@ -91,7 +91,8 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         "step": int(trainer.global_step),
         "resumed_from_step": resume_from,
         "final": final,
-        "best": best_metrics(module.history),
+        "best": best_metrics(module.history, data.goal),
+        "goals": {k: data.goal(k) for k in final if data.goal(k)},  # how reports rank them
         "samples": module.samples,
         "parameters": count_parameters(model),
         "parameters_by_part": {k: v for k, v in parameter_breakdown(model).items()},

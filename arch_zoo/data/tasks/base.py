@@ -25,6 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from ...metrics import goal_of
 from ...registry import Registry
 from ..tokenizers import Tokenizer
 
@@ -53,6 +54,12 @@ class TaskData:
     n_classes: Optional[int] = None  # classification tasks
     metrics: Tuple[str, ...] = ()  # extra metrics: "exact_match", "bpc", "accuracy"
     info: Dict[str, object] = field(default_factory=dict)  # provenance: files, text hash, sizes
+    # which way the task's own metrics improve ({"bleu": "max"}); built-in ones are in arch_zoo.metrics.GOALS
+    goals: Dict[str, str] = field(default_factory=dict)
+
+    def goal(self, metric: str) -> Optional[str]:
+        """'min' or 'max' for a metric this task's runs log ('val/loss'), None when undeclared."""
+        return goal_of(metric, self.goals)
 
     @property
     def eval_splits(self) -> List[str]:
