@@ -51,7 +51,8 @@ class ModelConfig:
     norm_placement: Literal["pre", "post"] = "pre"
     final_norm: Optional[bool] = None  # norm after the last layer; default: true for pre, false for post
     ffn: ComponentSpec = component("feedforward", "gelu")
-    attention: ComponentSpec = component("attention", "sdpa")
+    attention: ComponentSpec = component("attention", "sdpa")  # the kernel only: never changes the function
+    attention_scale: Optional[float] = None  # multiplier on q.k; null: 1/sqrt(head_dim); T5: 1.0
     head: ComponentSpec = component("heads", "lm")
     init: ComponentSpec = component("init", "normal")
     dropout: float = 0.0  # residual paths
@@ -174,6 +175,7 @@ def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
     for name in ("d_model", "n_layers", "n_encoder_layers", "n_decoder_layers", "n_heads", "n_kv_heads",
                  "head_dim", "d_ff", "max_seq_len", "vocab_size"):
         _positive(f"{key}.{name}", getattr(m, name))
+    _positive(f"{key}.attention_scale", m.attention_scale)
     _positive(f"{key}.type_vocab_size", m.type_vocab_size, allow_zero=True)
     if m.type_vocab_size and m.kind != "encoder":
         raise ConfigError(f"{key}.type_vocab_size", f"token-type embeddings are built for kind 'encoder' only, "

@@ -64,7 +64,8 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         f"  position      {m.position.describe()}" + (", also in cross-attention" if m.cross_attention_position else ""),
         f"  norm          {m.norm.describe()}, {m.norm_placement}-norm: {placement}; "
         f"final norm {'yes' if m.use_final_norm else 'no'}",
-        f"  attention     {m.attention.describe()}",
+        f"  attention     {m.attention.describe()} kernel, q.k scaled by "
+        f"{'1/sqrt(head_dim)' if m.attention_scale is None else m.attention_scale}",
         f"  feed-forward  {m.ffn.describe()}, bias {'yes' if m.bias else 'no'}",
         f"  head          {m.head.describe()}" + (", tied to token embeddings" if m.tie_embeddings else ""),
         f"  init          {m.init.describe()}",

@@ -1,5 +1,9 @@
 """Multi-head attention (MHA, GQA, MQA) with pluggable score backends and a key/value cache.
 
+A backend is a kernel: it computes softmax(scale * q k^T + mask) v and nothing else, so switching
+backends never changes the model's function. The scale is the model's (``model.attention_scale``),
+handed to whichever backend runs it.
+
 Tensors inside attention are (batch, heads, length, head_dim); scores are (batch, heads, q_len, k_len).
 """
 from __future__ import annotations
@@ -12,31 +16,27 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..registry import Registry
+from ..registry import NoOptions, Registry
 from .masks import AttentionMask
 
 ATTENTION = Registry("attention", "attention backend")
 
 
-@dataclass(frozen=True)
-class AttentionOptions:
-    scale: Optional[float] = None  # multiplier on q.k; None means 1/sqrt(head_dim). T5 uses 1.0.
-
-
 class Backend:
-    """softmax(scale * q k^T + mask) v for (B, H, L, D) inputs; kv heads may be fewer (GQA)."""
+    """softmax(scale * q k^T + mask) v for (B, H, L, D) inputs; kv heads may be fewer (GQA).
+    ``scale`` None means 1/sqrt(head_dim)."""
 
     returns_weights = False
 
-    def __init__(self, options: AttentionOptions):
-        self.scale = options.scale
+    def __init__(self, options: NoOptions = NoOptions(), scale: Optional[float] = None):
+        self.scale = scale
 
     def __call__(self, q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, dropout: float
                  ) -> Tuple[Tensor, Optional[Tensor]]:
         raise TypeError("Backend is abstract; use a registered backend")
 
 
-@ATTENTION.register("sdpa", AttentionOptions, "torch scaled_dot_product_attention (fused kernels where available)")
+@ATTENTION.register("sdpa", NoOptions, "torch scaled_dot_product_attention (fused kernels where available)")
 class SDPABackend(Backend):
     def __call__(self, q, k, v, mask, dropout):
         attn_mask = mask.allowed
@@ -49,7 +49,7 @@ class SDPABackend(Backend):
         return out, None
 
 
-@ATTENTION.register("explicit", AttentionOptions, "softmax(QK^T/sqrt(d_k))V written out; can return the weights")
+@ATTENTION.register("explicit", NoOptions, "softmax(QK^T/sqrt(d_k))V written out; can return the weights")
 class ExplicitBackend(Backend):
     returns_weights = True
 

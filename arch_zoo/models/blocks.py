@@ -54,7 +54,7 @@ def _attention_shape(cfg: ModelConfig) -> AttentionShape:
 
 
 def _attention(cfg: ModelConfig, cross: bool) -> MultiHeadAttention:
-    attn = MultiHeadAttention(_attention_shape(cfg), ATTENTION.build(cfg.attention), cross=cross)
+    attn = MultiHeadAttention(_attention_shape(cfg), ATTENTION.build(cfg.attention, cfg.attention_scale), cross=cross)
     mark_residual_out(attn.out)
     return attn
 

@@ -98,3 +98,35 @@ def test_query_rows_with_nothing_to_attend_give_zero_not_nan():
         torch.testing.assert_close(out[0, :2], attn.out.bias.expand(2, -1))  # zero attention, then out proj
         out.sum().backward()
         assert torch.isfinite(x.grad).all()
+
+
+TINY_PRESETS = [p for p in __import__("arch_zoo.config", fromlist=["preset_names"]).preset_names() if p.endswith("-tiny")]
+
+
+@pytest.mark.parametrize("preset", TINY_PRESETS)
+def test_switching_a_presets_attention_kernel_keeps_its_function(preset):
+    """README model keys: `attention` is the kernel only; switching it never changes the model's
+    function (T5's unscaled q.k is `attention_scale`, which the switch keeps)."""
+    from dataclasses import replace
+
+    from arch_zoo.config import load
+    from arch_zoo.models import build_model
+
+    base = load(f"preset:{preset}").model
+    torch.manual_seed(0)
+    ids = torch.randint(6, 50, (2, 7))
+    dec = torch.randint(6, 50, (2, 5))
+    outputs = []
+    for kernel in BACKENDS:
+        cfg = load(f"preset:{preset}", [f"model.attention={kernel}"]).model
+        assert cfg == replace(base, attention=cfg.attention)  # the kernel is all that changed
+        model = build_model(cfg, 50).eval()
+        if outputs:
+            model.load_state_dict(first.state_dict())
+        else:
+            first = model
+        with torch.no_grad():
+            out = model(ids, dec) if cfg.kind == "encoder_decoder" else model(ids)
+        outputs.append(out.logits)
+    for out in outputs[1:]:
+        torch.testing.assert_close(out, outputs[0], atol=1e-5, rtol=1e-5)
