@@ -20,8 +20,24 @@ TOKENIZER_FILE = "tokenizer.json"
 
 
 class Tokenizer:
+    """Base class. A task asks a tokenizer class what it can do (``lossless``, ``joiner``,
+    ``count_tokens``), never what it is called, so a registered tokenizer works with every task
+    its capabilities fit."""
+
     name = "?"
     pad_id, bos_id, eos_id, sep_id, mask_id, unk_id = PAD, BOS, EOS, SEP, MASK, UNK
+    lossless = False  # decode(encode(text)) == text for text made of what it was fitted on, whitespace included
+    joiner = ""  # what separates symbols written as text so that each is its own token; decode joins by it
+
+    @classmethod
+    def count_tokens(cls, text: str) -> Optional[int]:
+        """How many tokens ``text`` becomes, known before fitting; None when it depends on the fit (BPE)."""
+        return None
+
+    @classmethod
+    def from_state(cls, state: dict) -> "Tokenizer":
+        """Rebuild a fitted tokenizer from its ``state()`` (what ``save`` wrote)."""
+        raise TypeError(f"tokenizer '{cls.name}' cannot be restored: it defines no from_state")
 
     @property
     def vocab_size(self) -> int:
@@ -50,8 +66,6 @@ class Tokenizer:
 class _Vocabulary(Tokenizer):
     """Shared by char and word: a symbol table learned from the training text."""
 
-    joiner = ""
-
     def __init__(self, options=None, symbols: Optional[List[str]] = None):
         self.symbols: List[str] = list(SPECIALS)
         self.index: Dict[str, int] = {s: i for i, s in enumerate(self.symbols)}
@@ -63,8 +77,17 @@ class _Vocabulary(Tokenizer):
             self.index[symbol] = len(self.symbols)
             self.symbols.append(symbol)
 
-    def split(self, text: str) -> List[str]:
+    @staticmethod
+    def split(text: str) -> List[str]:
         raise TypeError("abstract")
+
+    @classmethod
+    def count_tokens(cls, text):
+        return len(cls.split(text))
+
+    @classmethod
+    def from_state(cls, state):
+        return cls(symbols=state["symbols"])
 
     @property
     def vocab_size(self) -> int:
@@ -89,26 +112,38 @@ class _Vocabulary(Tokenizer):
 @TOKENIZERS.register("char", NoOptions, "one token per character seen in the training text")
 class CharTokenizer(_Vocabulary):
     name = "char"
+    lossless = True
 
-    def split(self, text):
+    @staticmethod
+    def split(text):
         return list(text)
 
 
 @TOKENIZERS.register("word", NoOptions, "one token per whitespace-separated word (SCAN-style vocabularies)")
 class WordTokenizer(_Vocabulary):
     name = "word"
-    joiner = " "
+    joiner = " "  # whitespace is dropped, so not lossless
 
-    def split(self, text):
+    @staticmethod
+    def split(text):
         return text.split()
 
 
 @TOKENIZERS.register("byte", NoOptions, "one token per UTF-8 byte; never unknown")
 class ByteTokenizer(Tokenizer):
     name = "byte"
+    lossless = True
 
     def __init__(self, options=None):
         pass
+
+    @classmethod
+    def count_tokens(cls, text):
+        return len(text.encode("utf-8"))
+
+    @classmethod
+    def from_state(cls, state):
+        return cls()
 
     @property
     def vocab_size(self):
@@ -138,6 +173,11 @@ class BPEOptions:
 @TOKENIZERS.register("bpe", BPEOptions, "byte-level BPE trained locally on the training text (HF tokenizers)")
 class BPETokenizer(Tokenizer):
     name = "bpe"
+    lossless = True  # byte-level: every character survives
+
+    @classmethod
+    def from_state(cls, state):
+        return cls(BPEOptions(**state["options"]), serialized=state["serialized"])
 
     def __init__(self, options: BPEOptions = BPEOptions(), serialized: Optional[str] = None):
         self.options = options
@@ -182,10 +222,4 @@ def load_tokenizer(directory: Path) -> Tokenizer:
     """The tokenizer a run saved beside its checkpoint."""
     path = Path(directory) / TOKENIZER_FILE
     data = json.loads(path.read_text())
-    name, state = data["name"], data["state"]
-    if name == "bpe":
-        return BPETokenizer(BPEOptions(**state["options"]), serialized=state["serialized"])
-    if name == "byte":
-        return ByteTokenizer()
-    cls = {"char": CharTokenizer, "word": WordTokenizer}[name]
-    return cls(symbols=state["symbols"])
+    return TOKENIZERS.get(data["name"]).factory.from_state(data["state"])

@@ -1,4 +1,8 @@
-"""Output heads: what a model does with its final hidden states."""
+"""Output heads: what a model does with its final hidden states.
+
+Each head declares ``kinds`` (the model kinds it fits) and ``produces`` (what its output is); a
+training objective asks for what it needs, never for a head's name, so a registered head trains
+on every task whose objective needs what it produces."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,6 +15,12 @@ from torch import Tensor, nn
 from ..registry import Registry
 
 HEADS = Registry("heads", "head")
+
+# What a head's output is (its ``produces``).
+VOCAB_LOGITS = "vocabulary logits per position"
+SEQUENCE_CLASSES = "class logits per sequence"
+TOKEN_CLASSES = "class logits per token"
+EMBEDDING = "a pooled vector per sequence"
 
 
 @dataclass(frozen=True)
@@ -39,6 +49,7 @@ class LMHeadOptions:
 @HEADS.register("lm", LMHeadOptions, "vocabulary logits per position (causal LM, seq2seq, or masked LM)")
 class LMHead(nn.Module):
     kinds = ("encoder", "decoder", "encoder_decoder")
+    produces = VOCAB_LOGITS
 
     def __init__(self, options: LMHeadOptions, ctx: HeadContext):
         super().__init__()
@@ -69,6 +80,7 @@ class MLMHeadOptions:
                 "with a bias (BERT)")
 class MLMHead(nn.Module):
     kinds = ("encoder",)
+    produces = VOCAB_LOGITS
 
     def __init__(self, options: MLMHeadOptions, ctx: HeadContext):
         super().__init__()
@@ -97,6 +109,7 @@ class ClassifierOptions:
 @HEADS.register("sequence_classification", ClassifierOptions, "one label per sequence from pooled states")
 class SequenceClassificationHead(nn.Module):
     kinds = ("encoder",)
+    produces = SEQUENCE_CLASSES
 
     def __init__(self, options: ClassifierOptions, ctx: HeadContext):
         super().__init__()
@@ -119,6 +132,7 @@ class TokenClassifierOptions:
 @HEADS.register("token_classification", TokenClassifierOptions, "one label per token")
 class TokenClassificationHead(nn.Module):
     kinds = ("encoder",)
+    produces = TOKEN_CLASSES
 
     def __init__(self, options: TokenClassifierOptions, ctx: HeadContext):
         super().__init__()
@@ -137,6 +151,7 @@ class EmbeddingOptions:
 @HEADS.register("embedding", EmbeddingOptions, "one pooled vector per sequence (sentence embedding)")
 class EmbeddingHead(nn.Module):
     kinds = ("encoder",)
+    produces = EMBEDDING
 
     def __init__(self, options: EmbeddingOptions, ctx: HeadContext):
         super().__init__()

@@ -138,7 +138,7 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
     goal = goal_for(runs.attrs, metric)
     if goal is None:
         raise ConfigError("metric", f"{metric}: no run or sweep spec says whether lower or higher is better "
-                          "(set metric.goal in the sweep spec, or declare it in the task's goals)")
+                          "(set metric.goal in the sweep spec)")
     settings, metrics = settings_of(runs), metrics_of(runs)
     base = resolve_baseline(runs, baseline)
     rows = []

@@ -22,7 +22,7 @@ import pandas as pd
 import yaml
 
 from ..errors import ConfigError
-from ..metrics import goal_of
+from ..metrics import DIRECTIONS, goal_of
 
 FIXED = ["sweep", "variant", "seed", "status", "reason", "is_baseline", "run_id", "params", "flops_per_token",
          "train_tokens_per_s", "peak_memory_mb", "wall_time_s", "step", "diverged_at", "run_dir"]
@@ -143,7 +143,7 @@ def _read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
         "run_dir": str(run_dir),
     }
     row["_settings"] = {k: _scalar(v) for k, v in (meta.get("settings") or {}).items()}
-    row["_goals"] = {k: v for k, v in (summary.get("goals") or {}).items() if v in ("min", "max")}
+    row["_goals"] = {k: v for k, v in (summary.get("goals") or {}).items() if v in DIRECTIONS}
     row["_samples"] = summary.get("samples") or []
     row["_commit"] = summary.get("git_commit")
     row["_not_evaluated"] = _not_evaluated(summary)

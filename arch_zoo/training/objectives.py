@@ -10,10 +10,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..data.tasks.base import IGNORE
+from ..models.heads import SEQUENCE_CLASSES, TOKEN_CLASSES, VOCAB_LOGITS
 
-# Which head each objective needs (checked before a run starts).
-HEAD_FOR = {"lm": "lm", "seq2seq": "lm", "mlm": "lm", "classification": "sequence_classification",
-            "token_classification": "token_classification"}
+# What each objective needs a head to produce (checked before a run starts; see models.heads).
+NEEDS = {"lm": VOCAB_LOGITS, "seq2seq": VOCAB_LOGITS, "mlm": VOCAB_LOGITS, "classification": SEQUENCE_CLASSES,
+         "token_classification": TOKEN_CLASSES}
 
 
 def forward(model, batch: Dict[str, Tensor], objective: str) -> Tuple[Tensor, Tensor]:

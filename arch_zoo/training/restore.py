@@ -7,6 +7,7 @@ from typing import Tuple
 import torch
 
 from ..config import ExperimentConfig, load
+from ..data.tasks import TASKS
 from ..data.tokenizers import TOKENIZER_FILE, Tokenizer, load_tokenizer
 from ..errors import ConfigError
 from ..models import TransformerModel, build_model
@@ -31,9 +32,8 @@ def restore(path) -> Tuple[ExperimentConfig, TransformerModel, Tokenizer]:
 
 
 def prompt_ids(cfg: ExperimentConfig, tokenizer: Tokenizer, text: str) -> list:
-    """Token ids of a prompt laid out as the run's task laid out its inputs: a seq2seq source as
-    is; bos + prompt + sep for a decoder trained on prompt/answer pairs; plain text for a LM."""
-    ids = tokenizer.encode(text)
-    if cfg.model.kind == "decoder" and cfg.task is not None and cfg.task.name != "char_lm":
-        ids = [tokenizer.bos_id] + ids + [tokenizer.sep_id]
-    return ids
+    """Token ids of a prompt laid out as the run's task laid out its inputs (the task declares it:
+    ``Task.encode_prompt``); plain text for a run without a task."""
+    if cfg.task is None:
+        return tokenizer.encode(text)
+    return TASKS.get(cfg.task.name, "task").factory.encode_prompt(tokenizer, text, cfg.model.kind)

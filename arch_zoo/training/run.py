@@ -11,8 +11,9 @@ from ..config import ExperimentConfig, load, position_limit, save
 from ..config_types import to_dict
 from ..data.tasks import TASKS, TaskData
 from ..errors import ConfigError
+from ..models.heads import HEADS
 from . import rundir
-from .objectives import HEAD_FOR
+from .objectives import NEEDS
 
 
 @dataclass
@@ -41,11 +42,13 @@ def prepare(cfg: ExperimentConfig) -> TaskData:
             raise
         raise ConfigError("task", str(exc)) from None
     head = cfg.model.head
-    wanted = HEAD_FOR[data.objective]
-    if head.name != wanted:
+    needs = NEEDS[data.objective]
+    if HEADS.get(head.name).factory.produces != needs:
+        fits = [e.name for e in HEADS.entries() if e.factory.produces == needs and cfg.model.kind in e.factory.kinds]
         raise ConfigError("model.head", f"task '{cfg.task.name}' trains with objective '{data.objective}', which "
-                          f"needs head '{wanted}', not '{head.name}'")
-    if data.n_classes is not None and head.options.n_classes != data.n_classes:
+                          f"needs {needs}; head '{head.name}' gives {HEADS.get(head.name).factory.produces}; "
+                          f"heads that fit: {', '.join(fits)}")
+    if data.n_classes is not None and getattr(head.options, "n_classes", data.n_classes) != data.n_classes:
         raise ConfigError("model.head.n_classes", f"is {head.options.n_classes} but task '{cfg.task.name}' has "
                           f"{data.n_classes} classes")
     if cfg.model.vocab_size is not None and cfg.model.vocab_size != data.tokenizer.vocab_size:

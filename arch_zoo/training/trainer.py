@@ -12,6 +12,7 @@ import torch
 
 from ..config import ExperimentConfig
 from ..data.tasks.base import TaskData
+from ..metrics import goal_of
 from ..models.summary import count_parameters, flops_per_token, parameter_breakdown
 from ..provenance import git_commit
 from . import rundir
@@ -68,7 +69,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
     dm.consumed = lambda: trainer.global_step * t.accumulate_grad_batches
     names = [f"{s}/{m}" for s in data.eval_splits for m in ("loss", "accuracy", "token_accuracy", "bpc")]
     if writer:
-        define_summaries(loggers, names + ["val/exact_match", "train/loss"], data.goal)
+        define_summaries(loggers, names + ["val/exact_match", "train/loss"], goal_of)
     trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if resume_from is not None else None)
 
     diverged = module.diverged_at is not None
@@ -91,8 +92,8 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         "step": int(trainer.global_step),
         "resumed_from_step": resume_from,
         "final": final,
-        "best": best_metrics(module.history, data.goal),
-        "goals": {k: data.goal(k) for k in final if data.goal(k)},  # how reports rank them
+        "best": best_metrics(module.history, goal_of),
+        "goals": {k: goal_of(k) for k in final if goal_of(k)},  # how reports rank them
         "samples": module.samples,
         "parameters": count_parameters(model),
         "parameters_by_part": {k: v for k, v in parameter_breakdown(model).items()},

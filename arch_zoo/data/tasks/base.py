@@ -25,7 +25,6 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from ...metrics import goal_of
 from ...registry import Registry
 from ..tokenizers import Tokenizer
 
@@ -54,12 +53,6 @@ class TaskData:
     n_classes: Optional[int] = None  # classification tasks
     metrics: Tuple[str, ...] = ()  # extra metrics: "exact_match", "bpc", "accuracy"
     info: Dict[str, object] = field(default_factory=dict)  # provenance: files, text hash, sizes
-    # which way the task's own metrics improve ({"bleu": "max"}); built-in ones are in arch_zoo.metrics.GOALS
-    goals: Dict[str, str] = field(default_factory=dict)
-
-    def goal(self, metric: str) -> Optional[str]:
-        """'min' or 'max' for a metric this task's runs log ('val/loss'), None when undeclared."""
-        return goal_of(metric, self.goals)
 
     @property
     def eval_splits(self) -> List[str]:
@@ -81,6 +74,12 @@ class Task:
 
     def build(self) -> TaskData:
         raise TypeError("Task is abstract; use a registered task")
+
+    @classmethod
+    def encode_prompt(cls, tokenizer: Tokenizer, text: str, model_kind: str) -> List[int]:
+        """A user's prompt (``arch-zoo generate``) laid out as this task lays out its inputs; by
+        default the plain text, which a language model continues."""
+        return tokenizer.encode(text)
 
 
 def _pad(rows: Sequence[Sequence[int]], value: int) -> torch.Tensor:

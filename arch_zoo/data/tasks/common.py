@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Hashable, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Hashable, Iterable, List, Optional, Sequence, Type
 
 from ...errors import ConfigError
 from ...registry import ComponentSpec
@@ -15,22 +15,39 @@ def parse_tokenizer(value: Any, key: str = "task.tokenizer") -> ComponentSpec:
     return TOKENIZERS.parse(value, key)
 
 
-def validate_tokenizer(value: Any, allowed: Optional[Sequence[str]] = None, why: str = "") -> None:
+# What a task needs of a tokenizer, asked of its class (its declared capabilities), never of its name.
+Fits = Callable[[Type[Tokenizer]], bool]
+
+
+def tokenizer_class(spec: ComponentSpec) -> Type[Tokenizer]:
+    return TOKENIZERS.get(spec.name).factory
+
+
+def _misfit(spec: ComponentSpec, fits: Optional[Fits], why: str) -> Optional[str]:
+    if fits is None or fits(tokenizer_class(spec)):
+        return None
+    choices = [e.name for e in TOKENIZERS.entries() if fits(e.factory)]
+    return f"'{spec.name}' does not fit this task{why}; choices: {', '.join(choices)}"
+
+
+def validate_tokenizer(value: Any, fits: Optional[Fits] = None, why: str = "") -> None:
     """For an options ``__post_init__``: a ConfigError keyed relative to the options ('tokenizer');
     the registry prefixes it with the component's key ('task.tokenizer')."""
     try:
         spec = parse_tokenizer(value)
     except ConfigError as exc:
         raise ConfigError("tokenizer", exc.message) from None
-    if allowed is not None and spec.name not in allowed:
-        raise ConfigError("tokenizer", f"'{spec.name}' does not fit this task{why}; choices: {', '.join(allowed)}")
+    problem = _misfit(spec, fits, why)
+    if problem:
+        raise ConfigError("tokenizer", problem)
 
 
-def check_tokenizer(value: Any, key: str, allowed: Optional[Sequence[str]] = None) -> ComponentSpec:
+def check_tokenizer(value: Any, key: str, fits: Optional[Fits] = None, why: str = "") -> ComponentSpec:
     """For ``Task.check``: the same test, raised as a ConfigError at ``{key}.tokenizer``."""
     spec = parse_tokenizer(value, f"{key}.tokenizer")
-    if allowed is not None and spec.name not in allowed:
-        raise ConfigError(f"{key}.tokenizer", f"'{spec.name}' does not fit this task; choices: {', '.join(allowed)}")
+    problem = _misfit(spec, fits, why)
+    if problem:
+        raise ConfigError(f"{key}.tokenizer", problem)
     return spec
 
 

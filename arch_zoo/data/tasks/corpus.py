@@ -25,7 +25,11 @@ from .base import IGNORE, TASKS, Example, Task, TaskData
 from .common import check_fits, check_tokenizer, fit_tokenizer, positive, validate_tokenizer
 
 FRACTIONS = (0.9, 0.05)  # train, val; test gets the rest
-CORPUS_TOKENIZERS = ("char", "byte", "bpe")  # `word` would drop the whitespace
+KEEPS_EVERY_CHARACTER = " (it needs every character kept)"
+
+
+def keeps_every_character(tokenizer) -> bool:  # a word tokenizer drops the whitespace
+    return tokenizer.lossless
 SKIP_DIRS = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
 EVAL_MASK_SEED = 1234  # mlm: val/test masks are the same for every run, so runs evaluate alike
 
@@ -107,7 +111,7 @@ class CorpusOptions:
             positive("max_chars", self.max_chars)
         if self.seq_len is not None:
             positive("seq_len", self.seq_len, 2)
-        validate_tokenizer(self.tokenizer, CORPUS_TOKENIZERS, " (it needs every character kept)")
+        validate_tokenizer(self.tokenizer, keeps_every_character, KEEPS_EVERY_CHARACTER)
 
 
 class CorpusTask(Task):
@@ -118,7 +122,7 @@ class CorpusTask(Task):
 
     @classmethod
     def check(cls, options: CorpusOptions, model_kind: str, max_seq_len: int, key: str = "task") -> None:
-        check_tokenizer(options.tokenizer, key, CORPUS_TOKENIZERS)
+        check_tokenizer(options.tokenizer, key, keeps_every_character, KEEPS_EVERY_CHARACTER)
         for i, f in enumerate(options.files):
             path = Path(f).expanduser()
             if not path.exists():

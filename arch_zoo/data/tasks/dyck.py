@@ -25,7 +25,12 @@ from .common import (SPLITS, check_lengths_and_sizes, check_fits, check_tokenize
                      split_counts, validate_tokenizer)
 
 PAIRS = ("()", "[]", "{}", "<>")
-DYCK_TOKENIZERS = ("char", "byte")  # one token per bracket
+ONE_TOKEN_PER_BRACKET = " (labels need one token per bracket)"
+
+
+def one_token_per_bracket(tokenizer) -> bool:
+    brackets = "".join(PAIRS)
+    return tokenizer.count_tokens(brackets) == len(brackets)
 
 
 def is_balanced(s: str, n_types: int = len(PAIRS)) -> bool:
@@ -103,7 +108,7 @@ class DyckOptions:
         if self.n_types > len(PAIRS):
             raise ValueError(f"n_types must be at most {len(PAIRS)}, got {self.n_types}")
         check_lengths_and_sizes(self)
-        validate_tokenizer(self.tokenizer, DYCK_TOKENIZERS, " (labels need one token per bracket)")
+        validate_tokenizer(self.tokenizer, one_token_per_bracket, ONE_TOKEN_PER_BRACKET)
 
 
 class _BracketTask(Task):
@@ -112,7 +117,7 @@ class _BracketTask(Task):
 
     @classmethod
     def check(cls, options: DyckOptions, model_kind: str, max_seq_len: int, key: str = "task") -> None:
-        check_tokenizer(options.tokenizer, key, DYCK_TOKENIZERS)
+        check_tokenizer(options.tokenizer, key, one_token_per_bracket, ONE_TOKEN_PER_BRACKET)
         check_fits(options.max_len + len(cls.prefix), max_seq_len, f"{key}.max_len", "the longest strings")
 
     def build(self) -> TaskData:

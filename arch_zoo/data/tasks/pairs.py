@@ -9,11 +9,11 @@ One layout per model kind, shared by all of them:
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Type
 
-from ..tokenizers import BOS, EOS, SEP
+from ..tokenizers import BOS, EOS, SEP, Tokenizer
 from .base import IGNORE, Example, Task, TaskData
-from .common import SPLITS, check_fits, check_tokenizer, fit_tokenizer, parse_tokenizer
+from .common import SPLITS, check_fits, check_tokenizer, fit_tokenizer, parse_tokenizer, tokenizer_class
 
 Pairs = Dict[str, List[Tuple[str, str]]]
 
@@ -45,20 +45,27 @@ class PairTask(Task):
         raise TypeError("abstract")
 
     @classmethod
-    def text_lengths(cls, options, tokenizer: str) -> Optional[Tuple[int, int]]:
-        """Longest source and target in tokens, when known without fitting (None: only after building)."""
+    def text_lengths(cls, options, tokenizer: Type[Tokenizer]) -> Optional[Tuple[int, int]]:
+        """Longest source and target in tokens, when known without fitting (None: only after building);
+        ``tokenizer.count_tokens`` says how many tokens a text takes."""
         return None
 
     @classmethod
     def check(cls, options, model_kind: str, max_seq_len: int, key: str = "task") -> None:
         spec = check_tokenizer(options.tokenizer, key)
-        lengths = cls.text_lengths(options, spec.name)
+        lengths = cls.text_lengths(options, tokenizer_class(spec))
         if lengths is not None:
             check_fits(tokens_needed(*lengths, model_kind), max_seq_len, cls.length_key.replace("task", key, 1),
                        f"the longest {model_kind} examples")
 
-    def tokenizer_name(self) -> str:
-        return parse_tokenizer(self.options.tokenizer).name
+    @classmethod
+    def encode_prompt(cls, tokenizer: Tokenizer, text: str, model_kind: str) -> List[int]:
+        """A decoder is given bos + source + sep, as in training; an encoder-decoder the source alone."""
+        ids = tokenizer.encode(text)
+        return [tokenizer.bos_id] + ids + [tokenizer.sep_id] if model_kind == "decoder" else ids
+
+    def tokenizer_class(self) -> Type[Tokenizer]:
+        return tokenizer_class(parse_tokenizer(self.options.tokenizer))
 
     def build(self) -> TaskData:
         pairs = self.pairs()

@@ -107,12 +107,12 @@ class ScanTask(PairTask):
     length_key = "model.max_seq_len"
 
     @classmethod
-    def text_lengths(cls, options, tokenizer: str) -> Optional[Tuple[int, int]]:
-        measure = {"word": lambda t: len(t.split()), "char": len, "byte": lambda t: len(t.encode())}.get(tokenizer)
-        if measure is None:
-            return None
+    def text_lengths(cls, options, tokenizer) -> Optional[Tuple[int, int]]:
         pairs = all_commands()
-        return max(measure(c) for c, _ in pairs), max(measure(a) for _, a in pairs)
+        if tokenizer.count_tokens(pairs[0][0]) is None:
+            return None
+        return (max(tokenizer.count_tokens(c) for c, _ in pairs),
+                max(tokenizer.count_tokens(a) for _, a in pairs))
 
     def pairs(self) -> Pairs:
         o = self.options

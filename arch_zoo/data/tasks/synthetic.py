@@ -48,10 +48,9 @@ class SequenceTask(PairTask):
         raise TypeError("abstract")
 
     @classmethod
-    def text_lengths(cls, options: SequenceOptions, tokenizer: str) -> Optional[Tuple[int, int]]:
-        if tokenizer in ("char", "byte", "word"):  # one token per symbol
-            return options.max_len, options.max_len
-        return None
+    def text_lengths(cls, options: SequenceOptions, tokenizer) -> Optional[Tuple[int, int]]:
+        n = tokenizer.count_tokens(tokenizer.joiner.join(SYMBOLS[:1] * options.max_len))
+        return None if n is None else (n, n)
 
     def pairs(self) -> Pairs:
         o = self.options
@@ -62,7 +61,7 @@ class SequenceTask(PairTask):
 
         pool = sample_distinct(rng, draw, o.n_train + o.n_val + o.n_test, "sequences")
         rng.shuffle(pool)  # distinct draws favour short lengths early; shuffle so splits are alike
-        joiner = " " if self.tokenizer_name() == "word" else ""
+        joiner = self.tokenizer_class().joiner  # e.g. spaces for a word tokenizer: one token per symbol
 
         def text(seq):
             return joiner.join(SYMBOLS[i] for i in seq)
