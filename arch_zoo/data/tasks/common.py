@@ -18,10 +18,7 @@ def parse_tokenizer(value: Any, key: str = "task.tokenizer") -> ComponentSpec:
 def validate_tokenizer(value: Any, allowed: Optional[Sequence[str]] = None, why: str = "") -> None:
     """For an options ``__post_init__``: a ConfigError keyed relative to the options ('tokenizer');
     the registry prefixes it with the component's key ('task.tokenizer')."""
-    try:
-        spec = parse_tokenizer(value)
-    except ConfigError as exc:
-        raise ConfigError("tokenizer", exc.message) from None
+    spec = parse_tokenizer(value, "tokenizer")  # an error keeps its option's key: tokenizer.vocab_size
     if allowed is not None and spec.name not in allowed:
         raise ConfigError("tokenizer", f"'{spec.name}' does not fit this task{why}; choices: {', '.join(allowed)}")
 
