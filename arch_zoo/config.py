@@ -37,7 +37,7 @@ class ModelConfig:
     n_heads: int = 4
     n_kv_heads: Optional[int] = None  # default: n_heads (MHA); 1 is MQA; in between is GQA
     head_dim: Optional[int] = None  # default: d_model // n_heads
-    d_ff: int = 1024
+    d_ff: Optional[int] = None  # default: 4 * d_model; gated FFNs 8/3 * d_model, up to a multiple of 8
     max_seq_len: int = 512
     position: ComponentSpec = component("positions", "sinusoidal")
     cross_attention_position: bool = False  # also apply the scheme's rotate/bias in cross-attention
@@ -160,14 +160,30 @@ def position_limit(m: ModelConfig) -> Optional[int]:
     return POSITIONS.get(m.position.name).factory.max_length(m.position.options, position_context(m))
 
 
+FFN_MULTIPLE = 8
+
+
+def default_d_ff(d_model: int, gated: bool) -> int:
+    """4 * d_model (Vaswani et al. 2017, GPT-2, BERT). A gated FFN has three matrices instead of
+    two, so 8/3 * d_model keeps its parameters those of the 4x MLP (Shazeer 2020, LLaMA); rounded
+    up to a multiple of 8 for matmul-friendly shapes."""
+    if not gated:
+        return 4 * d_model
+    return FFN_MULTIPLE * -(-8 * d_model // (3 * FFN_MULTIPLE))  # ceil, in integers
+
+
 def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
-    """Cross-field checks; every error names the key."""
+    """Cross-field checks, every error naming the key; returns ``m`` with its defaults that depend
+    on other keys (d_ff) filled in, so the saved config holds the numbers the model was built with."""
+    from .components.feedforward import FEEDFORWARD
     from .components.positions import POSITIONS
     from .models.heads import HEADS
 
     for name in ("d_model", "n_layers", "n_encoder_layers", "n_decoder_layers", "n_heads", "n_kv_heads",
                  "head_dim", "d_ff", "max_seq_len", "vocab_size"):
         _positive(f"{key}.{name}", getattr(m, name))
+    if m.d_ff is None:
+        m = dataclasses.replace(m, d_ff=default_d_ff(m.d_model, FEEDFORWARD.get(m.ffn.name).factory.gated))
     _positive(f"{key}.type_vocab_size", m.type_vocab_size, allow_zero=True)
     if m.type_vocab_size and m.kind != "encoder":
         raise ConfigError(f"{key}.type_vocab_size", f"token-type embeddings are built for kind 'encoder' only, "
@@ -230,7 +246,7 @@ def validate_task(cfg: ExperimentConfig, key: str = "task") -> None:
 
 
 def validate(cfg: ExperimentConfig) -> ExperimentConfig:
-    validate_model(cfg.model)
+    cfg = dataclasses.replace(cfg, model=validate_model(cfg.model))
     validate_train(cfg.train)
     validate_task(cfg)
     return cfg
@@ -388,10 +404,15 @@ def load(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) -> Ex
     return validate(from_dict(ExperimentConfig, load_dict(source, overrides)))
 
 
-def model_config(data: Union[Mapping, ModelConfig]) -> ModelConfig:
-    """A validated ModelConfig from a plain mapping (for library users building models in Python)."""
+def model_config(data: Union[str, Path, Mapping, ModelConfig]) -> ModelConfig:
+    """A validated ModelConfig from what the CLI accepts as a model: ``preset:NAME``, a path to a
+    model (or experiment) YAML, a mapping (``base:`` allowed) or a ModelConfig."""
     if isinstance(data, ModelConfig):
         data = to_dict(data)  # re-parse so hand-built specs get their registered option types
+    if isinstance(data, (str, Path)):
+        data = {"base": str(data)}
+    if not isinstance(data, Mapping):
+        raise ConfigError("model", f"expected preset:NAME, a YAML path, a mapping or a ModelConfig, got {data!r}")
     return validate_model(from_dict(ModelConfig, _expand_model(dict(data), Path.cwd(), "model"), "model"))
 
 

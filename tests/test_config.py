@@ -148,3 +148,26 @@ def test_a_name_change_drops_the_file_s_options_but_keeps_the_command_line_s():
     assert load(base, ["model.position=rope", "model.position.fraction=0.5"]).model.position.options.fraction == 0.5
     assert load(base, ["model.position=alibi"]).model.position.options.max_bias == 4.0  # same name: kept
     assert load(base, ["model.position=rope", "model.position=alibi"]).model.position.options.max_bias == 8.0
+
+
+@pytest.mark.parametrize("ffn,gated", [("relu", False), ("gelu", False), ("gelu_tanh", False), ("swiglu", True),
+                                       ("geglu", True), ("reglu", True)])
+def test_d_ff_defaults_to_4x_d_model_and_8_3_for_gated_ffns(ffn, gated):
+    """README (model keys): "`d_ff` defaults to 4 * d_model, and to 8/3 * d_model rounded up to a
+    multiple of 8 for gated FFNs (swiglu, geglu, reglu)"; the FFN class declares it is gated."""
+    from arch_zoo.components.feedforward import FEEDFORWARD
+
+    assert FEEDFORWARD.get(ffn).factory.gated is gated
+    for d_model, gated_width in ((64, 176), (96, 256), (256, 688)):
+        cfg = load({"model": {"d_model": d_model, "n_heads": 4, "ffn": ffn}})
+        assert cfg.model.d_ff == (gated_width if gated else 4 * d_model)
+        assert load({"model": {"d_model": d_model, "n_heads": 4, "ffn": ffn, "d_ff": 100}}).model.d_ff == 100
+
+
+def test_the_default_d_ff_follows_overrides_and_is_saved_as_a_number(tmp_path):
+    cfg = load({"model": {"d_model": 64, "n_heads": 4}}, ["model.d_model=32", "model.ffn=swiglu"])
+    assert cfg.model.d_ff == 88  # 8/3 * 32 = 85.3, up to a multiple of 8
+    save(cfg, tmp_path / "config.yaml")
+    assert "d_ff: 88" in (tmp_path / "config.yaml").read_text()
+    assert build_model({"d_model": 32, "n_heads": 4, "ffn": "swiglu"}, 10).state_dict()[
+        "decoder.layers.0.ffn.sublayer.gate.weight"].shape == (88, 32)
