@@ -29,11 +29,9 @@ def _components(args) -> int:
 
 
 def _describe(args) -> int:
-    from .config import load
-    from .describe import describe_text
+    from .describe import describe_source
 
-    cfg = load(args.config, args.overrides)
-    sys.stdout.write(describe_text(cfg, args.vocab_size, args.seq_len))
+    sys.stdout.write(describe_source(args.config, args.overrides, args.vocab_size, args.seq_len))
     return 0
 
 
@@ -162,9 +160,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_components)
 
     p = sub.add_parser("describe", help="show the architecture a config assembles")
-    p.add_argument("config", help="a YAML config (experiment or model) or preset:NAME")
+    p.add_argument("config", help="a YAML config (experiment or model), preset:NAME or a run directory")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. model.position=rope")
-    p.add_argument("--vocab-size", type=int, default=None, help="vocabulary size (default: model.vocab_size)")
+    p.add_argument("--vocab-size", type=int, default=None, help="vocabulary size (default: model.vocab_size, "
+                   "else the run's or the task's tokenizer's)")
     p.add_argument("--seq-len", type=int, default=None, help="length for FLOPs (default: model.max_seq_len)")
     p.set_defaults(func=_describe)
 

@@ -161,6 +161,7 @@ def position_limit(m: ModelConfig) -> Optional[int]:
 
 
 FFN_MULTIPLE = 8
+D_FF_RULE = {False: "4 * d_model", True: f"8/3 * d_model, up to a multiple of {FFN_MULTIPLE}"}  # by gated
 
 
 def default_d_ff(d_model: int, gated: bool) -> int:
