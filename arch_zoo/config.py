@@ -340,6 +340,8 @@ def _merge(schema: Any, base: Any, over: Any, set_here: frozenset = frozenset(),
             out[k] = _merge_component(f.metadata["registry"](), out[k], v, set_here, key)
         elif dataclasses.is_dataclass(hints[k]):
             out[k] = _merge(hints[k], out[k], v, set_here, f"{key}.")
+        elif isinstance(out[k], Mapping) and isinstance(v, Mapping):
+            out[k] = _merge(None, out[k], v)
         else:
             out[k] = v
     return out

@@ -113,7 +113,8 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         f"  norm          {m.norm.describe()}, {m.norm_placement}-norm: {placement}; "
         f"final norm {'yes' if m.use_final_norm else 'no'}",
         f"  attention     {m.attention.describe()}",
-        f"  feed-forward  {m.ffn.describe()}, bias {'yes' if m.bias else 'no'}",
+        f"  feed-forward  {m.ffn.describe()}{', gated' if registry_of('feedforward').get(m.ffn.name).factory.gated else ''}"
+        f", bias {'yes' if m.bias else 'no'}",
         f"  head          {m.head.describe()}" + (", tied to token embeddings" if m.tie_embeddings else ""),
         f"  init          {m.init.describe()}",
         f"  embeddings    scale by sqrt(d_model): {'yes' if m.scale_embeddings else 'no'}"
