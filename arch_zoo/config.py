@@ -412,8 +412,8 @@ def model_config(data: Union[str, Path, Mapping, ModelConfig]) -> ModelConfig:
     model (or experiment) YAML, a mapping (``base:`` allowed) or a ModelConfig."""
     if isinstance(data, ModelConfig):
         data = to_dict(data)  # re-parse so hand-built specs get their registered option types
-    if isinstance(data, (str, Path)):
-        data = {"base": str(data)}
+    if isinstance(data, (str, Path)):  # read as `arch-zoo describe` reads it (interpolations resolved)
+        return load(data).model
     if not isinstance(data, Mapping):
         raise ConfigError("model", f"expected preset:NAME, a YAML path, a mapping or a ModelConfig, got {data!r}")
     return validate_model(from_dict(ModelConfig, _expand_model(dict(data), Path.cwd(), "model"), "model"))
