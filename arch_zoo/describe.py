@@ -103,6 +103,7 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
     with torch.device("meta"):  # counts and FLOPs need shapes only, so a 7B preset costs no memory
         model = build_model(m, vocab_size)
     placement = "x + f(norm(x))" if m.norm_placement == "pre" else "norm(x + f(x))"
+    gated = registry_of("feedforward").get(m.ffn.name).factory.gated
     lines = [
         f"{cfg.name}: {m.kind.replace('_', '-')} model",
         f"  d_model {m.d_model}, heads {m.n_heads} (kv heads {m.kv_heads}, head_dim {m.dim_per_head}), "
@@ -113,8 +114,7 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         f"  norm          {m.norm.describe()}, {m.norm_placement}-norm: {placement}; "
         f"final norm {'yes' if m.use_final_norm else 'no'}",
         f"  attention     {m.attention.describe()}",
-        f"  feed-forward  {m.ffn.describe()}{', gated' if registry_of('feedforward').get(m.ffn.name).factory.gated else ''}"
-        f", bias {'yes' if m.bias else 'no'}",
+        f"  feed-forward  {m.ffn.describe()}{', gated' if gated else ''}, bias {'yes' if m.bias else 'no'}",
         f"  head          {m.head.describe()}" + (", tied to token embeddings" if m.tie_embeddings else ""),
         f"  init          {m.init.describe()}",
         f"  embeddings    scale by sqrt(d_model): {'yes' if m.scale_embeddings else 'no'}"

@@ -139,7 +139,8 @@ def test_an_option_that_does_not_fit_the_final_name_is_an_error_naming_the_key(b
 
 
 def test_an_option_for_a_component_without_options_names_the_key():
-    with pytest.raises(ConfigError, match=r"^model\.ffn\.width: unknown option for feed-forward 'swiglu'; options: none"):
+    with pytest.raises(ConfigError, match=r"^model\.ffn\.width: unknown option for feed-forward 'swiglu'; "
+                                          r"options: none"):
         load(BASE, ["model.ffn.width=4", "model.ffn=swiglu"])
 
 
