@@ -29,11 +29,9 @@ def _components(args) -> int:
 
 
 def _describe(args) -> int:
-    from .config import load
-    from .describe import describe_text
+    from .describe import describe_source
 
-    cfg = load(args.config, args.overrides)
-    sys.stdout.write(describe_text(cfg, args.vocab_size, args.seq_len))
+    sys.stdout.write(describe_source(args.config, args.overrides, args.vocab_size, args.seq_len))
     return 0
 
 
@@ -123,7 +121,7 @@ def _sweep(args) -> int:
     from .sweeps import dry_run_table, load_spec, make_plan, run_sweep
     from .sweeps.cli_support import export_path, failure_line, final_table, preload_reports
 
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, args.overrides)
     if args.workers is not None and args.workers < 1:
         raise ConfigError("--workers", f"must be at least 1, got {args.workers}")
     if args.export_wandb:
@@ -137,6 +135,8 @@ def _sweep(args) -> int:
 
         plan = make_plan(spec)
         Store(Path(args.out) / spec.name).check_conflicts(plan)
+        if spec.command_line:
+            print(f"command-line overrides (every run): {' '.join(spec.command_line)}")
         sys.stdout.write(dry_run_table(plan))
         return 0
     try:
@@ -162,9 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_components)
 
     p = sub.add_parser("describe", help="show the architecture a config assembles")
-    p.add_argument("config", help="a YAML config (experiment or model) or preset:NAME")
+    p.add_argument("config", help="a YAML config (experiment or model), preset:NAME or a run directory")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. model.position=rope")
-    p.add_argument("--vocab-size", type=int, default=None, help="vocabulary size (default: model.vocab_size)")
+    p.add_argument("--vocab-size", type=int, default=None, help="vocabulary size (default: model.vocab_size, "
+                   "else the run's or the task's tokenizer's)")
     p.add_argument("--seq-len", type=int, default=None, help="length for FLOPs (default: model.max_seq_len)")
     p.set_defaults(func=_describe)
 
@@ -199,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sweep", help="run (or resume) a sweep spec: variants x seeds, into a run store")
     p.add_argument("spec", help="a sweep spec YAML (see sweeps/)")
+    p.add_argument("overrides", nargs="*", help="key=value overrides for every run, applied after the spec's "
+                   "own (e.g. train.max_steps=100); they are part of the spec, so its runs' configs carry them")
     p.add_argument("--workers", type=int, default=None, help="local: worker processes (default 1); "
                    "ray: most runs at once (default: as many as the cluster fits)")
     p.add_argument("--launcher", choices=["local", "ray"], default="local", help="where runs train (default: local)")

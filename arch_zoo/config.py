@@ -17,19 +17,13 @@ from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Union
 
 from .config_types import from_dict, to_dict
 from .errors import ConfigError
-from .registry import ComponentSpec
+from .registry import ComponentSpec, component_field
 
 
 def component(registry: str, default: Optional[str]):
     """A config field naming a registered component (bare name or {name: ..., **options});
     a ``None`` default makes the component optional."""
-
-    def lookup():
-        from .registry import all_registries
-
-        return all_registries()[registry]
-
-    return field(default=ComponentSpec(default) if default else None, metadata={"registry": lookup})
+    return component_field(registry, ComponentSpec(default) if default else None)
 
 
 @dataclass(frozen=True)
@@ -43,7 +37,7 @@ class ModelConfig:
     n_heads: int = 4
     n_kv_heads: Optional[int] = None  # default: n_heads (MHA); 1 is MQA; in between is GQA
     head_dim: Optional[int] = None  # default: d_model // n_heads
-    d_ff: int = 1024
+    d_ff: Optional[int] = None  # default: 4 * d_model; gated FFNs 8/3 * d_model, up to a multiple of 8
     max_seq_len: int = 512
     position: ComponentSpec = component("positions", "sinusoidal")
     cross_attention_position: bool = False  # also apply the scheme's rotate/bias in cross-attention
@@ -167,8 +161,23 @@ def position_limit(m: ModelConfig) -> Optional[int]:
     return POSITIONS.get(m.position.name).factory.max_length(m.position.options, position_context(m))
 
 
+FFN_MULTIPLE = 8
+D_FF_RULE = {False: "4 * d_model", True: f"8/3 * d_model, up to a multiple of {FFN_MULTIPLE}"}  # by gated
+
+
+def default_d_ff(d_model: int, gated: bool) -> int:
+    """4 * d_model (Vaswani et al. 2017, GPT-2, BERT). A gated FFN has three matrices instead of
+    two, so 8/3 * d_model keeps its parameters those of the 4x MLP (Shazeer 2020, LLaMA); rounded
+    up to a multiple of 8 for matmul-friendly shapes."""
+    if not gated:
+        return 4 * d_model
+    return FFN_MULTIPLE * -(-8 * d_model // (3 * FFN_MULTIPLE))  # ceil, in integers
+
+
 def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
-    """Cross-field checks; every error names the key."""
+    """Cross-field checks, every error naming the key; returns ``m`` with its defaults that depend
+    on other keys (d_ff) filled in, so the saved config holds the numbers the model was built with."""
+    from .components.feedforward import FEEDFORWARD
     from .components.positions import POSITIONS
     from .models.heads import HEADS
 
@@ -176,6 +185,8 @@ def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
                  "head_dim", "d_ff", "max_seq_len", "vocab_size"):
         _positive(f"{key}.{name}", getattr(m, name))
     _positive(f"{key}.attention_scale", m.attention_scale)
+    if m.d_ff is None:
+        m = dataclasses.replace(m, d_ff=default_d_ff(m.d_model, FEEDFORWARD.get(m.ffn.name).factory.gated))
     _positive(f"{key}.type_vocab_size", m.type_vocab_size, allow_zero=True)
     if m.type_vocab_size and m.kind != "encoder":
         raise ConfigError(f"{key}.type_vocab_size", f"token-type embeddings are built for kind 'encoder' only, "
@@ -238,7 +249,7 @@ def validate_task(cfg: ExperimentConfig, key: str = "task") -> None:
 
 
 def validate(cfg: ExperimentConfig) -> ExperimentConfig:
-    validate_model(cfg.model)
+    cfg = dataclasses.replace(cfg, model=validate_model(cfg.model))
     validate_train(cfg.train)
     validate_task(cfg)
     return cfg
@@ -312,29 +323,49 @@ def _is_experiment(data: Mapping) -> bool:
     return any(k in experiment for k in data) or not any(k in model for k in data)
 
 
-def _merge(schema: type, base: Any, over: Any) -> Any:
-    """Deep-merge ``over`` onto ``base`` following the schema. A component whose name changes is
-    replaced whole (its old options would not fit the new one); same name merges the options."""
+def _merge(schema: Any, base: Any, over: Any, set_here: frozenset = frozenset(), prefix: str = "") -> Any:
+    """Deep-merge ``over`` onto ``base`` following the schema (a dataclass, or None for plain data).
+
+    A component whose name changes is replaced whole: the options ``base`` gave the old one would
+    not fit the new one. Options in ``set_here`` (dotted keys set earlier on the same command line)
+    are kept, so `x.position=alibi x.position.max_bias=4` and the reverse order mean the same."""
     if not isinstance(over, Mapping) or not isinstance(base, Mapping):
         return over
     fields = {f.name: f for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else {}
     hints = typing.get_type_hints(schema) if fields else {}
     out = dict(base)
     for k, v in over.items():
-        f = fields.get(k)
+        f, key = fields.get(k), f"{prefix}{k}"
         if k not in out or f is None:
-            out[k] = v
-        elif "registry" in f.metadata:
-            old = out[k] if isinstance(out[k], Mapping) else {"name": out[k]}
-            new = v if isinstance(v, Mapping) else {"name": v}
-            out[k] = dict(new) if new.get("name", old.get("name")) != old.get("name") else {**old, **new}
+            out[k] = _merge(None, out[k], v) if isinstance(out.get(k), Mapping) else v
+        elif "registry" in f.metadata and v is not None and out[k] is not None:
+            out[k] = _merge_component(f.metadata["registry"](), out[k], v, set_here, key)
         elif dataclasses.is_dataclass(hints[k]):
-            out[k] = _merge(hints[k], out[k], v)
+            out[k] = _merge(hints[k], out[k], v, set_here, f"{key}.")
         elif isinstance(out[k], Mapping) and isinstance(v, Mapping):
             out[k] = _merge(None, out[k], v)
         else:
             out[k] = v
     return out
+
+
+def _merge_component(registry, base: Any, over: Any, set_here: frozenset, key: str) -> Dict[str, Any]:
+    """{name, **options} of a component field after ``over``; nested components (a task's
+    tokenizer) merge by the options dataclass of the name that results."""
+    old = dict(base) if isinstance(base, Mapping) else {"name": base}
+    new = dict(over) if isinstance(over, Mapping) else {"name": over}
+    name = new.get("name", old.get("name"))
+    if name != old.get("name"):
+        old = {k: v for k, v in old.items() if f"{key}.{k}" in set_here}
+    schema = registry.get(name).options if name in registry.choices() else None
+    return {"name": name, **_merge(schema, {k: v for k, v in old.items() if k != "name"},
+                                   {k: v for k, v in new.items() if k != "name"}, set_here, f"{key}.")}
+
+
+def _leaves(data: Any, prefix: str = "") -> List[str]:
+    if not isinstance(data, Mapping):
+        return [prefix[:-1]]
+    return [leaf for k, v in data.items() for leaf in _leaves(v, f"{prefix}{k}.")]
 
 
 def parse_overrides(overrides: Sequence[str]) -> Dict[str, Any]:
@@ -361,10 +392,13 @@ def load_dict(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) 
         data = {"name": Path(str(source)).stem.replace(PRESET_PREFIX, ""), "model": data}
     if "model" in data:
         data["model"] = _expand_model(data["model"], here, "model")
-    over = parse_overrides(overrides)
-    if "model" in over:
-        over["model"] = _expand_model(over["model"], here, "model")
-    merged = _merge(ExperimentConfig, data, over)
+    merged, set_here = data, frozenset()
+    for item in overrides:  # one at a time, so a component's name and options combine in any order
+        over = parse_overrides([item])
+        if "model" in over:
+            over["model"] = _expand_model(over["model"], here, "model")
+        merged = _merge(ExperimentConfig, merged, over, set_here)
+        set_here |= set(_leaves(over))
     try:
         return OmegaConf.to_container(OmegaConf.create(merged), resolve=True)
     except OmegaConfBaseException as exc:
@@ -375,10 +409,15 @@ def load(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) -> Ex
     return validate(from_dict(ExperimentConfig, load_dict(source, overrides)))
 
 
-def model_config(data: Union[Mapping, ModelConfig]) -> ModelConfig:
-    """A validated ModelConfig from a plain mapping (for library users building models in Python)."""
+def model_config(data: Union[str, Path, Mapping, ModelConfig]) -> ModelConfig:
+    """A validated ModelConfig from what the CLI accepts as a model: ``preset:NAME``, a path to a
+    model (or experiment) YAML, a mapping (``base:`` allowed) or a ModelConfig."""
     if isinstance(data, ModelConfig):
         data = to_dict(data)  # re-parse so hand-built specs get their registered option types
+    if isinstance(data, (str, Path)):  # read as `arch-zoo describe` reads it (interpolations resolved)
+        return load(data).model
+    if not isinstance(data, Mapping):
+        raise ConfigError("model", f"expected preset:NAME, a YAML path, a mapping or a ModelConfig, got {data!r}")
     return validate_model(from_dict(ModelConfig, _expand_model(dict(data), Path.cwd(), "model"), "model"))
 
 

@@ -2,23 +2,38 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional
+from pathlib import Path
+from typing import Any, List, Optional, Sequence, Tuple
 
-from .config import ExperimentConfig
+from .config import D_FF_RULE, ExperimentConfig
+from .errors import ConfigError
 from .registry import Registry, all_registries
+from .training.rundir import CONFIG as RUN_CONFIG
 
 DEFAULT_VOCAB = 32000
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:  # list- and dict-typed options: files=[]
+        return f.default_factory()
+    return "required"
 
 
 def _options(entry) -> str:
     fields = dataclasses.fields(entry.options)
     if not fields:
         return ""
-    parts = []
-    for f in fields:
-        default = f.default if f.default is not dataclasses.MISSING else "required"
-        parts.append(f"{f.name}={default}")
-    return "  [" + ", ".join(parts) + "]"
+    return "  [" + ", ".join(f"{f.name}={_default(f)}" for f in fields) + "]"
+
+
+def _traits(entry) -> str:
+    """What a component declares beyond its options (a feed-forward's gating sets d_ff's default)."""
+    gated = getattr(entry.factory, "gated", None)
+    if gated is None:
+        return ""
+    return f"  ({'gated; ' if gated else ''}d_ff default {D_FF_RULE[gated]})"
 
 
 def components_text() -> str:
@@ -27,7 +42,7 @@ def components_text() -> str:
         lines.append(f"{family}  ({registry.kind})")
         width = max((len(n) for n in registry.choices()), default=0)
         for entry in registry.entries():
-            lines.append(f"  {entry.name:<{width}}  {entry.description}{_options(entry)}")
+            lines.append(f"  {entry.name:<{width}}  {entry.description}{_options(entry)}{_traits(entry)}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -39,22 +54,56 @@ def _fmt(n: float) -> str:
     return f"{n:.0f}"
 
 
-def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_len: Optional[int] = None) -> str:
+def describe_source(source: str, overrides: Sequence[str] = (), vocab_size: Optional[int] = None,
+                    seq_len: Optional[int] = None) -> str:
+    """``arch-zoo describe``: a YAML config, ``preset:NAME`` or a run directory. The vocabulary is the
+    run's saved tokenizer's, else the task's (built as training would build it), else assumed."""
+    from .config import PRESET_PREFIX, load
+
+    path, run_dir = Path(source), None
+    if not source.startswith(PRESET_PREFIX) and path.is_dir():
+        if not (path / RUN_CONFIG).is_file():
+            raise ConfigError("config", f"{path} is a directory without {RUN_CONFIG}; give a run directory, "
+                                        "a YAML config or preset:NAME")
+        run_dir, source = path, str(path / RUN_CONFIG)
+    elif path.name == RUN_CONFIG and path.is_file():
+        run_dir = path.parent
+    cfg = load(source, overrides)
+    return describe_text(cfg, vocab_size, seq_len, run_dir=run_dir,
+                         task_changed=any(o.split("=", 1)[0].split(".")[0] in ("task", "seed") for o in overrides))
+
+
+def _vocab(cfg: ExperimentConfig, run_dir: Optional[Path], task_changed: bool) -> Tuple[int, str]:
+    from .data.tokenizers import TOKENIZER_FILE, load_tokenizer
+
+    if run_dir is not None and (run_dir / TOKENIZER_FILE).is_file() and not task_changed:
+        return load_tokenizer(run_dir).vocab_size, f" (the run's {TOKENIZER_FILE})"
+    if cfg.task is not None:
+        from .training.run import prepare
+
+        tokenizer = prepare(cfg).tokenizer
+        return tokenizer.vocab_size, f" (the task's {tokenizer.name} tokenizer)"
+    return DEFAULT_VOCAB, " (assumed: no task or run gives it; pass --vocab-size)"
+
+
+def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_len: Optional[int] = None,
+                  run_dir: Optional[Path] = None, task_changed: bool = False) -> str:
     from .models import build_model
     from .models.summary import count_parameters, flops_per_token, parameter_breakdown
 
     m = cfg.model
     vocab_note = ""
-    if vocab_size is None:
-        vocab_size = m.vocab_size or DEFAULT_VOCAB
-        if m.vocab_size is None:
-            vocab_note = " (assumed; the task's tokenizer sets it, or pass --vocab-size)"
+    if vocab_size is None and m.vocab_size is not None:
+        vocab_size = m.vocab_size
+    elif vocab_size is None:
+        vocab_size, vocab_note = _vocab(cfg, run_dir, task_changed)
     seq_len = seq_len or m.max_seq_len
     import torch
 
     with torch.device("meta"):  # counts and FLOPs need shapes only, so a 7B preset costs no memory
         model = build_model(m, vocab_size)
     placement = "x + f(norm(x))" if m.norm_placement == "pre" else "norm(x + f(x))"
+    gated = registry_of("feedforward").get(m.ffn.name).factory.gated
     lines = [
         f"{cfg.name}: {m.kind.replace('_', '-')} model",
         f"  d_model {m.d_model}, heads {m.n_heads} (kv heads {m.kv_heads}, head_dim {m.dim_per_head}), "
@@ -66,7 +115,7 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         f"final norm {'yes' if m.use_final_norm else 'no'}",
         f"  attention     {m.attention.describe()} kernel, q.k scaled by "
         f"{'1/sqrt(head_dim)' if m.attention_scale is None else m.attention_scale}",
-        f"  feed-forward  {m.ffn.describe()}, bias {'yes' if m.bias else 'no'}",
+        f"  feed-forward  {m.ffn.describe()}{', gated' if gated else ''}, bias {'yes' if m.bias else 'no'}",
         f"  head          {m.head.describe()}" + (", tied to token embeddings" if m.tie_embeddings else ""),
         f"  init          {m.init.describe()}",
         f"  embeddings    scale by sqrt(d_model): {'yes' if m.scale_embeddings else 'no'}"

@@ -117,6 +117,13 @@ class ComponentSpec:
         return f"{self.name}(" + ", ".join(f"{k}={v}" for k, v in opts.items()) + ")"
 
 
+def component_field(family: str, default: Any) -> Any:
+    """A dataclass field naming a component of registry ``family`` (``model.position``, a task's
+    ``tokenizer``). Config merging reads the marker: a changed name drops the old options, and
+    overrides of a name and its options combine in either order."""
+    return dataclasses.field(default=default, metadata={"registry": lambda: all_registries()[family]})
+
+
 def all_registries() -> Dict[str, Registry]:
     """Every component family, importing the modules that fill them."""
     from .components import attention, feedforward, init, norms, positions

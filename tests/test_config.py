@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from arch_zoo.config import ModelConfig, load, model_config, save
@@ -81,3 +83,91 @@ def test_missing_file_and_bad_override():
         load({}, ["model.position"])
     with pytest.raises(ConfigError, match="unknown preset 'gtp2'"):
         load("preset:gtp2")
+
+
+# A component and its option set on one command line, for every family a config can name. The
+# base names another component (with options of its own) so a name change is really tested.
+BASE = {"model": {"kind": "encoder", "position": {"name": "rope", "base": 500}, "norm": "rmsnorm",
+                  "attention": "sdpa", "head": "lm", "init": "xavier", "ffn": "gelu"}}
+TASK_BASE = {"model": {"kind": "decoder"}, "task": {"name": "char_lm", "max_chars": 1000, "tokenizer": "char"}}
+COMPONENT_OPTIONS = [  # (base, component key, new name, option, value, what the option reads back as)
+    (BASE, "model.position", "alibi", "max_bias", "4", 4.0),
+    (BASE, "model.norm", "layernorm", "bias", "false", False),
+    (BASE, "model.head", "sequence_classification", "n_classes", "3", 3),
+    (BASE, "model.init", "normal", "std", "0.05", 0.05),
+    (TASK_BASE, "task", "copy", "max_len", "5", 5),
+    (TASK_BASE, "task.tokenizer", "bpe", "vocab_size", "300", 300),
+]
+
+
+def _component(cfg, key):
+    spec = cfg
+    for part in key.split("."):
+        spec = getattr(spec, part) if not isinstance(spec, dict) else spec[part]
+    if isinstance(spec, (str, dict)):  # a task's tokenizer stays plain data: a name or {name, **options}
+        return (spec, {}) if isinstance(spec, str) else (spec["name"], spec)
+    return spec.name, vars(spec.options)
+
+
+@pytest.mark.parametrize("base,key,name,option,value,expected", COMPONENT_OPTIONS,
+                         ids=[c[1] for c in COMPONENT_OPTIONS])
+def test_a_component_and_its_option_on_one_command_line_combine_in_either_order(base, key, name, option, value,
+                                                                                 expected):
+    """README (Configs): "options given with it on the same command line apply to the final name,
+    in either order" -- `model.position=alibi model.position.max_bias=4` and the reverse."""
+    key_for = {"task.tokenizer": "task.options.tokenizer"}.get(key, key)
+    for overrides in ([f"{key}={name}", f"{key}.{option}={value}"], [f"{key}.{option}={value}", f"{key}={name}"]):
+        got_name, options = _component(load(base, overrides), key_for)
+        assert (got_name, options[option]) == (name, expected), overrides
+
+
+MISFITS = COMPONENT_OPTIONS
+
+
+@pytest.mark.parametrize("base,key,name,option,value,expected", MISFITS, ids=[c[1] for c in MISFITS])
+def test_an_option_that_does_not_fit_the_final_name_is_an_error_naming_the_key(base, key, name, option, value,
+                                                                               expected):
+    """The final name decides which options apply: the option set for `name` fails once the
+    command line switches the component back to the base's name, naming the key and the options."""
+    original = _component(load(base), {"task.tokenizer": "task.options.tokenizer"}.get(key, key))[0]
+    for overrides in ([f"{key}={name}", f"{key}.{option}={value}", f"{key}={original}"],
+                      [f"{key}.{option}={value}", f"{key}={original}"]):
+        with pytest.raises(ConfigError, match=rf"^{re.escape(key)}\.{option}: unknown option for .* '{original}'"
+                                              rf"(.*)?; options: "):
+            load(base, overrides)
+
+
+def test_an_option_for_a_component_without_options_names_the_key():
+    with pytest.raises(ConfigError, match=r"^model\.ffn\.width: unknown option for feed-forward 'swiglu'; "
+                                          r"options: none"):
+        load(BASE, ["model.ffn.width=4", "model.ffn=swiglu"])
+
+
+def test_a_name_change_drops_the_file_s_options_but_keeps_the_command_line_s():
+    base = {"model": {"position": {"name": "alibi", "max_bias": 4}}}
+    assert load(base, ["model.position=rope", "model.position.fraction=0.5"]).model.position.options.fraction == 0.5
+    assert load(base, ["model.position=alibi"]).model.position.options.max_bias == 4.0  # same name: kept
+    assert load(base, ["model.position=rope", "model.position=alibi"]).model.position.options.max_bias == 8.0
+
+
+@pytest.mark.parametrize("ffn,gated", [("relu", False), ("gelu", False), ("gelu_tanh", False), ("swiglu", True),
+                                       ("geglu", True), ("reglu", True)])
+def test_d_ff_defaults_to_4x_d_model_and_8_3_for_gated_ffns(ffn, gated):
+    """README (model keys): "`d_ff` defaults to 4 * d_model, and to 8/3 * d_model rounded up to a
+    multiple of 8 for gated FFNs (swiglu, geglu, reglu)"; the FFN class declares it is gated."""
+    from arch_zoo.components.feedforward import FEEDFORWARD
+
+    assert FEEDFORWARD.get(ffn).factory.gated is gated
+    for d_model, gated_width in ((64, 176), (96, 256), (256, 688)):
+        cfg = load({"model": {"d_model": d_model, "n_heads": 4, "ffn": ffn}})
+        assert cfg.model.d_ff == (gated_width if gated else 4 * d_model)
+        assert load({"model": {"d_model": d_model, "n_heads": 4, "ffn": ffn, "d_ff": 100}}).model.d_ff == 100
+
+
+def test_the_default_d_ff_follows_overrides_and_is_saved_as_a_number(tmp_path):
+    cfg = load({"model": {"d_model": 64, "n_heads": 4}}, ["model.d_model=32", "model.ffn=swiglu"])
+    assert cfg.model.d_ff == 88  # 8/3 * 32 = 85.3, up to a multiple of 8
+    save(cfg, tmp_path / "config.yaml")
+    assert "d_ff: 88" in (tmp_path / "config.yaml").read_text()
+    assert build_model({"d_model": 32, "n_heads": 4, "ffn": "swiglu"}, 10).state_dict()[
+        "decoder.layers.0.ffn.sublayer.gate.weight"].shape == (88, 32)

@@ -25,6 +25,8 @@ class FFNContext:
 class MLP(nn.Module):
     """act(x W1 + b1) W2 + b2."""
 
+    gated = False  # two matrices; the default d_ff follows from this (config.default_d_ff)
+
     @staticmethod
     def act(x: Tensor) -> Tensor:
         raise TypeError("MLP is abstract; use a registered subclass")
@@ -67,6 +69,8 @@ class GatedMLP(nn.Module):
     Two projections rather than one fused [W; V]: splitting a fused output costs a concatenation of
     the two gradient halves in backward, which measured slower on CPU than two matmuls.
     ``act_backward(buffer, g)`` is act'(g) * buffer, written over ``buffer`` (aten's own kernel)."""
+
+    gated = True  # three d_model x d_ff matrices
 
     @staticmethod
     def act(x: Tensor) -> Tensor:

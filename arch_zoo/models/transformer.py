@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import List, Mapping, Optional, Union
 
 import torch
@@ -14,6 +15,7 @@ from torch import Tensor, nn
 
 from ..components.init import INITS
 from ..config import ExperimentConfig, ModelConfig, model_config
+from ..errors import ConfigError
 from .blocks import LayerCache, Stack
 from .heads import HEADS, HeadContext
 
@@ -202,13 +204,15 @@ class EncoderDecoderModel(TransformerModel):
 MODEL_KINDS = {"encoder": EncoderModel, "decoder": DecoderModel, "encoder_decoder": EncoderDecoderModel}
 
 
-def build_model(cfg: Union[ModelConfig, ExperimentConfig, Mapping], vocab_size: Optional[int] = None
+def build_model(cfg: Union[ModelConfig, ExperimentConfig, Mapping, str, Path], vocab_size: Optional[int] = None
                 ) -> TransformerModel:
-    """A pure function of the config: the same config (and seed) rebuilds the same model."""
+    """A pure function of the config: the same config (and seed) rebuilds the same model. ``cfg`` is
+    anything the CLI takes as a model: ``preset:NAME``, a YAML path, a mapping (``base:`` allowed),
+    a ModelConfig or an ExperimentConfig."""
     if isinstance(cfg, ExperimentConfig):
         cfg = cfg.model
     cfg = model_config(cfg)
     vocab_size = vocab_size if vocab_size is not None else cfg.vocab_size
     if vocab_size is None:
-        raise ValueError("vocab_size is unknown: pass it to build_model or set model.vocab_size")
+        raise ConfigError("vocab_size", "is unknown: pass it to build_model or set model.vocab_size")
     return MODEL_KINDS[cfg.kind](cfg, vocab_size)

@@ -21,7 +21,7 @@ STATUSES = ("completed", "diverged", "failed", "interrupted", "running", "pendin
 STATS = ("mean", "std", "ci_low", "ci_high", "n", "best", "best_seed",
          "delta", "delta_ci_low", "delta_ci_high", "p", "n_paired")
 CONFIDENCE = 0.95
-Baseline = Union[None, Mapping[str, Any], Sequence[str]]
+Baseline = Union[None, str, Mapping[str, Any], Sequence[str]]  # "k=v", "k=v k2=v2", ["k=v", ...] or {k: v}
 
 
 def settings_of(runs: pd.DataFrame) -> List[str]:
@@ -84,10 +84,14 @@ def resolve_baseline(runs: pd.DataFrame, baseline: Baseline) -> Dict[str, Any]:
     """{settings column: value}; keys may be short ('position') when unambiguous."""
     if baseline is None:
         baseline = runs.attrs.get("baseline") or {}
+    if isinstance(baseline, str):  # what --baseline takes, as one string: shell-style words
+        import shlex
+
+        baseline = shlex.split(baseline)
     if not isinstance(baseline, Mapping):
         pairs = {}
         for item in baseline:
-            if "=" not in item:
+            if not isinstance(item, str) or "=" not in item:
                 raise ConfigError("baseline", f"'{item}' is not KEY=VALUE")
             key, value = item.split("=", 1)
             pairs[key.strip()] = value.strip()

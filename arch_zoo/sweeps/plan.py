@@ -90,10 +90,11 @@ class _Configs:
             raise self.base_error(exc) from None
 
     def base_error(self, exc: ConfigError) -> ConfigError:
-        """An error in the base file or in ``overrides``."""
-        for o in (o.split("=", 1)[0] for o in self.spec.overrides):
-            if _related(exc.key, o):
-                return ConfigError(f"overrides.{o}", exc.message)
+        """An error in the base file or in ``overrides`` (the spec's, or the command line's)."""
+        for o in reversed(self.spec.overrides):  # the last one to set a key is the one at fault
+            key = o.split("=", 1)[0]
+            if _related(exc.key, key):
+                return ConfigError(key if o in self.spec.command_line else f"overrides.{key}", exc.message)
         return ConfigError(f"base ({self.spec.base})" + (f": {exc.key}" if exc.key else ""), exc.message)
 
     def overrides(self, variant: Variant, d_ff: Optional[int] = None) -> List[str]:

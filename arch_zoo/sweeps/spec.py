@@ -74,6 +74,7 @@ class SweepSpec:
     metric: Dict[str, str] = field(default_factory=lambda: {"name": "val/loss", "goal": "min"})
     match_params: Optional[float] = None  # relative tolerance, when parameter matching is on
     source_key: Dict[str, str] = field(default_factory=dict)  # axis key -> "grid" | "zip" | "random.parameters"
+    command_line: List[str] = field(default_factory=list)  # the overrides given after SPEC (also in ``overrides``)
 
     @property
     def axes(self) -> List[str]:
@@ -293,7 +294,27 @@ def _yaml_loader():
     return Loader
 
 
-def load_spec(path) -> SweepSpec:
+def add_overrides(spec: SweepSpec, overrides: Sequence[str]) -> SweepSpec:
+    """``arch-zoo sweep SPEC key=value ...``: applied to the base after the spec's own ``overrides``.
+    They are part of the spec: sweep.yaml records them and every run's config carries them, so a
+    rerun into the same store with other overrides is refused as a changed spec, never mixed."""
+    items = parse_overrides(list(overrides), "command line")
+    for item in items:
+        key = item.split("=", 1)[0].strip()
+        if key in spec.source_key:
+            raise ConfigError(key, f"is varied by the spec's {spec.source_key[key]}, so an override cannot set it; "
+                                   "change the spec, or override another key")
+        if key == "seed" and spec.seeds is not None:
+            raise ConfigError("seed", "the spec's 'seeds' list sets it; change the spec to run other seeds")
+    spec.overrides = list(spec.overrides) + items
+    spec.command_line = list(spec.command_line) + items
+    if spec.command_line:
+        spec.raw = {**spec.raw, "command_line_overrides": list(spec.command_line)}
+    return spec
+
+
+def load_spec(path, overrides: Sequence[str] = ()) -> SweepSpec:
+    """The spec at ``path``, with command-line ``overrides`` (``key=value``) added to its own."""
     import yaml
 
     path = Path(path)
@@ -303,7 +324,7 @@ def load_spec(path) -> SweepSpec:
         data = yaml.load(path.read_text(), Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ConfigError("sweep", f"cannot parse {path}: {str(exc).splitlines()[0]}") from None
-    return parse_spec(data if data is not None else {}, path)
+    return add_overrides(parse_spec(data if data is not None else {}, path), overrides)
 
 
 # ----------------------------------------------------------------------------------------- expansion

@@ -1,4 +1,14 @@
-"""Training: Lightning module and data module, callbacks, and ``run_one(config, out_dir)``."""
-from .run import RunResult, prepare, run_one
+"""Training: Lightning module and data module, callbacks, and ``run_one(config, out_dir)``.
 
-__all__ = ["RunResult", "prepare", "run_one"]
+Names load on first use, so the parts that need no Lightning (``restore``, ``rundir``, ``prepare``)
+can be imported without paying for it."""
+import importlib
+
+_EXPORTS = {"RunResult": "run", "prepare": "run", "run_one": "run"}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Tuple
+from typing import NamedTuple
 
 import torch
 
@@ -14,8 +14,15 @@ from ..models import TransformerModel, build_model
 from . import rundir
 
 
-def restore(path) -> Tuple[ExperimentConfig, TransformerModel, Tokenizer]:
-    """(config, model in eval mode, tokenizer) from RUN_DIR or RUN_DIR/checkpoints/last.ckpt."""
+class Restored(NamedTuple):
+    config: ExperimentConfig
+    model: TransformerModel  # in eval mode, on the CPU
+    tokenizer: Tokenizer
+
+
+def restore(path) -> Restored:
+    """(config, model in eval mode, tokenizer) from RUN_DIR or RUN_DIR/checkpoints/last.ckpt;
+    public as ``arch_zoo.restore``. Needs no Lightning."""
     path = Path(path)
     ckpt = path / rundir.CHECKPOINT if path.is_dir() else path
     run_dir = path if path.is_dir() else ckpt.parent.parent
@@ -28,7 +35,7 @@ def restore(path) -> Tuple[ExperimentConfig, TransformerModel, Tokenizer]:
     model = build_model(cfg.model, tokenizer.vocab_size)
     state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
     model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
-    return cfg, model.eval(), tokenizer
+    return Restored(cfg, model.eval(), tokenizer)
 
 
 def prompt_ids(cfg: ExperimentConfig, tokenizer: Tokenizer, text: str) -> list:

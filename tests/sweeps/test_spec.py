@@ -118,3 +118,22 @@ def test_baseline_and_defaults(spec_dir):
     assert plan.spec.metric == {"name": "val/loss", "goal": "min"} and [r.seed for r in plan.runs] == [0, 0]
     spec = parse_spec({"name": "plain", "base": str(write_spec(spec_dir, {}).parent / "base.yaml"), "seeds": [1, 2]})
     assert [(r.variant, r.seed) for r in make_plan(spec).runs] == [("base", 1), ("base", 2)]
+
+
+def test_the_shipped_random_spec_expands_with_dry_run(tmp_path, capsys):
+    """README (Sweeps): "`random` draws `n` distinct samples, a function of `random.seed` alone ...
+    `sweeps/random_lr.yaml` is one: `arch-zoo sweep sweeps/random_lr.yaml --dry-run` lists them"."""
+    from pathlib import Path
+
+    from arch_zoo.cli import main
+
+    path = Path(__file__).resolve().parents[2] / "sweeps" / "random_lr.yaml"
+    outputs = []
+    for _ in range(2):
+        assert main(["sweep", str(path), "--dry-run", "--out", str(tmp_path)]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1]  # the samples are a function of random.seed
+    rows = re.findall(r"^lr=(\S+),warmup_steps=(\d+)\s.*?\s+([01])\s", outputs[0], flags=re.M)
+    assert len(rows) == 12 and "12 runs" in outputs[0] and not any((tmp_path / "random_lr").glob("runs/*"))
+    assert len({(lr, w) for lr, w, _ in rows}) == 6 and sorted({seed for *_, seed in rows}) == ["0", "1"]
+    assert all(3e-4 <= float(lr) <= 1e-2 and w in ("0", "30", "100") for lr, w, _ in rows)

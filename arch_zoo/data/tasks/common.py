@@ -33,10 +33,7 @@ def _misfit(spec: ComponentSpec, fits: Optional[Fits], why: str) -> Optional[str
 def validate_tokenizer(value: Any, fits: Optional[Fits] = None, why: str = "") -> None:
     """For an options ``__post_init__``: a ConfigError keyed relative to the options ('tokenizer');
     the registry prefixes it with the component's key ('task.tokenizer')."""
-    try:
-        spec = parse_tokenizer(value)
-    except ConfigError as exc:
-        raise ConfigError("tokenizer", exc.message) from None
+    spec = parse_tokenizer(value, "tokenizer")  # an error keeps its option's key: tokenizer.vocab_size
     problem = _misfit(spec, fits, why)
     if problem:
         raise ConfigError("tokenizer", problem)

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from ...errors import ConfigError
+from ...registry import component_field
 from ..tokenizers import MASK, SPECIALS
 from .base import IGNORE, TASKS, Example, Task, TaskData
 from .common import check_fits, check_tokenizer, fit_tokenizer, positive, validate_tokenizer
@@ -102,7 +103,7 @@ class CorpusOptions:
     files: List[str] = field(default_factory=list)  # your own text files; empty: the stdlib corpus
     max_chars: Optional[int] = 2_000_000  # read at most this many characters (null: everything)
     seq_len: Optional[int] = None  # tokens per training window (null: the model's max_seq_len)
-    tokenizer: Any = "char"  # char, byte, or {name: bpe, vocab_size: N}
+    tokenizer: Any = component_field("tokenizers", "char")  # char, byte, or {name: bpe, vocab_size: N}
 
     def __post_init__(self):
         if not isinstance(self.files, (list, tuple)) or not all(isinstance(f, str) for f in self.files):

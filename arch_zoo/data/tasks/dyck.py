@@ -19,6 +19,7 @@ from math import comb
 from typing import Any, Dict, List, Tuple
 
 from ...errors import ConfigError
+from ...registry import component_field
 from ..tokenizers import BOS
 from .base import TASKS, Example, Task, TaskData
 from .common import (SPLITS, check_lengths_and_sizes, check_fits, check_tokenizer, deal, fit_tokenizer, positive, sample_distinct,
@@ -101,7 +102,7 @@ class DyckOptions:
     n_train: int = 10000  # examples per split
     n_val: int = 1000
     n_test: int = 1000
-    tokenizer: Any = "char"  # char or byte (one token per bracket)
+    tokenizer: Any = component_field("tokenizers", "char")  # char or byte (one token per bracket)
 
     def __post_init__(self):
         positive("n_types", self.n_types)

@@ -20,6 +20,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, List, Literal, Optional, Tuple
 
+from ...registry import component_field
 from .base import TASKS
 from .common import validate_tokenizer
 from .pairs import Pairs, PairTask
@@ -89,7 +90,7 @@ class ScanOptions:
     split: Literal["simple", "length"] = "simple"  # simple: random 80/20; length: train short, test long
     max_train_actions: int = 22  # length split: train on action sequences up to this many (the paper: 22)
     val_fraction: float = 0.1  # simple: of the 80% train part; length: of the long (held-out) commands
-    tokenizer: Any = "word"  # a tokenizer name, or {name: bpe, vocab_size: N}
+    tokenizer: Any = component_field("tokenizers", "word")  # a tokenizer name, or {name: bpe, vocab_size: N}
 
     def __post_init__(self):
         if self.split not in ("simple", "length"):

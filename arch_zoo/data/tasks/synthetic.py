@@ -10,6 +10,7 @@ import string
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Tuple
 
+from ...registry import component_field
 from .base import TASKS
 from .common import check_lengths_and_sizes, deal, positive, sample_distinct, split_counts, validate_tokenizer
 from .pairs import Pairs, PairTask
@@ -25,7 +26,7 @@ class SequenceOptions:
     n_train: int = 10000  # distinct sequences per split
     n_val: int = 500
     n_test: int = 500
-    tokenizer: Any = "char"  # a tokenizer name, or {name: bpe, vocab_size: N}
+    tokenizer: Any = component_field("tokenizers", "char")  # a tokenizer name, or {name: bpe, vocab_size: N}
 
     def __post_init__(self):
         positive("n_symbols", self.n_symbols, 2)

@@ -1,0 +1,98 @@
+"""`arch-zoo describe` and `arch-zoo components`: what they print is what the model and the registry hold."""
+import dataclasses
+import re
+from typing import List
+
+import pytest
+
+from arch_zoo.cli import main
+from arch_zoo.config import load, save
+from arch_zoo.data.tokenizers import CharTokenizer
+from arch_zoo.models import build_model
+
+
+def _described(capsys, *args) -> tuple:
+    assert main(["describe", *map(str, args)]) == 0
+    out = capsys.readouterr().out
+    vocab = int(re.search(r"vocab (\d+)", out).group(1))
+    total = int(re.search(r"parameters  ([\d,]+) total", out).group(1).replace(",", ""))
+    return vocab, total, out
+
+
+def _total(cfg, vocab: int) -> int:
+    return sum(p.numel() for p in build_model(cfg.model, vocab).parameters())
+
+
+def test_describe_an_experiment_counts_with_the_task_s_vocabulary(capsys):
+    """README (tour): "`arch-zoo describe configs/experiments/copy.yaml`: an experiment counts with
+    its task's tokenizer" (not an assumed 32000)."""
+    from arch_zoo.training.run import prepare
+
+    cfg = load("configs/experiments/copy.yaml")
+    vocab, total, out = _described(capsys, "configs/experiments/copy.yaml")
+    assert vocab == prepare(cfg).tokenizer.vocab_size < 100 and "(the task's char tokenizer)" in out
+    assert total == _total(cfg, vocab)
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    """What a run leaves for describe: its resolved config.yaml and tokenizer.json."""
+    cfg = load("configs/experiments/char_lm.yaml", ["task.max_chars=2000"])
+    save(cfg, tmp_path / "config.yaml")
+    CharTokenizer().fit(["a small alphabet"]).save(tmp_path)
+    return tmp_path, cfg
+
+
+def test_describe_a_run_directory_or_its_config_uses_the_run_s_tokenizer(run_dir, capsys):
+    """README (tour): "`arch-zoo describe runs/copy`: a run directory: with the run's tokenizer.json";
+    its config.yaml given as a file does the same."""
+    path, cfg = run_dir
+    vocab = CharTokenizer().fit(["a small alphabet"]).vocab_size
+    for source in (path, path / "config.yaml"):
+        got, total, out = _described(capsys, source)
+        assert got == vocab and "(the run's tokenizer.json)" in out
+        assert total == _total(cfg, vocab)
+    got, total, _ = _described(capsys, path, "model.n_layers=1")  # overrides apply to a run's config too
+    assert got == vocab and total == _total(load(path / "config.yaml", ["model.n_layers=1"]), vocab)
+
+
+def test_describe_a_directory_without_a_config_is_a_one_line_error(tmp_path, capsys):
+    assert main(["describe", str(tmp_path)]) == 2
+    assert re.search(r"is a directory without config\.yaml; give a run directory", capsys.readouterr().err)
+
+
+def _line(out: str, name: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith(f"  {name} "))
+
+
+def test_components_shows_list_defaults_and_required_options_as_they_are(capsys):
+    """`files` and `eval_lengths` default to []; only an option the dataclass cannot be built
+    without reads 'required'."""
+    from arch_zoo.describe import _options
+    from arch_zoo.registry import Registry, all_registries
+
+    assert main(["components"]) == 0
+    out = capsys.readouterr().out
+    assert "files=[]" in _line(out, "char_lm") and "eval_lengths=[]" in _line(out, "char_lm")
+    for registry in all_registries().values():
+        for entry in registry.entries():
+            entry.options()  # every registered option has a default...
+            assert "required" not in _line(out, entry.name)  # ...and none is shown as required
+
+    @dataclasses.dataclass(frozen=True)
+    class Opts:
+        size: int
+        lengths: List[int] = dataclasses.field(default_factory=lambda: [64, 128])
+
+    reg = Registry("demo", "demo")
+    reg.register("x", Opts, "a demo")(lambda opts: None)
+    assert _options(reg.get("x")) == "  [size=required, lengths=[64, 128]]"
+
+
+def test_components_says_which_ffns_are_gated_and_their_d_ff_default(capsys):
+    assert main(["components"]) == 0
+    out = capsys.readouterr().out
+    for name in ("swiglu", "geglu", "reglu"):
+        assert "(gated; d_ff default 8/3 * d_model, up to a multiple of 8)" in _line(out, name)
+    for name in ("relu", "gelu", "gelu_tanh"):
+        assert _line(out, name).endswith("(d_ff default 4 * d_model)")
