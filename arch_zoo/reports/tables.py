@@ -127,7 +127,7 @@ def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
         out["best seed"] = "" if seed is None or pd.isna(seed) else str(seed)
         for m in other_metrics(table):
             out[m] = mean_std(r, m, pm)
-        out["notes"] = str(r.get("notes") or "")
+        out["notes"] = r["notes"] if isinstance(r.get("notes"), str) else ""  # pandas turns a missing note into NaN
         rows.append(out)
     frame = pd.DataFrame(rows)
     if frame.empty:

@@ -142,6 +142,7 @@ def test_report_has_holm_effect_size_and_seeds_needed_in_every_export(report):
     md = (out / "report.md").read_text()
     header = md.split("\n")[2]
     assert header.index("| p ") < header.index("| p (Holm)") < header.index("| d_z") < header.index("| seeds needed")
+    assert "| nan " not in md  # the baseline row has no notes: an empty cell, not "nan"
     assert "- seeds needed: paired seeds for 80% power (two-sided paired t-test, alpha 0.05" in md
     assert "p (Holm): Holm-Bonferroni adjusted over every variant-vs-baseline test" in md
     assert "p (Holm) & d\\_z & seeds needed" in (out / "table.tex").read_text()
