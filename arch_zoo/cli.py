@@ -94,11 +94,18 @@ def _generate(args) -> int:
     return 0
 
 
+def _stats_options(p) -> None:
+    p.add_argument("--ci", default="t", choices=["t", "bootstrap"],
+                   help="95%% intervals from the t-distribution (default) or a BCa bootstrap (metrics far from normal)")
+    p.add_argument("--min-effect", type=float, default=None, metavar="D",
+                   help="seeds needed: plan for a difference D of the metric (its units) instead of the observed Δ")
+
+
 def _report(args) -> int:
     from .reports import terminal_table, write_report
 
     result = write_report(args.sweep_dir, args.out, formats=args.format, metric=args.metric, baseline=args.baseline,
-                          command=command_line(args.argv))
+                          command=command_line(args.argv), ci=args.ci, min_effect=args.min_effect)
     sys.stdout.write(terminal_table(result["variants"]))
     print(f"report: {result['out_dir']}/ ({len(result['files'])} files)")
     return 0
@@ -108,9 +115,11 @@ def _compare(args) -> int:
     from .reports import load_runs, summarize, terminal_table, write_report
 
     if args.out:
-        table = write_report(args.paths, args.out, metric=args.metric, baseline=args.baseline)["variants"]
+        table = write_report(args.paths, args.out, metric=args.metric, baseline=args.baseline, ci=args.ci,
+                             min_effect=args.min_effect)["variants"]
     else:
-        table = summarize(load_runs(args.paths), metric=args.metric, baseline=args.baseline)
+        table = summarize(load_runs(args.paths), metric=args.metric, baseline=args.baseline, ci=args.ci,
+                          min_effect=args.min_effect)
     sys.stdout.write(terminal_table(table))
     if args.out:
         print(f"report: {args.out}/")
@@ -223,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", default=None, help="metric to rank and test on (default: the sweep's, else val/loss)")
     p.add_argument("--baseline", nargs="+", action="extend", default=None, metavar="KEY=VALUE",
                    help="the variant Δ is measured against (default: the sweep's baseline)")
+    _stats_options(p)
     p.set_defaults(func=_report)
 
     p = sub.add_parser("compare", help="compare runs from several sweeps or run directories on one metric")
@@ -231,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", nargs="+", action="extend", default=None, metavar="KEY=VALUE",
                    help="the variant Δ is measured against (keys are the settings that differ)")
     p.add_argument("--out", default=None, help="also write a report (md, csv, tex, parquet, html) here")
+    _stats_options(p)
     p.set_defaults(func=_compare)
     return parser
 

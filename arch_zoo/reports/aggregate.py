@@ -1,5 +1,6 @@
 """Per-run rows → one row per variant: seed counts, size and speed, and for every metric the mean,
-std, 95% t-interval and best seed, and Δ vs the baseline from a paired t-test across seeds.
+std, 95% interval (t, or bootstrap on request) and best seed, and Δ vs the baseline from a paired
+t-test across seeds, with Holm-adjusted p-values, the effect size d_z and the seeds 80% power needs.
 
 Statistics use completed runs only. Diverged, failed, running and pending runs are counted in
 their own columns and named in ``notes``; they are never averaged and never dropped.
@@ -16,11 +17,14 @@ from scipy import stats
 
 from ..errors import ConfigError, did_you_mean
 from .load import FIXED, goal_for
+from .stats import bootstrap_ci, cohens_dz, holm, seeds_needed
 
 STATUSES = ("completed", "diverged", "failed", "interrupted", "running", "pending")
 STATS = ("mean", "std", "ci_low", "ci_high", "n", "best", "best_seed",
-         "delta", "delta_ci_low", "delta_ci_high", "p", "n_paired")
+         "delta", "delta_ci_low", "delta_ci_high", "p", "n_paired", "p_holm", "d_z", "seeds_needed")
 CONFIDENCE = 0.95
+CI_METHODS = ("t", "bootstrap")
+MIN_SEEDS = 3  # fewer completed seeds than this: the report warns that the interval and p mean little
 Baseline = Union[None, str, Mapping[str, Any], Sequence[str]]  # "k=v", "k=v k2=v2", ["k=v", ...] or {k: v}
 
 
@@ -56,19 +60,24 @@ def mean_ci(values: Sequence[float]) -> tuple:
     return mean, std, float(low), float(high)
 
 
+def _pairs(a: Mapping[Any, float], b: Mapping[Any, float]) -> tuple:
+    seeds = sorted(set(a) & set(b))
+    return np.array([a[s] for s in seeds], dtype=float), np.array([b[s] for s in seeds], dtype=float)
+
+
 def paired(a: Mapping[Any, float], b: Mapping[Any, float]) -> tuple:
     """(mean a-b, ci_low, ci_high, p, n) over the seeds both have; ttest_rel for the p-value."""
-    seeds = sorted(set(a) & set(b))
-    if not seeds:
+    xa, xb = _pairs(a, b)
+    n = len(xa)
+    if not n:
         return math.nan, math.nan, math.nan, math.nan, 0
-    xa, xb = np.array([a[s] for s in seeds]), np.array([b[s] for s in seeds])
     delta, _, low, high = mean_ci(xa - xb)
     p = math.nan
-    if len(seeds) >= 2:
+    if n >= 2:
         with warnings.catch_warnings():  # identical differences: scipy warns and returns nan
             warnings.simplefilter("ignore", RuntimeWarning)
             p = float(stats.ttest_rel(xa, xb).pvalue)
-    return delta, low, high, p, len(seeds)
+    return delta, low, high, p, n
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -135,8 +144,44 @@ def _notes(group: pd.DataFrame) -> str:
     return "; ".join(parts)
 
 
-def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseline = None) -> pd.DataFrame:
-    """One row per variant, ranked by ``metric`` (default: the sweep's) in its goal's direction."""
+def check_options(ci: str, min_effect: Optional[float]) -> None:
+    if ci not in CI_METHODS:
+        raise ConfigError("ci", f"unknown interval '{ci}'{did_you_mean(ci, CI_METHODS)}; choices: "
+                                f"{', '.join(CI_METHODS)}")
+    if min_effect is not None and not (math.isfinite(min_effect) and min_effect > 0):
+        raise ConfigError("min-effect", f"{min_effect} is not a positive difference in the metric's units")
+
+
+def _effect(r: Dict[str, Any], other: Optional[Dict[str, Any]], m: str, ci: str,
+            min_effect: Optional[float]) -> Dict[str, Any]:
+    """Δ vs the baseline variant ``other`` on metric ``m``: paired t-test, d_z and the seeds 80% power needs
+    for the observed effect, or for ``min_effect`` (metric units) at the observed spread of the differences."""
+    if other is None:
+        values = (math.nan,) * 4 + (0, math.nan, math.nan)
+    else:
+        xa, xb = _pairs(r["_values"][m], other["_values"][m])
+        delta, low, high, p, n = paired(r["_values"][m], other["_values"][m])
+        if ci == "bootstrap":
+            low, high = bootstrap_ci(xa - xb, CONFIDENCE)
+        dz = cohens_dz(xa - xb)
+        if min_effect is not None and n >= 2:
+            sd = float(np.std(xa - xb, ddof=1))
+            target = min_effect / sd if sd > 0 else math.inf
+        else:
+            target = dz
+        values = (delta, low, high, p, n, dz, seeds_needed(target))
+    names = ("delta", "delta_ci_low", "delta_ci_high", "p", "n_paired", "d_z", "seeds_needed")
+    return {f"{m} {name}": value for name, value in zip(names, values)}
+
+
+def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseline = None, ci: str = "t",
+              min_effect: Optional[float] = None) -> pd.DataFrame:
+    """One row per variant, ranked by ``metric`` (default: the sweep's) in its goal's direction.
+
+    ``ci``: "t" (t-distribution) or "bootstrap" (BCa, for metrics far from normal) for the intervals of
+    the means and of Δ. ``min_effect``: the smallest difference of ``metric`` worth detecting, in its
+    units; the seeds-needed column then plans for it instead of the observed Δ."""
+    check_options(ci, min_effect)
     metric = metric or runs.attrs.get("metric") or "val/loss"
     check_metric(runs, metric)
     goal = goal_for(runs.attrs, metric)
@@ -166,6 +211,8 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
                 dict(enumerate(ok[m]))
             row["_values"][m] = per_seed
             mean, std, low, high = mean_ci(ok[m].to_numpy())
+            if ci == "bootstrap":
+                low, high = bootstrap_ci(ok[m].to_numpy(), CONFIDENCE)
             row.update({f"{m} mean": mean, f"{m} std": std, f"{m} ci_low": low, f"{m} ci_high": high,
                         f"{m} n": len(ok)})
             direction = goal_for(runs.attrs, m)
@@ -180,13 +227,14 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
         other = _closest(r, candidates, settings, list(base))
         r["baseline_variant"] = other["variant"] if other is not None else None
         for m in metrics:
-            d = paired(r["_values"][m], other["_values"][m]) if other is not None else (math.nan,) * 4 + (0,)
-            r.update({f"{m} {name}": value for name, value in
-                      zip(("delta", "delta_ci_low", "delta_ci_high", "p", "n_paired"), d)})
+            r.update(_effect(r, other, m, ci, min_effect if m == metric else None))
+    for m in metrics:  # one family per metric: every variant-vs-baseline test of it
+        for r, adjusted in zip(rows, holm([r[f"{m} p"] for r in rows])):
+            r[f"{m} p_holm"] = float(adjusted)
     table = pd.DataFrame([{k: v for k, v in r.items() if k != "_values"} for r in rows])
     if table.empty:
         table = pd.DataFrame(columns=["variant", *settings, "baseline", "seeds", *STATUSES, "rank"])
-        table.attrs.update(_attrs(runs, metric, goal, base, metrics, []))
+        table.attrs.update(_attrs(runs, metric, goal, base, metrics, [], ci, min_effect))
         return table
     key = f"{metric} mean"
     if key in table.columns:
@@ -196,7 +244,7 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
         table["rank"] = pd.array([pd.NA] * len(table), dtype="Int64")
     front = ["rank", "variant", *settings, "baseline", "baseline_variant", "seeds", *STATUSES, "other"]
     table = table[front + [c for c in table.columns if c not in front]]
-    table.attrs.update(_attrs(runs, metric, goal, base, metrics, table))
+    table.attrs.update(_attrs(runs, metric, goal, base, metrics, table, ci, min_effect))
     return table
 
 
@@ -215,7 +263,7 @@ def missing_notes(runs: pd.DataFrame) -> List[str]:
     return lines
 
 
-def _attrs(runs, metric, goal, base, metrics, table) -> Dict[str, Any]:
+def _attrs(runs, metric, goal, base, metrics, table, ci="t", min_effect=None) -> Dict[str, Any]:
     notes = missing_notes(runs)
     if not base:
         notes.append("no baseline: Δ columns are empty (set one with --baseline KEY=VALUE).")
@@ -223,6 +271,12 @@ def _attrs(runs, metric, goal, base, metrics, table) -> Dict[str, Any]:
     if len(table) and col in table.columns and (table[col] == 0).any():
         empty = table.loc[table[col] == 0, "variant"]
         notes.append(f"no completed run with {metric}: {'; '.join(map(str, empty))}")
+    if len(table) and col in table.columns:
+        few = table.loc[(table[col] > 0) & (table[col] < MIN_SEEDS)]
+        for _, r in few.iterrows():
+            notes.append(f"warning: {r['variant']} has only {r[col]} completed seed{'s' * (r[col] != 1)} with "
+                         f"{metric}; its interval and p-value need at least {MIN_SEEDS} to mean much.")
     return {"name": runs.attrs.get("name", ""), "metric": metric, "goal": goal,
             "goals": runs.attrs.get("goals") or {}, "baseline": base,
-            "settings": settings_of(runs), "metrics": metrics, "notes": notes}
+            "settings": settings_of(runs), "metrics": metrics, "notes": notes, "ci": ci,
+            "min_effect": min_effect}

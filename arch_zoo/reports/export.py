@@ -15,7 +15,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Union
 import pandas as pd
 
 from ..errors import ConfigError
-from .aggregate import Baseline, summarize
+from .aggregate import Baseline, check_options, summarize
 from .load import goal_for, load_runs
 from .provenance import provenance_lines, sample_rows
 from .tables import display, footnotes, num, other_metrics, title
@@ -147,7 +147,8 @@ def latex(table: pd.DataFrame) -> str:
     metric_cols = {c: metric for c in shown.columns if c.startswith(metric + " ")}
     metric_cols.update({m: m for m in other_metrics(table) if m in shown.columns})
     bold = {col: _best_rows(table, m) for col, m in metric_cols.items()}
-    numeric = {"rank", "params", "FLOPs/token", "tokens/s", "peak MB", "p", "best seed", *metric_cols}
+    numeric = {"rank", "params", "FLOPs/token", "tokens/s", "peak MB", "p", "p (Holm)", "d_z", "seeds needed",
+               "best seed", *metric_cols}
     spec = "".join("r" if c in numeric else "l" for c in shown.columns)
     lines = ["% " + tex_escape(title(table)), "% requires \\usepackage{booktabs}",
              f"\\begin{{tabular}}{{{spec}}}", "\\toprule",
@@ -169,14 +170,17 @@ def latex(table: pd.DataFrame) -> str:
 
 def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_dir: Union[str, Path, None] = None,
                  formats: Union[str, Iterable[str], None] = None, metric: Optional[str] = None,
-                 baseline: Baseline = None, command: Optional[str] = None) -> Dict[str, object]:
+                 baseline: Baseline = None, command: Optional[str] = None, ci: str = "t",
+                 min_effect: Optional[float] = None) -> Dict[str, object]:
     """Load a sweep (or several sweep/run dirs), summarize, and write every requested format.
-    ``command`` (the `arch-zoo report` call) is printed in the report's provenance.
+    ``command`` (the `arch-zoo report` call) is printed in the report's provenance; ``ci`` and
+    ``min_effect`` are ``summarize``'s.
 
     Returns {"out_dir", "runs", "variants", "files"}; ``out_dir`` defaults to reports/<sweep name>/."""
     fmts = parse_formats(formats)
+    check_options(ci, min_effect)  # before loading: a typo costs no time
     runs = load_runs(sweep_dir)
-    table = summarize(runs, metric=metric, baseline=baseline)
+    table = summarize(runs, metric=metric, baseline=baseline, ci=ci, min_effect=min_effect)
     out = Path(out_dir) if out_dir is not None else Path("reports") / str(runs.attrs.get("name") or "report")
     out.mkdir(parents=True, exist_ok=True)
     files = write_tables(runs, table, out, fmts)

@@ -13,11 +13,12 @@ from typing import Any, Dict, List, Optional, Union
 import pandas as pd
 
 from .load import MAX_LABEL_SETTINGS as MAX_SETTING_COLUMNS, goal_for
+from .stats import ALPHA, MAX_SEEDS, POWER
 
 MAX_OTHER_METRICS = 6
 PM = "±"
-OPTIONAL = ("params", "FLOPs/token", "tokens/s", "peak MB", "95% CI", "Δ vs baseline [95% CI]", "p", "best seed",
-            "notes")  # dropped from a display when no row has a value
+OPTIONAL = ("params", "FLOPs/token", "tokens/s", "peak MB", "95% CI", "Δ vs baseline [95% CI]", "p", "p (Holm)",
+            "d_z", "seeds needed", "best seed", "notes")  # dropped from a display when no row has a value
 
 
 def num(v: Any, digits: int = 4) -> str:
@@ -44,6 +45,16 @@ def pvalue(p: Any) -> str:
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return ""
     return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def seeds_needed_text(row: pd.Series, m: str) -> str:
+    """'34', '>1000', 'no effect' (Δ is exactly 0) or 'undefined' (fewer than 2 paired seeds)."""
+    n, dz = row.get(f"{m} seeds_needed"), row.get(f"{m} d_z")
+    if isinstance(n, float) and not math.isnan(n):
+        return f">{MAX_SEEDS}" if math.isinf(n) else str(int(n))
+    if isinstance(dz, float) and math.isnan(dz) and row.get(f"{m} delta") == 0:
+        return "no effect"
+    return "undefined" if row.get("baseline_variant") else ""
 
 
 def seeds_text(row: pd.Series) -> str:
@@ -108,11 +119,15 @@ def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
         out["95% CI"] = _interval(r.get(f"{metric} ci_low"), r.get(f"{metric} ci_high"))
         out["Δ vs baseline [95% CI]"] = _delta(r, metric)
         out["p"] = "" if r.get("baseline") else pvalue(r.get(f"{metric} p"))
+        out["p (Holm)"] = "" if r.get("baseline") else pvalue(r.get(f"{metric} p_holm"))
+        dz = r.get(f"{metric} d_z")
+        out["d_z"] = "" if r.get("baseline") or dz is None or math.isnan(dz) else f"{dz:+.2f}"
+        out["seeds needed"] = "" if r.get("baseline") else seeds_needed_text(r, metric)
         seed = r.get(f"{metric} best_seed")
         out["best seed"] = "" if seed is None or pd.isna(seed) else str(seed)
         for m in other_metrics(table):
             out[m] = mean_std(r, m, pm)
-        out["notes"] = str(r.get("notes") or "")
+        out["notes"] = r["notes"] if isinstance(r.get("notes"), str) else ""  # pandas turns a missing note into NaN
         rows.append(out)
     frame = pd.DataFrame(rows)
     if frame.empty:
@@ -130,8 +145,16 @@ def footnotes(table: pd.DataFrame) -> List[str]:
     lines = []
     if base:
         lines.append("Δ = variant − baseline (" + ", ".join(f"{k}={v}" for k, v in base.items())
-                     + "), paired over the seeds both completed; p from a paired t-test (scipy.stats.ttest_rel).")
-    lines.append("mean ± std over completed seeds; 95% CI from the t-distribution.")
+                     + "), paired over the seeds both completed; p from a paired t-test (scipy.stats.ttest_rel); "
+                     "p (Holm): Holm-Bonferroni adjusted over every variant-vs-baseline test of this metric; "
+                     "d_z = mean Δ / std of the paired differences (same sign as Δ).")
+        effect = (f"a difference of {table.attrs['min_effect']:g}" if table.attrs.get("min_effect")
+                  else "the observed Δ")
+        lines.append(f"seeds needed: paired seeds for {POWER:.0%} power (two-sided paired t-test, alpha {ALPHA:g}, exact "
+                     f"noncentral t) to detect {effect} at the observed spread of the paired differences.")
+    lines.append("mean ± std over completed seeds; 95% CI " + (
+        "by BCa bootstrap (scipy.stats.bootstrap, 9999 resamples, fixed seed)."
+        if table.attrs.get("ci") == "bootstrap" else "from the t-distribution."))
     return lines + list(table.attrs.get("notes", []))
 
 

@@ -1,0 +1,109 @@
+"""The statistics behind a comparison: many-comparison correction, effect size, power and bootstrap.
+
+- ``holm``: Holm-Bonferroni adjusted p-values (Holm 1979), as R's ``p.adjust(p, "holm")`` and
+  statsmodels' ``multipletests(method="holm")`` compute them.
+- ``cohens_dz``: the paired effect size, mean difference / sample std of the differences.
+- ``paired_power`` / ``seeds_needed``: the exact power of a two-sided paired t-test from the
+  noncentral t distribution (what G*Power computes), and the fewest seeds that reach a target power.
+- ``bootstrap_ci``: a BCa bootstrap interval of the mean (scipy.stats.bootstrap), for metrics far
+  from normal.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Sequence, Tuple
+
+import numpy as np
+from scipy import stats
+
+ALPHA = 0.05
+POWER = 0.8
+MAX_SEEDS = 1000
+RESAMPLES = 9999
+BOOTSTRAP_SEED = 0  # a report is a pure function of its runs: the same resamples every time
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm step-down adjusted p-values; NaN entries (no test) stay NaN and do not count as tests.
+
+    Sorted ascending, p_(i) is multiplied by (m - i), made monotone by a running maximum and capped at 1."""
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full(p.shape, math.nan)
+    tested = np.flatnonzero(~np.isnan(p))
+    m = len(tested)
+    if m == 0:
+        return out
+    order = tested[np.argsort(p[tested], kind="stable")]
+    scaled = p[order] * (m - np.arange(m))
+    out[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
+    return out
+
+
+def cohens_dz(differences: Sequence[float]) -> float:
+    """mean / std (ddof=1) of paired differences, with the sign of the mean difference.
+
+    NaN with fewer than 2 pairs or when every difference is 0; ±inf when the differences are all
+    the same non-zero value (no spread: any number of seeds shows it)."""
+    d = np.asarray(differences, dtype=float)
+    if len(d) < 2:
+        return math.nan
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    if sd == 0:
+        return math.nan if mean == 0 else math.copysign(math.inf, mean)
+    return mean / sd
+
+
+def paired_power(dz: float, n: int, alpha: float = ALPHA) -> float:
+    """Power of a two-sided paired t-test with ``n`` pairs when the true effect is ``dz``:
+    P(|T| > t_crit) with T ~ noncentral t(df=n-1, nc=dz*sqrt(n))."""
+    if n < 2:
+        return math.nan
+    df = n - 1
+    crit = stats.t.ppf(1 - alpha / 2, df)
+    nc = dz * math.sqrt(n)
+    return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+
+
+def seeds_needed(dz: float, power: float = POWER, alpha: float = ALPHA, cap: int = MAX_SEEDS) -> float:
+    """Fewest seeds (paired) whose two-sided paired t-test reaches ``power`` for effect ``dz``.
+
+    NaN when the effect is undefined or 0 (no number of seeds detects no effect); inf when more
+    than ``cap`` are needed; 2 (the least a t-test takes) for an infinite effect."""
+    if dz is None or math.isnan(dz) or dz == 0:
+        return math.nan
+    if math.isinf(dz):
+        return 2.0
+    dz = abs(dz)
+    # the normal approximation undershoots slightly: start a little below it and walk up
+    guess = ((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) / dz) ** 2
+    if guess > 2 * cap:
+        return math.inf
+    n = max(2, int(guess) - 2)
+    while paired_power(dz, n - 1, alpha) >= power and n > 2:  # never skip past the smallest n
+        n -= 1
+    while n <= cap:
+        if paired_power(dz, n, alpha) >= power:
+            return float(n)
+        n += 1
+    return math.inf
+
+
+def bootstrap_ci(values: Sequence[float], confidence: float = 0.95) -> Tuple[float, float]:
+    """BCa bootstrap interval of the mean (scipy.stats.bootstrap, fixed seed); NaN below 2 values;
+    the point itself when all values are equal. Falls back to the percentile interval where BCa is
+    undefined (e.g. very few distinct values)."""
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2:
+        return math.nan, math.nan
+    if np.all(x == x[0]):
+        return float(x[0]), float(x[0])
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():  # BCa on tiny samples warns and returns NaN: try the next method
+            warnings.simplefilter("ignore")
+            res = stats.bootstrap((x,), np.mean, confidence_level=confidence, n_resamples=RESAMPLES,
+                                  method=method, random_state=np.random.default_rng(BOOTSTRAP_SEED))
+        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if not (math.isnan(low) or math.isnan(high)):
+            return low, high
+    return math.nan, math.nan
