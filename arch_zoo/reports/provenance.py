@@ -51,8 +51,8 @@ def _call_line(call: Dict) -> str:
              f"arch_zoo {call.get('git_commit') or 'commit unknown'}; machine: {call.get('machine') or 'unknown'}")
     if call.get("outcome") == "killed":
         last = f", the last at {call['last_run_at']}" if call.get("last_run_at") else ""
-        return (f"sweep: `{command}` — started {call.get('started', '?')}, interrupted: killed before it could record "
-                f"its end; {trained} runs trained{last}; {where}")
+        return (f"sweep: `{command}` — started {call.get('started', '?')}, interrupted: killed before it could "
+                f"record its end; {trained} runs trained{last}; {where}")
     return (f"sweep: `{command}` — {call.get('started', '?')} to {call.get('ended', '?')}, "
             f"wall {_duration(call.get('wall_s') or 0)}, {trained} runs trained ({call.get('outcome', '?')}), {where}")
 

@@ -1,4 +1,6 @@
-"""README: `train.devices=2 train.strategy=ddp` trains on several processes (issue 13 §4).
+"""README: "`train.devices=2 train.strategy=ddp` is tested on two CPU processes: each rank trains on
+its half of every global batch, and both end with the weights one process reaches on the whole
+batches" (issue 13 §4).
 
 Two real CPU processes (gloo) train 8 steps; each records the batches it saw and its final
 weights (ddp_probe.py). The ranks must have seen the two halves of each global batch, end with
@@ -17,7 +19,8 @@ from .test_cli_train import MODEL
 
 PROBE = Path(__file__).with_name("ddp_probe.py")
 BATCH = 4
-CONFIG = {"name": "ddp", "seed": 0, "model": dict(MODEL), "task": {"name": "char_lm", "max_chars": 20000, "seq_len": 32},
+CONFIG = {"name": "ddp", "seed": 0, "model": dict(MODEL),
+          "task": {"name": "char_lm", "max_chars": 20000, "seq_len": 32},
           "train": {"max_steps": 8, "batch_size": BATCH, "val_every": 8, "val_batches": 1, "progress_bar": False,
                     "lr": 3e-3, "accelerator": "cpu", "exact_match_samples": 0}}
 
