@@ -80,13 +80,14 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
         launch.stop(abort=True)
         raise
     planned = time.perf_counter()
+    call = _Invocation(store, command, started_at, launcher, getattr(launch, "n", None), log)
+    call.start(len(plan.runs))  # before anything is written, so any kill from here on leaves a trace
+    writing = time.perf_counter()  # (the commit and machine lookups above are not store I/O)
     store.write_plan(plan)
     store.write_index(plan)
     outcome = SweepOutcome(plan, store)
     tasks = _tasks(plan, store, retry_failed, log)
-    call = _Invocation(store, command, started_at, launcher, getattr(launch, "n", None), log)
-    call.start(len(tasks))
-    index_s = [time.perf_counter() - planned]  # store I/O: run.json files, index.csv rewrites, invocations
+    index_s = [time.perf_counter() - writing]  # store I/O: run.json files, index.csv rewrites, invocations
     runs = {r.run_id: r for r in plan.runs}
 
     def on_result(task: Task, result: Result) -> None:
@@ -176,11 +177,11 @@ class _Invocation:
                 self.log(f"warning: could not append to {self.store.root / 'invocations.jsonl'}: {exc}")
             self.warned = True
 
-    def start(self, to_run: int) -> None:
+    def start(self, planned: int) -> None:
         from ..provenance import git_commit, machine
 
         self.head.update({"git_commit": git_commit(), "machine": machine()})
-        self._append({**self.head, "event": "started", "runs_to_run": to_run})
+        self._append({**self.head, "event": "started", "runs_planned": planned})
 
     def ran(self, result: Result) -> None:
         if result.outcome == "trained":
