@@ -1,9 +1,9 @@
 """What a report says about where its numbers came from, and the decodings it shows.
 
 Plain-text lines and rows, escaped by each format's writer: the sweep's description, every
-`arch-zoo sweep` call that trained its runs (command, dates, wall time, commit, machine), the
-`arch-zoo report` command, the total training time, and a few greedy decodings per variant
-for generation tasks."""
+`arch-zoo sweep` call that trained its runs (command, dates, wall time, commit, machine; a call
+killed outright shows as interrupted), the `arch-zoo report` command, the total training time, and
+a few greedy decodings per variant for generation tasks."""
 from __future__ import annotations
 
 from typing import Dict, List, Optional
@@ -20,15 +20,45 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h"
 
 
+def sweep_calls(records: List[Dict]) -> List[Dict]:
+    """invocations.jsonl's lines, one dict per `arch-zoo sweep` call in the order they started.
+    A call writes "started", a "run" line per run it trained and "ended", sharing an id; one killed
+    outright has no "ended" line: it comes out with outcome "killed" and the runs it got through.
+    Lines without an id are the one-line records of older versions, complete as they are."""
+    calls: List[Dict] = []
+    by_id: Dict[str, Dict] = {}
+    for record in records:
+        key = record.get("invocation")
+        if key is None:
+            calls.append(dict(record))
+            continue
+        if key not in by_id:
+            by_id[key] = {"outcome": "killed", "runs_trained": 0}
+            calls.append(by_id[key])
+        call, event = by_id[key], record.get("event")
+        if event == "run":
+            call["runs_trained"] += 1
+            call["last_run_at"] = record.get("at")
+        else:
+            call.update({k: v for k, v in record.items() if k != "event"})
+    return calls
+
+
+def _call_line(call: Dict) -> str:
+    command = call.get("command") or "arch-zoo sweep (command not recorded)"
+    trained = call.get("runs_trained")
+    where = (f"{call.get('workers') or '?'} {call.get('launcher', 'local')} workers; "
+             f"arch_zoo {call.get('git_commit') or 'commit unknown'}; machine: {call.get('machine') or 'unknown'}")
+    if call.get("outcome") == "killed":
+        last = f", the last at {call['last_run_at']}" if call.get("last_run_at") else ""
+        return (f"sweep: `{command}` — started {call.get('started', '?')}, interrupted: killed before it could "
+                f"record its end; {trained} runs trained{last}; {where}")
+    return (f"sweep: `{command}` — {call.get('started', '?')} to {call.get('ended', '?')}, "
+            f"wall {_duration(call.get('wall_s') or 0)}, {trained} runs trained ({call.get('outcome', '?')}), {where}")
+
+
 def provenance_lines(runs: pd.DataFrame, command: Optional[str] = None) -> List[str]:
-    lines = []
-    for call in runs.attrs.get("invocations", []):
-        trained = call.get("runs_trained")
-        lines.append(f"sweep: `{call.get('command') or 'arch-zoo sweep (command not recorded)'}` — "
-                     f"{call.get('started', '?')} to {call.get('ended', '?')}, wall {_duration(call.get('wall_s') or 0)}, "
-                     f"{trained} runs trained ({call.get('outcome', '?')}), {call.get('workers') or '?'} "
-                     f"{call.get('launcher', 'local')} workers; arch_zoo {call.get('git_commit') or 'commit unknown'}; "
-                     f"machine: {call.get('machine') or 'unknown'}")
+    lines = [_call_line(call) for call in sweep_calls(runs.attrs.get("invocations", []))]
     if command:
         lines.append(f"report: `{command}`")
     wall = runs["wall_time_s"].dropna() if "wall_time_s" in runs.columns else pd.Series(dtype=float)

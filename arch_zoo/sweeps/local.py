@@ -41,7 +41,7 @@ def _worker_main(conn, threads: int) -> None:
     except BaseException:  # noqa: BLE001 - reported to the parent, which explains it to the user
         conn.send(("error", traceback.format_exc()))
         return
-    conn.send(("ready", os.getpid(), time.perf_counter() - started))
+    conn.send(("ready", os.getpid(), time.perf_counter() - started, time.monotonic()))
     while True:
         try:
             task = conn.recv()
@@ -73,6 +73,7 @@ class LocalLauncher:
         self.workers: List[_Worker] = []
         self.started_workers = 0
         self.startup_s: List[float] = []  # per worker: start() (or its respawn) to ready, imports included
+        self.ready_at: Dict[int, float] = {}  # pid -> time.monotonic() in the worker once its imports were done
         self._start_times: Dict[int, float] = {}
         self._began = time.perf_counter()
 
@@ -149,6 +150,7 @@ class LocalLauncher:
         kind = message[0]
         if kind == "ready":
             w.ready = True
+            self.ready_at[message[1]] = message[3]
             self.startup_s.append(time.perf_counter() - self._start_times.pop(id(w), time.perf_counter()))
         elif kind == "error":
             raise RuntimeError(f"a sweep worker could not start:\n{message[1]}")

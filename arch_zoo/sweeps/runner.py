@@ -59,8 +59,9 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
               on_launch: Optional[Callable[[], None]] = None) -> SweepOutcome:
     """Run (or resume) a sweep; every problem with the spec is raised before any run starts.
     ``threads``: torch threads per local worker (default: the cores divided among the workers).
-    Each call that gets past planning appends its ``command``, commit, machine and wall time to
-    the store's invocations.jsonl, which reports print as the sweep's provenance. ``on_launch`` is
+    Each call that gets past planning records itself in the store's invocations.jsonl as it goes
+    (its ``command``, commit and machine when it starts, each run it trains, its outcome and wall
+    time at the end), which reports print as the sweep's provenance. ``on_launch`` is
     called once the runs are handed to the launcher, when this process has nothing to do but wait."""
     began = time.perf_counter()
     started_at = _utc_now()
@@ -79,17 +80,21 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
         launch.stop(abort=True)
         raise
     planned = time.perf_counter()
+    call = _Invocation(store, command, started_at, launcher, getattr(launch, "n", None), log)
+    call.start(len(plan.runs))  # before anything is written, so any kill from here on leaves a trace
+    writing = time.perf_counter()  # (the commit and machine lookups above are not store I/O)
     store.write_plan(plan)
     store.write_index(plan)
-    index_s = [time.perf_counter() - planned]  # store I/O: run.json files, index.csv rewrites
     outcome = SweepOutcome(plan, store)
     tasks = _tasks(plan, store, retry_failed, log)
+    index_s = [time.perf_counter() - writing]  # store I/O: run.json files, index.csv rewrites, invocations
     runs = {r.run_id: r for r in plan.runs}
 
     def on_result(task: Task, result: Result) -> None:
         outcome.results[task.run_id] = result
         t = time.perf_counter()
         store.write_index(plan)
+        call.ran(result)
         index_s[0] += time.perf_counter() - t
         run = runs[task.run_id]
         value = result.metrics.get(spec.metric["name"])
@@ -107,11 +112,9 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
         ran = [r.seconds for r in outcome.results.values() if r.outcome == "trained"]
         outcome.timings = {"wall_s": time.perf_counter() - began, "import_s": imported - began,
                            "plan_s": planned - imported, "store_s": index_s[0], "run_s": ran,
-                           "worker_startup_s": list(launch.startup_s), "workers": getattr(launch, "n", None)}
-        try:
-            _log_invocation(store, command, started_at, launcher, outcome, how)
-        except OSError as exc:  # provenance is worth a warning, never the sweep's results
-            log(f"warning: could not append to {store.root / 'invocations.jsonl'}: {exc}")
+                           "worker_startup_s": list(launch.startup_s), "workers": getattr(launch, "n", None),
+                           **_worker_times(outcome.results.values(), getattr(launch, "ready_at", {}))}
+        call.end(outcome, how)
 
     try:
         if tasks:
@@ -135,18 +138,67 @@ def _utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _log_invocation(store: Store, command: Optional[str], started_at: str, launcher: str, outcome: SweepOutcome,
-                    how: str) -> None:
-    from ..provenance import git_commit, machine
+def _worker_times(results, ready_at: Dict[int, float]) -> Dict[str, List[float]]:
+    """Per warm worker: the gaps between the end of one run and the start of the next, and the time
+    from its imports being done to the end of its last run (the worker time the machinery shares
+    with training; each worker's one-time start-up is timed apart, in worker_startup_s)."""
+    by_pid: Dict[int, List[Result]] = {}
+    for r in results:
+        if r.ended:
+            by_pid.setdefault(r.pid, []).append(r)
+    gaps, busy = [], []
+    for pid, rs in by_pid.items():
+        rs.sort(key=lambda r: r.began)
+        gaps += [b.began - a.ended for a, b in zip(rs, rs[1:])]
+        if pid in ready_at:
+            busy.append(rs[-1].ended - ready_at[pid])
+    return {"gaps_s": gaps, "worker_busy_s": busy}
 
-    t = outcome.timings
-    store.log_invocation({
-        "command": command, "started": started_at, "ended": _utc_now(), "wall_s": round(t["wall_s"], 2),
-        "outcome": how, "runs_trained": len(t["run_s"]), "launcher": launcher, "workers": t["workers"],
-        "git_commit": git_commit(), "machine": machine(),
-        "timings_s": {"training": round(sum(t["run_s"]), 2), "import": round(t["import_s"], 2),
-                      "plan": round(t["plan_s"], 2), "store": round(t["store_s"], 2),
-                      "worker_startup": round(max(t["worker_startup_s"] or [0.0]), 2)}})
+
+class _Invocation:
+    """This call's lines in invocations.jsonl: "started" before any run is sent (so a call killed
+    outright still shows), one "run" line per run it trained, "ended" with the outcome and timings.
+    Lines of one call share its ``invocation`` id. A failed append is worth a warning, never the
+    sweep's results."""
+
+    def __init__(self, store: Store, command: Optional[str], started_at: str, launcher: str,
+                 workers: Optional[int], log: Callable[[str], None]):
+        import uuid
+
+        self.store, self.log, self.warned = store, log, False
+        self.head = {"invocation": uuid.uuid4().hex[:12], "command": command, "started": started_at,
+                     "launcher": launcher, "workers": workers}
+
+    def _append(self, record: Dict[str, Any]) -> None:
+        try:
+            self.store.log_invocation(record)
+        except OSError as exc:
+            if not self.warned:
+                self.log(f"warning: could not append to {self.store.root / 'invocations.jsonl'}: {exc}")
+            self.warned = True
+
+    def start(self, planned: int) -> None:
+        from ..provenance import git_commit, machine
+
+        self.head.update({"git_commit": git_commit(), "machine": machine()})
+        self._append({**self.head, "event": "started", "runs_planned": planned})
+
+    def ran(self, result: Result) -> None:
+        if result.outcome == "trained":
+            self._append({"invocation": self.head["invocation"], "event": "run", "run_id": result.run_id,
+                          "status": result.status, "seconds": round(result.seconds, 2), "at": _utc_now()})
+
+    def end(self, outcome: SweepOutcome, how: str) -> None:
+        t = outcome.timings
+        gaps = t.get("gaps_s") or []
+        self._append({
+            **self.head, "event": "ended", "ended": _utc_now(), "wall_s": round(t["wall_s"], 2), "outcome": how,
+            "runs_trained": len(t["run_s"]),
+            "timings_s": {"training": round(sum(t["run_s"]), 2), "import": round(t["import_s"], 2),
+                          "plan": round(t["plan_s"], 2), "store": round(t["store_s"], 2),
+                          "worker_startup": round(max(t["worker_startup_s"] or [0.0]), 2),
+                          "worker_busy": round(sum(t.get("worker_busy_s") or []), 2),
+                          "between_runs_max": round(max(gaps), 3) if gaps else None}})
 
 
 def _tasks(plan: Plan, store: Store, retry_failed: bool, log: Callable[[str], None]) -> List[Task]:

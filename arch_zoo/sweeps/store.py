@@ -7,7 +7,9 @@
     runs/<run_id>/.lock    held (flock) by the process training the run; the kernel drops it when
                            that process dies, however it dies
     retried/<run_id>.<time>/  what --retry-failed moved aside (failures stay data)
-    invocations.jsonl      one line per `arch-zoo sweep` call: command, times, commit, machine
+    invocations.jsonl      per `arch-zoo sweep` call, appended as it goes: a "started" line (command,
+                           commit, machine), a "run" line per run it trained, an "ended" line (times,
+                           outcome); a call killed outright leaves no "ended" line, and reports say so
 
 Every status lives in the run dirs (status.json, written by run_one), so a killed sweep loses
 nothing: the index is derived, and a rerun rebuilds it."""
@@ -45,11 +47,19 @@ class Store:
         return self.runs / run_id
 
     def log_invocation(self, record: Dict[str, Any]) -> None:
-        """Append one line to invocations.jsonl: who ran the sweep, how, where and for how long.
-        One short append per call, so concurrent sweep processes never interleave a line."""
+        """Append one line to invocations.jsonl. One write(2) on an O_APPEND descriptor, so
+        concurrent sweep processes never interleave a line; a line a killed process left torn (no
+        final newline) is closed first, so it does not swallow this one."""
         self.root.mkdir(parents=True, exist_ok=True)
-        with (self.root / INVOCATIONS).open("a", encoding="utf-8") as f:
-            f.write(json.dumps(record, default=str) + "\n")
+        line = (json.dumps(record, default=str) + "\n").encode("utf-8")
+        fd = os.open(self.root / INVOCATIONS, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line
+            os.write(fd, line)
+        finally:
+            os.close(fd)
 
     # ------------------------------------------------------------------------------ writing the plan
 

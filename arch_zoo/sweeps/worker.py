@@ -33,9 +33,18 @@ class Result:
     seconds: float = 0.0  # inside run_one
     metrics: Dict[str, Any] = field(default_factory=dict)
     pid: int = 0
+    began: float = 0.0  # time.monotonic() when run_one was called and when it returned: the gap
+    ended: float = 0.0  # between runs in one worker is the machinery's cost per run
 
 
 def execute(task: Task) -> Result:
+    result = _execute(task)
+    if not result.ended:
+        result.began = result.ended = time.monotonic()
+    return result
+
+
+def _execute(task: Task) -> Result:
     from ..training import rundir
     from .store import Store, run_lock
 
@@ -51,7 +60,7 @@ def execute(task: Task) -> Result:
             else:  # finished, or failed and left as data; perhaps by another sweep process just now
                 return Result(task.run_id, "skipped", status, record.get("reason"), metrics=_metrics(run_dir),
                               pid=os.getpid())
-        started = time.perf_counter()
+        began, started = time.monotonic(), time.perf_counter()
         try:
             from ..training.run import run_one
 
@@ -64,9 +73,10 @@ def execute(task: Task) -> Result:
             reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
             (run_dir / "error.txt").write_text(traceback.format_exc())
             rundir.set_status(run_dir, "failed", reason=reason)
-            return Result(task.run_id, "trained", "failed", reason, time.perf_counter() - started, pid=os.getpid())
+            return Result(task.run_id, "trained", "failed", reason, time.perf_counter() - started, pid=os.getpid(),
+                          began=began, ended=time.monotonic())
         return Result(task.run_id, "skipped" if result.skipped else "trained", result.status, result.reason,
-                      time.perf_counter() - started, result.metrics, os.getpid())
+                      time.perf_counter() - started, result.metrics, os.getpid(), began, time.monotonic())
 
 
 def _metrics(run_dir: Path) -> Dict[str, Any]:

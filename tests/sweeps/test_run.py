@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from arch_zoo.cli import main
+from arch_zoo.reports.provenance import sweep_calls
 from arch_zoo.sweeps import load_spec, make_plan, run_sweep
 from arch_zoo.sweeps.store import run_lock
 
@@ -74,11 +75,17 @@ def test_failures_are_data_the_sweep_goes_on_and_reruns_leave_finished_runs(tmp_
     assert moved == sorted([rows[1]["run_id"], rows[2]["run_id"]])  # the old failures are kept, not deleted
     assert [r["status"] for r in index(out, "f")] == ["completed", "diverged", "failed"]
 
-    calls = [json.loads(line) for line in (out / "f" / "invocations.jsonl").read_text().splitlines()]
+    lines = [json.loads(line) for line in (out / "f" / "invocations.jsonl").read_text().splitlines()]
+    assert [x["event"] for x in lines] == ["started"] + ["run"] * 3 + ["ended", "started", "ended", "started"] + \
+        ["run"] * 2 + ["ended"]
+    calls = sweep_calls(lines)
     assert [c["runs_trained"] for c in calls] == [3, 0, 2]
     assert calls[2]["command"] == f"arch-zoo sweep {path} --out {out} --retry-failed"
     assert all(c["outcome"] == "finished" and c["wall_s"] > 0 and "logical CPUs" in c["machine"] for c in calls)
-    assert set(calls[0]["timings_s"]) == {"training", "import", "plan", "store", "worker_startup"}
+    assert set(calls[0]["timings_s"]) == {"training", "import", "plan", "store", "worker_startup", "worker_busy",
+                                          "between_runs_max"}
+    assert 0 <= calls[0]["timings_s"]["between_runs_max"] < calls[0]["wall_s"]
+    assert calls[0]["timings_s"]["training"] <= calls[0]["timings_s"]["worker_busy"] < calls[0]["wall_s"]
     assert 0 < calls[0]["timings_s"]["training"] < calls[0]["wall_s"] and calls[1]["timings_s"]["training"] == 0
     capsys.readouterr()
     assert main(["report", str(out / "f"), "--out", str(tmp_path / "r"), "--format", "md,html"]) == 0
