@@ -10,6 +10,8 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 
+from ..formatting import plural
+
 
 def _duration(seconds: float) -> str:
     seconds = float(seconds)
@@ -20,20 +22,25 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h"
 
 
+def _count(n, word: str) -> str:
+    return plural(n, word) if isinstance(n, int) else f"? {word}s"  # calls logged before a field existed
+
+
 def provenance_lines(runs: pd.DataFrame, command: Optional[str] = None) -> List[str]:
     lines = []
     for call in runs.attrs.get("invocations", []):
         trained = call.get("runs_trained")
         lines.append(f"sweep: `{call.get('command') or 'arch-zoo sweep (command not recorded)'}` — "
                      f"{call.get('started', '?')} to {call.get('ended', '?')}, wall {_duration(call.get('wall_s') or 0)}, "
-                     f"{trained} runs trained ({call.get('outcome', '?')}), {call.get('workers') or '?'} "
-                     f"{call.get('launcher', 'local')} workers; arch_zoo {call.get('git_commit') or 'commit unknown'}; "
+                     f"{_count(trained, 'run')} trained ({call.get('outcome', '?')}), "
+                     f"{_count(call.get('workers'), call.get('launcher', 'local') + ' worker')}; "
+                     f"arch_zoo {call.get('git_commit') or 'commit unknown'}; "
                      f"machine: {call.get('machine') or 'unknown'}")
     if command:
         lines.append(f"report: `{command}`")
     wall = runs["wall_time_s"].dropna() if "wall_time_s" in runs.columns else pd.Series(dtype=float)
     if len(wall):
-        lines.append(f"training time: {_duration(wall.sum())} over {len(wall)} runs "
+        lines.append(f"training time: {_duration(wall.sum())} over {plural(len(wall), 'run')} "
                      f"({_duration(wall.mean())} per run on average)")
     commits = runs.attrs.get("commits") or []
     if commits:
