@@ -272,7 +272,7 @@ def _read_yaml(path: Path, key: str) -> Dict[str, Any]:
         data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     except (OmegaConfBaseException, yaml.YAMLError, ValueError, OSError) as exc:  # ValueError: not UTF-8
         raise ConfigError(key, yaml_error(path, exc)) from None
-    if data is None:  # an empty file is a mistake (a wrong path, an unsaved editor), not "all defaults"
+    if not data:  # an empty file is a mistake (a wrong path, an unsaved editor), not "all defaults"
         raise ConfigError(key, f"{path} is empty")
     if not isinstance(data, dict):
         raise ConfigError(key, f"{path} must hold a mapping, not {type(data).__name__}")

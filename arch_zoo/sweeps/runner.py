@@ -27,12 +27,13 @@ class SweepOutcome:
         return {r.run_id: self.store.status(r.run_id) for r in self.plan.runs}
 
     def problems(self) -> List[str]:
-        """One entry per run that did not finish: 'variant s<seed>: status (reason)'."""
+        """One entry per run that did not complete (diverged included: its numbers are not a result
+        to compare): 'variant s<seed>: status (reason)'."""
         out = []
         statuses = self.statuses()
         for run in self.plan.runs:
             s = statuses[run.run_id]
-            if s["status"] in NOT_DONE:
+            if s["status"] in NOT_DONE + ("diverged",):
                 out.append(f"{run.variant} s{run.seed}: {s['status']}" + (f" ({s['reason']})" if s.get("reason") else ""))
         return out
 

@@ -34,13 +34,14 @@ def restore(path) -> Tuple[ExperimentConfig, TransformerModel, Tokenizer]:
         state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
         model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
     except Exception as exc:  # noqa: BLE001 - unpickling and shape errors: all mean "not this run's checkpoint"
-        raise ConfigError("run", f"cannot load {ckpt} into the model of {run_dir / rundir.CONFIG}: "
-                          f"{type(exc).__name__}: {_first_line(exc)}") from None
+        raise ConfigError("run", f"cannot load {ckpt} into the model of {run_dir / rundir.CONFIG} "
+                          f"({type(exc).__name__}: {_first_line(exc)})") from None
     return cfg, model.eval(), tokenizer
 
 
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+def _first_line(exc: BaseException, limit: int = 100) -> str:
+    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
 def prompt_ids(cfg: ExperimentConfig, tokenizer: Tokenizer, text: str) -> list:
