@@ -65,11 +65,12 @@ def _describe(args) -> int:
 
 def _train(args) -> int:
     from .config import load
-    from .training import run_one
-    from .training.report import summary_text
 
     cfg = load(args.config, args.overrides)
     out = _output_dir(args.out if args.out else Path("runs") / cfg.name, "--out")
+    from .training import run_one  # Lightning: seconds, after the checks that need none
+    from .training.report import summary_text
+
     try:
         result = run_one(cfg, out, quiet=args.quiet)
     except (KeyboardInterrupt, SystemExit) as exc:  # Lightning turns Ctrl-C into SystemExit(1)
