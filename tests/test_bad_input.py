@@ -39,6 +39,8 @@ def ws(tmp_path_factory):
     (ws / "spec.yaml").write_text(yaml.safe_dump({"name": "s", **spec}))
     (ws / "spec_missing_base.yaml").write_text(yaml.safe_dump({"name": "s2", **spec, "base": "nope.yaml"}))
     (ws / "spec_malformed_base.yaml").write_text(yaml.safe_dump({"name": "s3", **spec, "base": "malformed.yaml"}))
+    (ws / "spec_bad_value.yaml").write_text(yaml.safe_dump({"name": "s5", **spec,
+                                                             "grid": {"model.position": ["rope", "rop"]}}))
     (ws / "spec_unknown_key.yaml").write_text(yaml.safe_dump({"name": "s4", **spec, "seed": [0]}))
     write_sweep(ws / "sweep")
 
@@ -90,6 +92,8 @@ CASES = [
      "--out: {ws}/file.txt exists and is not a directory"),
     ("gradnorms-malformed-vary", "gradnorms {ws}/exp.yaml --vary model.norm_placement --out {ws}/g",
      "--vary: expected KEY=VALUE1,VALUE2"),
+    ("gradnorms-unknown-vary-key", "gradnorms {ws}/exp.yaml --vary model.normm=a,b --depths 1 --seeds 0 --out {ws}/g",
+     "model.normm: unknown key (did you mean 'norm'?)"),
     ("gradnorms-zero-depth", "gradnorms {ws}/exp.yaml --depths 0 --out {ws}/g", "--depths: depths must be positive"),
     ("gradnorms-empty-config", "gradnorms {ws}/empty.yaml --depths 1 --out {ws}/g", "config: {ws}/empty.yaml is empty"),
     # sweep specs
@@ -101,6 +105,8 @@ CASES = [
     ("sweep-missing-base", "sweep {ws}/spec_missing_base.yaml --out {ws}/store", "base: file not found"),
     ("sweep-malformed-base", "sweep {ws}/spec_malformed_base.yaml --out {ws}/store",
      "cannot parse {ws}/malformed.yaml (line 3, column 1)"),
+    ("sweep-unknown-grid-value", "sweep {ws}/spec_bad_value.yaml --out {ws}/store",
+     "grid.model.position: unknown position scheme 'rop' (did you mean 'rope'?)"),
     ("sweep-unknown-key", "sweep {ws}/spec_unknown_key.yaml --out {ws}/store",
      "seed: unknown sweep key (did you mean 'seeds'?)"),
     ("sweep-out-is-a-file", "sweep {ws}/spec.yaml --out {ws}/file.txt", "--out: {ws}/file.txt exists and is not a"),
