@@ -33,10 +33,9 @@ def components_text() -> str:
 
 
 def _fmt(n: float) -> str:
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:.2f}{unit}"
-    return f"{n:.0f}"
+    from .formatting import si
+
+    return si(n)
 
 
 def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_len: Optional[int] = None) -> str:
