@@ -99,3 +99,13 @@ def test_report_provenance_counts_are_pluralised():
     assert "1 run trained (finished), 1 local worker;" in lines[0]
     assert "2 runs trained (finished), 2 local workers;" in lines[1]
     assert "over 1 run (" in lines[2]
+
+
+def test_sweep_dry_run_counts_one_run_in_the_singular(tmp_path, capsys):
+    """Issue: counts printed as `1 runs`."""
+    from tests.sweeps.conftest import write_spec
+
+    path = write_spec(tmp_path, {"name": "one", "seeds": [0]})
+    assert main(["sweep", str(path), "--dry-run", "--out", str(tmp_path / "out")]) == 0
+    assert "\n1 run; * marks the baseline" in capsys.readouterr().out
+    assert not (tmp_path / "out").exists()
