@@ -122,7 +122,8 @@ def _gradnorms(args) -> int:
 
 # (flag, argparse dest, the strategies that use it): any other strategy warns that it is ignored
 _STRATEGY_OPTIONS = (("--temperature", "temperature", ("sample",)), ("--top-k", "top_k", ("sample",)),
-                     ("--top-p", "top_p", ("sample",)), ("--seed", "seed", ("sample",)), ("--beams", "beams", ("beam",)))
+                     ("--top-p", "top_p", ("sample",)), ("--seed", "seed", ("sample",)),
+                     ("--beams", "beams", ("beam",)))
 
 
 def _warn(message: str) -> None:

@@ -125,7 +125,8 @@ CASES = [
     ("generate-empty-prompt", "generate {ws}/run --prompt=", "--prompt: is empty"),
     ("generate-unknown-strategy", "generate {ws}/run --prompt a --strategy nucleus --temperature 2",
      "--strategy: unknown strategy 'nucleus'"),
-    ("generate-top-p-above-one", "generate {ws}/run --prompt a --strategy sample --top-p 1.5", "top_p: must be in (0, 1]"),
+    ("generate-top-p-above-one", "generate {ws}/run --prompt a --strategy sample --top-p 1.5",
+     "top_p: must be in (0, 1]"),
     ("generate-zero-new-tokens", "generate {ws}/run --prompt a --max-new-tokens 0", "max_new_tokens: must be >= 1"),
     # report dirs and --out targets (report, compare)
     ("report-missing-dir", "report {ws}/nope --out {ws}/rep", "{ws}/nope does not exist"),
@@ -138,7 +139,8 @@ CASES = [
      "baseline: 'rope' is not KEY=VALUE"),
     ("compare-missing-path", "compare {ws}/sweep {ws}/nope", "{ws}/nope does not exist"),
     ("compare-out-is-a-file", "compare {ws}/sweep --out {ws}/file.txt", "--out: {ws}/file.txt exists and is not a"),
-    ("compare-unknown-metric", "compare {ws}/sweep --out {ws}/rep --metric nope", "metric: 'nope' was logged by no run"),
+    ("compare-unknown-metric", "compare {ws}/sweep --out {ws}/rep --metric nope",
+     "metric: 'nope' was logged by no run"),
     # the command line itself
     ("unknown-command", "fly", "argument command: invalid choice: 'fly'"),
     ("unknown-option", "describe {ws}/exp.yaml --colour", "unrecognized arguments: --colour"),
