@@ -1,6 +1,5 @@
 """`arch-zoo train` from the command line: bad input exits 2 with one line and writes nothing."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -141,7 +140,7 @@ def test_quiet_train_with_offline_wandb_prints_only_its_summary_and_the_sync_lin
     out = tmp_path / "run"
     path = write(tmp_path, logging={"wandb": {"enabled": True, "mode": "offline"}})
     proc = subprocess.run(arch_zoo_cmd() + ["train", str(path), "--out", str(out), "--quiet"],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONWARNINGS": "default"})
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stderr == ""
     assert not [line for line in proc.stdout.splitlines() if line.startswith("wandb:")], proc.stdout
