@@ -43,3 +43,21 @@ def test_si_keeps_three_significant_digits(value, text):
 def test_plural():
     assert [plural(n, "run") for n in (0, 1, 2)] == ["0 runs", "1 run", "2 runs"]
     assert plural(1, "local worker") == "1 local worker" and plural(3, "index", "indices") == "3 indices"
+
+
+def test_report_table_cells_share_the_format(tmp_path):
+    """The comparison table's means, intervals and Δ all use ``number`` (no `-0.0867` beside `-0.07232`)."""
+    import re
+
+    from arch_zoo.reports import load_runs, summarize, terminal_table
+    from tests.reports.sweeps import write_sweep
+
+    text = terminal_table(summarize(load_runs([write_sweep(tmp_path / "s")])))
+    rope = next(line for line in text.splitlines() if " rope " in line)
+    stats = rope[rope.index("2.0"):rope.rindex("]") + 1]  # mean ± std, CI, Δ and its CI (p has its own style)
+    numbers = re.findall(r"-?\d+\.\d+(?:e[+-]\d+)?", stats)
+    assert len(numbers) == 7, rope
+    for value in numbers:
+        digits = value.lstrip("-").split("e")[0].replace(".", "").lstrip("0")
+        assert len(digits) == 4, (value, rope)
+    assert re.search(r" \d+\.\d\dk ", rope)  # SI counts at 3 digits: 1.00k, not 1k

@@ -68,7 +68,7 @@ def _delta(row: pd.Series, m: str) -> str:
     d = row.get(f"{m} delta")
     if d is None or (isinstance(d, float) and math.isnan(d)):
         return ""
-    return f"{d:+.4f} " + _interval(row.get(f"{m} delta_ci_low"), row.get(f"{m} delta_ci_high"))
+    return ("+" if d > 0 else "") + num(d) + " " + _interval(row.get(f"{m} delta_ci_low"), row.get(f"{m} delta_ci_high"))
 
 
 def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
