@@ -320,6 +320,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_USER_ERROR
     except BrokenPipeError:  # `arch-zoo components | head`
         return 0
+    except KeyboardInterrupt:  # train and sweep say how to resume; anything else has nothing to keep
+        print("arch-zoo: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def run() -> None:
