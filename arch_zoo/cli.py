@@ -1,6 +1,8 @@
 """The ``arch-zoo`` command. Thin: parse arguments, call library functions, map errors to exit codes.
 
-A user mistake (bad config, missing file) prints one line on stderr and exits with code 2."""
+Exit codes: 0 done; 1 a run failed or diverged (``train``) or any run of a sweep did; 2 a user
+mistake (bad config, missing file, bad argument), reported in one line on stderr before anything
+is written; 130 interrupted (Ctrl-C), with finished work kept and the same command resuming."""
 from __future__ import annotations
 
 import argparse
@@ -13,12 +15,36 @@ from typing import List, Optional
 from .errors import ConfigError
 from .provenance import command_line
 
+EXIT_RUN_FAILED = 1
 EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse's own usage errors: one line, exit 2
         raise ConfigError("", f"{message} (see '{self.prog} --help')")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _output_dir(value, flag: str) -> Path:
+    """``--out`` must be (or become) a directory: checked before any work, so a typo that names a
+    file fails at once instead of after training, and nothing is half-written."""
+    path = Path(value)
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise ConfigError(flag, f"{p} exists and is not a directory")
+            break
+    return path
 
 
 def _components(args) -> int:
@@ -37,22 +63,39 @@ def _describe(args) -> int:
 
 def _train(args) -> int:
     from .config import load
-    from .training import run_one
-    from .training.report import summary_text
 
     cfg = load(args.config, args.overrides)
-    out = Path(args.out) if args.out else Path("runs") / cfg.name
-    result = run_one(cfg, out, quiet=args.quiet)
+    out = _output_dir(args.out if args.out else Path("runs") / cfg.name, "--out")
+    from .training import run_one  # Lightning: seconds, after the checks that need none
+    from .training.report import summary_text
+
+    try:
+        result = run_one(cfg, out, quiet=args.quiet)
+    except (KeyboardInterrupt, SystemExit) as exc:  # Lightning turns Ctrl-C into SystemExit(1)
+        if isinstance(exc, SystemExit) and _status(out) != "interrupted":
+            raise
+        print(f"arch-zoo: training interrupted; rerun the same command to resume from {out / 'checkpoints'}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    code = EXIT_RUN_FAILED if result.status in ("failed", "diverged") else 0
     if int(os.environ.get("LOCAL_RANK", 0)) != 0:  # DDP worker processes: rank 0 reports
-        return 0 if result.status != "failed" else 1
+        return code
     sys.stdout.write(summary_text(result))
     if result.status == "failed":
         print(f"arch-zoo: run failed: {result.reason} (traceback in {out / 'error.txt'})", file=sys.stderr)
-        return 1
-    return 0
+    elif result.status == "diverged":
+        print(f"arch-zoo: run diverged: {result.reason} (metrics up to then are in {out})", file=sys.stderr)
+    return code
+
+
+def _status(run_dir: Path) -> str:
+    from .training import rundir
+
+    return (rundir.read_json(run_dir / rundir.STATUS) or {}).get("status", "")
 
 
 def _gradnorms(args) -> int:
+    from .formatting import number
     from .training.gradnorms import Study, last_layer_table, run_study, write
 
     if any(d < 1 for d in args.depths):
@@ -63,27 +106,50 @@ def _gradnorms(args) -> int:
         raise ConfigError("--vary", f"expected KEY=VALUE1,VALUE2 (e.g. model.norm_placement=pre,post), got {args.vary!r}")
     if key in ("model.n_layers", "seed"):
         raise ConfigError("--vary", f"{key} is set by --depths/--seeds; vary another key")
+    _output_dir(args.out, "--out")
     study = Study(args.config, list(args.overrides), args.depths, key, choices, args.seeds)
     began = time.time()
     frame = run_study(study, log=lambda line: print(line, file=sys.stderr))
     files = write(frame, Path(args.out), command=command_line(args.argv), wall_s=time.time() - began)
     for _, r in last_layer_table(frame).iterrows():
-        print(f"{r['variant']:<28} depth {int(r['depth']):>3}  last-layer FFN grad norm {r['mean']:.4g} "
-              f"± {0.0 if r['std'] != r['std'] else r['std']:.2g} (n={int(r['count'])})")
+        print(f"{r['variant']:<28} depth {int(r['depth']):>3}  last-layer FFN grad norm {number(r['mean'])} "
+              f"± {number(0.0 if r['std'] != r['std'] else r['std'])} (n={int(r['count'])})")
     print(f"wrote {', '.join(str(f) for f in files)}")
     return 0
 
 
+# (flag, argparse dest, the strategies that use it): any other strategy warns that it is ignored
+_STRATEGY_OPTIONS = (("--temperature", "temperature", ("sample",)), ("--top-k", "top_k", ("sample",)),
+                     ("--top-p", "top_p", ("sample",)), ("--seed", "seed", ("sample",)),
+                     ("--beams", "beams", ("beam",)))
+
+
+def _warn(message: str) -> None:
+    print(f"arch-zoo: warning: {message}", file=sys.stderr)
+
+
 def _generate(args) -> int:
-    from .generation import generate
+    from .errors import choice_error
+    from .generation import STRATEGIES, generate
+    from .generation.prompts import unknown_pieces
     from .training.restore import prompt_ids, restore
 
     if not args.prompt:
         raise ConfigError("--prompt", "is empty; give the text to continue or translate")
+    if args.strategy not in STRATEGIES:  # before any warning about the options it would use
+        raise choice_error("--strategy", "strategy", args.strategy, STRATEGIES)
     cfg, model, tokenizer = restore(args.run)
     ids = prompt_ids(cfg, tokenizer, args.prompt)
     if not ids:
         raise ConfigError("--prompt", f"'{args.prompt}' has no tokens under the run's tokenizer")
+    unknown = unknown_pieces(tokenizer, args.prompt)
+    if unknown:
+        _warn(f"--prompt: {', '.join(map(repr, unknown))} not in the run's vocabulary; encoded as the unknown token")
+    ignored = [flag for flag, value, used_by in _STRATEGY_OPTIONS
+               if getattr(args, value) is not None and args.strategy not in used_by]
+    if ignored:
+        _warn(f"{', '.join(ignored)} {'has' if len(ignored) == 1 else 'have'} no effect with --strategy "
+              f"{args.strategy}")
     extra = {"sample": dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p),
              "beam": dict(beams=args.beams)}.get(args.strategy, {})
     out = generate(model, [ids], strategy=args.strategy, max_new_tokens=args.max_new_tokens,
@@ -102,12 +168,15 @@ def _stats_options(p) -> None:
 
 
 def _report(args) -> int:
+    from .formatting import plural
     from .reports import terminal_table, write_report
 
+    if args.out:
+        _output_dir(args.out, "--out")
     result = write_report(args.sweep_dir, args.out, formats=args.format, metric=args.metric, baseline=args.baseline,
                           command=command_line(args.argv), ci=args.ci, min_effect=args.min_effect)
     sys.stdout.write(terminal_table(result["variants"]))
-    print(f"report: {result['out_dir']}/ ({len(result['files'])} files)")
+    print(f"report: {result['out_dir']}/ ({plural(len(result['files']), 'file')})")
     return 0
 
 
@@ -115,6 +184,7 @@ def _compare(args) -> int:
     from .reports import load_runs, summarize, terminal_table, write_report
 
     if args.out:
+        _output_dir(args.out, "--out")
         table = write_report(args.paths, args.out, metric=args.metric, baseline=args.baseline, ci=args.ci,
                              min_effect=args.min_effect)["variants"]
     else:
@@ -133,6 +203,7 @@ def _sweep(args) -> int:
     spec = load_spec(args.spec, args.overrides)
     if args.workers is not None and args.workers < 1:
         raise ConfigError("--workers", f"must be at least 1, got {args.workers}")
+    _output_dir(args.out, "--out")
     if args.export_wandb:
         from .sweeps.wandb_format import export_wandb
 
@@ -154,12 +225,12 @@ def _sweep(args) -> int:
     except KeyboardInterrupt:
         print("arch-zoo: sweep interrupted; finished runs are kept, and rerunning the same command resumes",
               file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     sys.stdout.write(final_table(outcome))
     line = failure_line(outcome)
     if line:
         print(f"arch-zoo: {line}", file=sys.stderr)
-        return 1
+        return EXIT_RUN_FAILED
     return 0
 
 
@@ -173,9 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("describe", help="show the architecture a config assembles")
     p.add_argument("config", help="a YAML config (experiment or model), preset:NAME or a run directory")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. model.position=rope")
-    p.add_argument("--vocab-size", type=int, default=None, help="vocabulary size (default: model.vocab_size, "
+    p.add_argument("--vocab-size", type=_positive_int, default=None, help="vocabulary size (default: model.vocab_size, "
                    "else the run's or the task's tokenizer's)")
-    p.add_argument("--seq-len", type=int, default=None, help="length for FLOPs (default: model.max_seq_len)")
+    p.add_argument("--seq-len", type=_positive_int, default=None, help="length for FLOPs (default: model.max_seq_len)")
     p.set_defaults(func=_describe)
 
     p = sub.add_parser("gradnorms", help="per-layer gradient norms at initialisation, over depths and variants")
@@ -263,6 +334,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_USER_ERROR
     except BrokenPipeError:  # `arch-zoo components | head`
         return 0
+    except KeyboardInterrupt:  # train and sweep say how to resume; anything else has nothing to keep
+        print("arch-zoo: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def run() -> None:

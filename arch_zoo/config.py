@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Union
 
 from .config_types import from_dict, to_dict
-from .errors import ConfigError
+from .errors import ConfigError, yaml_error
 from .registry import ComponentSpec, component_field
 
 
@@ -275,14 +275,18 @@ def preset_names() -> List[str]:
 
 def _read_yaml(path: Path, key: str) -> Dict[str, Any]:
     OmegaConf, OmegaConfBaseException = _omegaconf()
+    if path.is_dir():
+        raise ConfigError(key, f"{path} is a directory; give a YAML file")
     if not path.is_file():
         raise ConfigError(key, f"file not found: {path}")
+    import yaml
+
     try:
         data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-    except (OmegaConfBaseException, ValueError) as exc:  # yaml errors are ValueError subclasses here
-        raise ConfigError(key, f"cannot parse {path}: {str(exc).splitlines()[0]}") from None
-    if data is None:
-        return {}
+    except (OmegaConfBaseException, yaml.YAMLError, ValueError, OSError) as exc:  # ValueError: not UTF-8
+        raise ConfigError(key, yaml_error(path, exc)) from None
+    if not data:  # an empty file is a mistake (a wrong path, an unsaved editor), not "all defaults"
+        raise ConfigError(key, f"{path} is empty")
     if not isinstance(data, dict):
         raise ConfigError(key, f"{path} must hold a mapping, not {type(data).__name__}")
     return data

@@ -48,10 +48,9 @@ def components_text() -> str:
 
 
 def _fmt(n: float) -> str:
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:.2f}{unit}"
-    return f"{n:.0f}"
+    from .formatting import si
+
+    return si(n)
 
 
 def describe_source(source: str, overrides: Sequence[str] = (), vocab_size: Optional[int] = None,

@@ -25,3 +25,11 @@ def choice_error(key: str, kind: str, value: object, choices: Iterable[str]) -> 
     return ConfigError(
         key, f"unknown {kind} '{value}'{did_you_mean(str(value), choices)}; choices: {', '.join(choices)}"
     )
+
+
+def yaml_error(path: object, exc: BaseException) -> str:
+    """'cannot parse PATH (line L, column C): PROBLEM' from a PyYAML error, on one line."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return f"cannot parse {path}{where}: {problem}"

@@ -1,7 +1,7 @@
 """Prompt batches: token-id lists become left-padded (ids, attention_mask) tensors, checked once."""
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -88,3 +88,13 @@ def check_positions(model: nn.Module, mask: Tensor, max_new_tokens: int, encoder
     if longest + max_new_tokens - 1 > limit:  # the last new token is returned, never fed back
         raise ConfigError("max_new_tokens", f"a prompt of {longest} tokens + {max_new_tokens} new tokens needs "
                           f"{longest + max_new_tokens - 1} positions; the learned position table has {limit}")
+
+
+def unknown_pieces(tokenizer, text: str) -> List[str]:
+    """The pieces of ``text`` (characters, words: whatever the tokenizer splits on) that it maps to
+    its unknown token, in order of first appearance; [] for byte-level tokenizers, which have none."""
+    unk = getattr(tokenizer, "unk_id", None)
+    if unk is None or unk not in tokenizer.encode(text):
+        return []
+    split = getattr(tokenizer, "split", list)
+    return [p for p in dict.fromkeys(split(text)) if unk in tokenizer.encode(p)]

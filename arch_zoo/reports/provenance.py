@@ -10,6 +10,8 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 
+from ..formatting import plural
+
 
 def _duration(seconds: float) -> str:
     seconds = float(seconds)
@@ -18,6 +20,10 @@ def _duration(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.2f} h"
+
+
+def _count(n, word: str) -> str:
+    return plural(n, word) if isinstance(n, int) else f"? {word}s"  # calls logged before a field existed
 
 
 def sweep_calls(records: List[Dict]) -> List[Dict]:
@@ -47,14 +53,14 @@ def sweep_calls(records: List[Dict]) -> List[Dict]:
 def _call_line(call: Dict) -> str:
     command = call.get("command") or "arch-zoo sweep (command not recorded)"
     trained = call.get("runs_trained")
-    where = (f"{call.get('workers') or '?'} {call.get('launcher', 'local')} workers; "
+    where = (f"{_count(call.get('workers'), call.get('launcher', 'local') + ' worker')}; "
              f"arch_zoo {call.get('git_commit') or 'commit unknown'}; machine: {call.get('machine') or 'unknown'}")
     if call.get("outcome") == "killed":
         last = f", the last at {call['last_run_at']}" if call.get("last_run_at") else ""
         return (f"sweep: `{command}` — started {call.get('started', '?')}, interrupted: killed before it could "
-                f"record its end; {trained} runs trained{last}; {where}")
+                f"record its end; {_count(trained, 'run')} trained{last}; {where}")
     return (f"sweep: `{command}` — {call.get('started', '?')} to {call.get('ended', '?')}, "
-            f"wall {_duration(call.get('wall_s') or 0)}, {trained} runs trained ({call.get('outcome', '?')}), {where}")
+            f"wall {_duration(call.get('wall_s') or 0)}, {_count(trained, 'run')} trained ({call.get('outcome', '?')}), {where}")
 
 
 def provenance_lines(runs: pd.DataFrame, command: Optional[str] = None) -> List[str]:
@@ -63,7 +69,7 @@ def provenance_lines(runs: pd.DataFrame, command: Optional[str] = None) -> List[
         lines.append(f"report: `{command}`")
     wall = runs["wall_time_s"].dropna() if "wall_time_s" in runs.columns else pd.Series(dtype=float)
     if len(wall):
-        lines.append(f"training time: {_duration(wall.sum())} over {len(wall)} runs "
+        lines.append(f"training time: {_duration(wall.sum())} over {plural(len(wall), 'run')} "
                      f"({_duration(wall.mean())} per run on average)")
     commits = runs.attrs.get("commits") or []
     if commits:

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Union
 
 import pandas as pd
 
+from ..formatting import number, si
 from .load import MAX_LABEL_SETTINGS as MAX_SETTING_COLUMNS, goal_for
 from .stats import ALPHA, MAX_SEEDS, POWER
 
@@ -22,23 +23,9 @@ OPTIONAL = ("params", "FLOPs/token", "tokens/s", "peak MB", "95% CI", "Δ vs bas
 
 
 def num(v: Any, digits: int = 4) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
-        return ""
-    if isinstance(v, float):
-        if v != 0 and (abs(v) >= 1e5 or abs(v) < 10 ** -digits):
-            return f"{v:.{digits - 1}e}"
-        return f"{v:.{digits}f}"
-    return str(v)
-
-
-def si(v: Any) -> str:
-    """40928 → '40.9k'."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return ""
-    for size, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= size:
-            return f"{v / size:.3g}{unit}"
-    return f"{v:.3g}"
+    if digits == 0 and isinstance(v, float) and not math.isnan(v):
+        return f"{v:.0f}"
+    return number(None if v is pd.NA else v, digits)
 
 
 def pvalue(p: Any) -> str:
@@ -92,7 +79,7 @@ def _delta(row: pd.Series, m: str) -> str:
     d = row.get(f"{m} delta")
     if d is None or (isinstance(d, float) and math.isnan(d)):
         return ""
-    return f"{d:+.4f} " + _interval(row.get(f"{m} delta_ci_low"), row.get(f"{m} delta_ci_high"))
+    return ("+" if d > 0 else "") + num(d) + " " + _interval(row.get(f"{m} delta_ci_low"), row.get(f"{m} delta_ci_high"))
 
 
 def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:

@@ -41,10 +41,10 @@ def final_table(outcome: SweepOutcome) -> str:
 
 
 def failure_line(outcome: SweepOutcome) -> str:
-    """'' when every run finished (completed or diverged), else one line naming the first problems."""
+    """'' when every run completed, else one line naming the first failed, diverged or unfinished runs."""
     problems = outcome.problems()
     if not problems:
         return ""
     shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
-    return (f"{len(problems)} of {len(outcome.plan.runs)} runs did not finish: {shown} "
+    return (f"{len(problems)} of {len(outcome.plan.runs)} runs did not complete: {shown} "
             f"(see {outcome.store.root / 'index.csv'})")

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
+from ..formatting import plural
 from .plan import Plan, make_plan
 from .spec import SweepSpec, load_spec
 from .store import Store, read_json
@@ -27,12 +28,13 @@ class SweepOutcome:
         return {r.run_id: self.store.status(r.run_id) for r in self.plan.runs}
 
     def problems(self) -> List[str]:
-        """One entry per run that did not finish: 'variant s<seed>: status (reason)'."""
+        """One entry per run that did not complete (diverged included: its numbers are not a result
+        to compare): 'variant s<seed>: status (reason)'."""
         out = []
         statuses = self.statuses()
         for run in self.plan.runs:
             s = statuses[run.run_id]
-            if s["status"] in NOT_DONE:
+            if s["status"] in NOT_DONE + ("diverged",):
                 out.append(f"{run.variant} s{run.seed}: {s['status']}" + (f" ({s['reason']})" if s.get("reason") else ""))
         return out
 
@@ -217,7 +219,7 @@ def _tasks(plan: Plan, store: Store, retry_failed: bool, log: Callable[[str], No
         hint = " (--retry-failed reruns failed and diverged ones)" if kept["failed"] + kept["diverged"] else ""
         log(f"sweep {plan.spec.name}: {done} already; {len(tasks)} to run{hint}")
     else:
-        log(f"sweep {plan.spec.name}: {len(tasks)} runs")
+        log(f"sweep {plan.spec.name}: {plural(len(tasks), 'run')}")
     return tasks
 
 
@@ -239,7 +241,7 @@ def dry_run_table(plan: Plan) -> str:
         rows.append([run.variant + (" *" if run.is_baseline else ""), str(run.seed),
                      ", ".join(f"{k}={plain(v)}" for k, v in changes.items()) or "-", f"{run.params:,}", run.run_id])
     text = _table(["variant", "seed", "changed keys", "params", "run_id"], rows, right=(1, 3))
-    return text + f"{len(plan.runs)} runs; * marks the baseline; nothing was trained (--dry-run)\n"
+    return text + f"{plural(len(plan.runs), 'run')}; * marks the baseline; nothing was trained (--dry-run)\n"
 
 
 def results_table(outcome: SweepOutcome) -> str:

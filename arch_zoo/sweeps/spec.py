@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..errors import ConfigError, did_you_mean
+from ..errors import ConfigError, did_you_mean, yaml_error
 from ..metrics import goal_of
 
 NATIVE_KEYS = ("name", "description", "base", "overrides", "grid", "zip", "random", "seeds", "baseline", "metric",
@@ -322,9 +322,13 @@ def load_spec(path, overrides: Sequence[str] = ()) -> SweepSpec:
         raise ConfigError("sweep", f"file not found: {path}")
     try:
         data = yaml.load(path.read_text(), Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        raise ConfigError("sweep", f"cannot parse {path}: {str(exc).splitlines()[0]}") from None
-    return add_overrides(parse_spec(data if data is not None else {}, path), overrides)
+    except (yaml.YAMLError, ValueError, OSError) as exc:  # ValueError: not UTF-8
+        raise ConfigError("sweep", yaml_error(path, exc)) from None
+    if data is None:
+        raise ConfigError("sweep", f"{path} is empty")
+    if not isinstance(data, dict):
+        raise ConfigError("sweep", f"{path} must hold a mapping, not {type(data).__name__}")
+    return add_overrides(parse_spec(data, path), overrides)
 
 
 # ----------------------------------------------------------------------------------------- expansion

@@ -38,10 +38,27 @@ def build_loggers(cfg: ExperimentConfig, run_dir: Path, run_name: str) -> List[L
     if w.enabled:
         from pytorch_lightning.loggers import WandbLogger
 
-        loggers.append(WandbLogger(project=w.project, entity=w.entity, group=w.group, job_type=w.job_type,
-                                   tags=list(w.tags), name=run_name, save_dir=str(run_dir), mode=wandb_mode(w),
-                                   config=flatten(to_dict(cfg)), id=_wandb_id(run_dir), resume="allow"))
+        mode = wandb_mode(w)
+        logger = WandbLogger(project=w.project, entity=w.entity, group=w.group, job_type=w.job_type,
+                             tags=list(w.tags), name=run_name, save_dir=str(run_dir), mode=mode,
+                             config=flatten(to_dict(cfg)), id=_wandb_id(run_dir), resume="allow",
+                             settings=_quiet_settings(mode))
+        # Lightning always passes anonymous=None, which recent wandb answers with a deprecation
+        # warning on every run; left out, wandb uses its own default (the same behaviour)
+        init = getattr(logger, "_wandb_init", None)
+        if isinstance(init, dict) and init.get("anonymous") is None:
+            init.pop("anonymous", None)
+        loggers.append(logger)
     return loggers
+
+
+def _quiet_settings(mode: str):
+    """wandb's banner and end-of-run history (~25 lines per run) drown the run's own summary. Offline,
+    everything it says is in the run dir and the summary prints the one `wandb sync` line; online,
+    ``quiet`` keeps the run's URL, the one line worth seeing."""
+    import wandb
+
+    return wandb.Settings(silent=True) if mode in ("offline", "disabled") else wandb.Settings(quiet=True)
 
 
 def _wandb_id(run_dir: Path) -> str:

@@ -1,13 +1,8 @@
 """The one-screen summary printed at the end of ``arch-zoo train``."""
 from __future__ import annotations
 
+from ..formatting import number as _num
 from .run import RunResult
-
-
-def _num(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.4f}" if abs(v) < 1e4 else f"{v:.3e}"
-    return str(v)
 
 
 def summary_text(result: RunResult) -> str:

@@ -28,14 +28,28 @@ def restore(path) -> Restored:
     run_dir = path if path.is_dir() else ckpt.parent.parent
     if not ckpt.is_file():
         raise ConfigError("run", f"{path} is not a run directory or checkpoint (no {rundir.CHECKPOINT})")
-    if not (run_dir / TOKENIZER_FILE).is_file() or not (run_dir / rundir.CONFIG).is_file():
-        raise ConfigError("run", f"{run_dir} lacks {TOKENIZER_FILE} or {rundir.CONFIG}; is it an arch_zoo run?")
+    for needed in (run_dir / TOKENIZER_FILE, run_dir / rundir.CONFIG):
+        if not needed.is_file():
+            raise ConfigError("run", f"{needed} not found; is {path} an arch_zoo run directory or its "
+                              f"{rundir.CHECKPOINT}?")
     cfg = load(run_dir / rundir.CONFIG)
-    tokenizer = load_tokenizer(run_dir)
+    try:
+        tokenizer = load_tokenizer(run_dir)
+    except (ValueError, KeyError, TypeError, OSError) as exc:  # JSONDecodeError is a ValueError
+        raise ConfigError("run", f"cannot read {run_dir / TOKENIZER_FILE}: {_first_line(exc)}") from None
     model = build_model(cfg.model, tokenizer.vocab_size)
-    state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
-    model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
+    try:
+        state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
+        model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
+    except Exception as exc:  # noqa: BLE001 - unpickling and shape errors: all mean "not this run's checkpoint"
+        raise ConfigError("run", f"cannot load {ckpt} into the model of {run_dir / rundir.CONFIG} "
+                          f"({type(exc).__name__}: {_first_line(exc)})") from None
     return Restored(cfg, model.eval(), tokenizer)
+
+
+def _first_line(exc: BaseException, limit: int = 100) -> str:
+    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
 def prompt_ids(cfg: ExperimentConfig, tokenizer: Tokenizer, text: str) -> list:

@@ -30,6 +30,9 @@ _NOISY = ("does not have many workers", "Checkpoint directory", "Experiment logs
 def _quiet_lightning(quiet: bool) -> None:
     for text in _NOISY:
         warnings.filterwarnings("ignore", message=f".*{text}.*")
+    # recent torch deprecates LeafSpec, which Lightning's _pytree still builds on every batch
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+                            category=FutureWarning)
     level = logging.ERROR if quiet else logging.WARNING
     for name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric", "lightning.fabric"):
         logging.getLogger(name).setLevel(level)

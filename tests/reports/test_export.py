@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from arch_zoo.formatting import number
 from arch_zoo.reports import write_report
 from arch_zoo.reports.export import latex, tex_escape
 from tests.reports.sweeps import LOSS, write_sweep
@@ -92,7 +93,7 @@ def test_markdown_table(report):
     widths = {len(re.findall(r"(?<!\\)\|", line)) for line in table}
     assert len(widths) == 2  # variant table and runs table, each with a constant column count
     rope = np.array([LOSS["rope"][s] for s in (0, 1, 3)])  # seed 2 failed
-    assert "| rope " in md and f"{rope.mean():.4f} ± {rope.std(ddof=1):.4f}" in md
+    assert "| rope " in md and f"{number(rope.mean())} ± {number(rope.std(ddof=1))}" in md
     assert "failed" in md and "CUDA out of memory" in md and "diverged" in md
 
 

@@ -34,7 +34,7 @@ def test_a_killed_call_reads_as_interrupted_and_a_torn_line_does_not_swallow_the
     runs.attrs["invocations"] = records
     lines = provenance_lines(runs)
     assert lines[1] == ("sweep: `arch-zoo sweep s.yaml --workers 2` — started t2, interrupted: killed before it "
-                        "could record its end; 1 runs trained, the last at t3; 2 local workers; arch_zoo commit "
+                        "could record its end; 1 run trained, the last at t3; 2 local workers; arch_zoo commit "
                         "unknown; machine: unknown")
-    assert "1 runs trained (finished)" in lines[0] and "1 runs trained (finished)" in lines[2]
+    assert "1 run trained (finished)" in lines[0] and "1 run trained (finished)" in lines[2]
     assert all(json.loads(line) for line in (tmp_path / "invocations.jsonl").read_text().splitlines()[:3])

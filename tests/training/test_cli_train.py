@@ -90,3 +90,81 @@ def test_generate_from_a_trained_run_and_its_bad_input(tmp_path, capsys):
         assert code == 2 and message in err, err
     assert main(["generate", str(tmp_path), "--prompt", "a"]) == 2
     assert "is not a run directory" in capsys.readouterr().err
+
+
+def arch_zoo_cmd() -> list:
+    exe = Path(sys.executable).with_name("arch-zoo")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "arch_zoo"]
+
+
+def test_train_exit_codes_diverged_is_1_and_stays_1_when_rerun(tmp_path, capsys):
+    """README (train exit codes): 0 completed, 1 failed or diverged, 2 user mistake, 130 interrupted."""
+    out = tmp_path / "run"
+    argv = ["train", str(write(tmp_path)), "--out", str(out), "--quiet", "train.lr=1e6", "train.grad_clip=null"]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert "status: diverged" in captured.out
+    err = captured.err.splitlines()
+    assert len(err) == 1 and err[0].startswith("arch-zoo: run diverged: non-finite training loss at step"), err
+    assert main(argv) == 1  # the finished (diverged) run is not trained again, and still reports failure
+    assert "already finished" in capsys.readouterr().out
+
+
+def test_train_interrupted_exits_130_with_one_line_saying_how_to_resume(tmp_path):
+    """README (train exit codes): Ctrl-C exits 130 and says that rerunning the command resumes."""
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    path = write(tmp_path, train={**TRAIN, "max_steps": 100000, "val_every": 5})
+    proc = subprocess.Popen(arch_zoo_cmd() + ["train", str(path), "--out", str(out), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 300
+        while not (out / "checkpoints" / "last.ckpt").exists() and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1] == (f"arch-zoo: training interrupted; rerun the same command to resume "
+                                                f"from {out / 'checkpoints'}")
+    assert json.loads((out / "status.json").read_text())["status"] == "interrupted"
+
+
+def test_quiet_train_with_offline_wandb_prints_only_its_summary_and_the_sync_line(tmp_path):
+    """Issue: every `train --quiet` printed Lightning's LeafSpec deprecation warning and wandb ~25
+    lines. Now stderr is empty and stdout is the run summary with one `wandb sync` command."""
+    out = tmp_path / "run"
+    path = write(tmp_path, logging={"wandb": {"enabled": True, "mode": "offline"}})
+    proc = subprocess.run(arch_zoo_cmd() + ["train", str(path), "--out", str(out), "--quiet"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr == ""
+    assert not [line for line in proc.stdout.splitlines() if line.startswith("wandb:")], proc.stdout
+    sync = [line for line in proc.stdout.splitlines() if "wandb sync " in line]
+    assert len(sync) == 1 and (out / "wandb").is_dir()
+    assert Path(sync[0].split("wandb sync ", 1)[1]).is_dir()  # the command names the offline run to upload
+
+
+def test_generate_warns_in_one_line_about_unknown_characters_and_ignored_options(tmp_path, capsys):
+    """Issue: generate mapped characters outside the vocabulary to <unk> silently and ignored
+    --temperature with greedy silently. Each now warns in one line and still generates."""
+    out = tmp_path / "run"
+    assert main(["train", str(write(tmp_path)), "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["generate", str(out), "--prompt", "def €x€ü", "--max-new-tokens", "2"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["arch-zoo: warning: --prompt: '€', 'ü' not in the run's vocabulary; encoded as the unknown token"]
+    assert main(["generate", str(out), "--prompt", "def", "--max-new-tokens", "2", "--temperature", "0.7"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "arch-zoo: warning: --temperature has no effect with --strategy greedy"]
+    assert main(["generate", str(out), "--prompt", "def", "--max-new-tokens", "2", "--strategy", "beam",
+                 "--beams", "2", "--top-k", "5", "--seed", "3"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "arch-zoo: warning: --top-k, --seed have no effect with --strategy beam"]
+    assert main(["generate", str(out), "--prompt", "def", "--max-new-tokens", "2", "--strategy", "sample",
+                 "--temperature", "0.7", "--seed", "1"]) == 0
+    assert capsys.readouterr().err == ""  # options the strategy uses: no warning

@@ -1,0 +1,187 @@
+"""User mistakes across every `arch-zoo` command and every file or argument it reads.
+
+README: "A user mistake prints one line and exits 2". Each case checks exit code 2, exactly one
+stderr line starting `arch-zoo: error:` that names the file or key, no traceback, and that nothing
+was created or changed (the whole workspace, the current directory included, is compared before
+and after, so no half-created run dir, report dir or sweep store is left behind). Most cases call
+``arch_zoo.cli.main`` in-process (the CLI's whole error path, without seconds of interpreter start-up
+each); a few run the installed console script in a real process."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from arch_zoo.cli import main
+from tests.reports.sweeps import write_sweep
+
+MODEL = {"kind": "decoder", "d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "max_seq_len": 32}
+EXPERIMENT = {"name": "tiny", "model": MODEL, "task": {"name": "char_lm", "max_chars": 20000, "seq_len": 32},
+              "train": {"max_steps": 2, "batch_size": 4, "val_every": 2, "val_batches": 1, "progress_bar": False,
+                        "exact_match_samples": 0}}
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    """A workspace holding every kind of bad file next to good ones, and a real trained run."""
+    ws = tmp_path_factory.mktemp("ws")
+    (ws / "exp.yaml").write_text(yaml.safe_dump(EXPERIMENT))
+    (ws / "malformed.yaml").write_text("name: x\nmodel: [1, 2\n")
+    (ws / "empty.yaml").write_text("# nothing but a comment\n")
+    (ws / "list.yaml").write_text("- model\n- task\n")
+    (ws / "latin1.yaml").write_bytes("name: caf\xe9\n".encode("latin-1"))
+    (ws / "bad_base.yaml").write_text(yaml.safe_dump({**EXPERIMENT, "model": {"base": "malformed.yaml"}}))
+    (ws / "file.txt").write_text("not a directory\n")
+    (ws / "a_dir").mkdir()
+    spec = {"base": "exp.yaml", "grid": {"model.position": ["rope", "alibi"]}, "seeds": [0]}
+    (ws / "spec.yaml").write_text(yaml.safe_dump({"name": "s", **spec}))
+    (ws / "spec_missing_base.yaml").write_text(yaml.safe_dump({"name": "s2", **spec, "base": "nope.yaml"}))
+    (ws / "spec_malformed_base.yaml").write_text(yaml.safe_dump({"name": "s3", **spec, "base": "malformed.yaml"}))
+    (ws / "spec_bad_value.yaml").write_text(yaml.safe_dump({"name": "s5", **spec,
+                                                             "grid": {"model.position": ["rope", "rop"]}}))
+    (ws / "spec_unknown_key.yaml").write_text(yaml.safe_dump({"name": "s4", **spec, "seed": [0]}))
+    write_sweep(ws / "sweep")
+
+    assert main(["train", str(ws / "exp.yaml"), "--out", str(ws / "run"), "--quiet"]) == 0
+    for name, damage in (("bad_tokenizer", "tokenizer.json"), ("bad_config", "config.yaml"),
+                         ("bad_ckpt", "checkpoints/last.ckpt")):
+        shutil.copytree(ws / "run", ws / name)
+        (ws / name / damage).write_text("{not: [valid")
+    shutil.copytree(ws / "run", ws / "no_tokenizer")
+    (ws / "no_tokenizer" / "tokenizer.json").unlink()
+    return ws
+
+
+# (id, argv with {ws} for the workspace, text the error line must contain)
+CASES = [
+    # experiment configs and overrides (describe, train, gradnorms share the loader)
+    ("describe-malformed-yaml", "describe {ws}/malformed.yaml",
+     "config: cannot parse {ws}/malformed.yaml (line 3, column 1): did not find expected ',' or ']'"),
+    ("describe-empty-config", "describe {ws}/empty.yaml", "config: {ws}/empty.yaml is empty"),
+    ("describe-list-config", "describe {ws}/list.yaml", "config: {ws}/list.yaml must hold a mapping, not list"),
+    ("describe-not-utf8", "describe {ws}/latin1.yaml", "config: cannot parse {ws}/latin1.yaml"),
+    ("describe-missing-config", "describe {ws}/nope.yaml", "config: file not found: {ws}/nope.yaml"),
+    ("describe-directory-config", "describe {ws}/a_dir", "config: {ws}/a_dir is a directory"),
+    ("describe-unknown-preset", "describe preset:gpt3", "config: unknown preset 'gpt3'"),
+    ("describe-malformed-model-base", "describe {ws}/bad_base.yaml",
+     "model.base: cannot parse {ws}/malformed.yaml (line 3, column 1)"),
+    ("describe-override-without-value", "describe {ws}/exp.yaml model.position",
+     "model.position: an override must look like key=value"),
+    ("describe-override-unknown-key", "describe {ws}/exp.yaml model.positon=rope",
+     "model.positon: unknown key (did you mean 'position'?)"),
+    ("describe-override-bad-type", "describe {ws}/exp.yaml model.d_model=big",
+     "model.d_model: expected an integer, got 'big'"),
+    ("describe-vocab-size-zero", "describe {ws}/exp.yaml --vocab-size 0",
+     "argument --vocab-size: expected a positive integer, got 0"),
+    ("describe-seq-len-text", "describe {ws}/exp.yaml --seq-len long",
+     "argument --seq-len: expected a positive integer, got 'long'"),
+    ("train-malformed-yaml", "train {ws}/malformed.yaml --out {ws}/r", "config: cannot parse {ws}/malformed.yaml"),
+    ("train-empty-config", "train {ws}/empty.yaml --out {ws}/r", "config: {ws}/empty.yaml is empty"),
+    ("train-default-out-of-empty-config", "train {ws}/empty.yaml", "config: {ws}/empty.yaml is empty"),
+    ("train-out-is-a-file", "train {ws}/exp.yaml --out {ws}/file.txt",
+     "--out: {ws}/file.txt exists and is not a directory"),
+    ("train-out-below-a-file", "train {ws}/exp.yaml --out {ws}/file.txt/run",
+     "--out: {ws}/file.txt exists and is not a directory"),
+    ("train-bad-override", "train {ws}/exp.yaml --out {ws}/r train.max_steps=-1",
+     "train.max_steps: must be positive, got -1"),
+    ("train-into-run-with-corrupt-config", "train {ws}/exp.yaml --out {ws}/bad_config",
+     "cannot parse {ws}/bad_config/config.yaml"),
+    ("gradnorms-out-is-a-file", "gradnorms {ws}/exp.yaml --depths 1 --seeds 0 --out {ws}/file.txt",
+     "--out: {ws}/file.txt exists and is not a directory"),
+    ("gradnorms-malformed-vary", "gradnorms {ws}/exp.yaml --vary model.norm_placement --out {ws}/g",
+     "--vary: expected KEY=VALUE1,VALUE2"),
+    ("gradnorms-unknown-vary-key", "gradnorms {ws}/exp.yaml --vary model.normm=a,b --depths 1 --seeds 0 --out {ws}/g",
+     "model.normm: unknown key (did you mean 'norm'?)"),
+    ("gradnorms-zero-depth", "gradnorms {ws}/exp.yaml --depths 0 --out {ws}/g", "--depths: depths must be positive"),
+    ("gradnorms-empty-config", "gradnorms {ws}/empty.yaml --depths 1 --out {ws}/g", "config: {ws}/empty.yaml is empty"),
+    # sweep specs
+    ("sweep-malformed-spec", "sweep {ws}/malformed.yaml --out {ws}/store",
+     "sweep: cannot parse {ws}/malformed.yaml (line 3, column 1)"),
+    ("sweep-empty-spec", "sweep {ws}/empty.yaml --out {ws}/store", "sweep: {ws}/empty.yaml is empty"),
+    ("sweep-list-spec", "sweep {ws}/list.yaml --out {ws}/store", "sweep: {ws}/list.yaml must hold a mapping"),
+    ("sweep-missing-spec", "sweep {ws}/nope.yaml --out {ws}/store", "sweep: file not found: {ws}/nope.yaml"),
+    ("sweep-missing-base", "sweep {ws}/spec_missing_base.yaml --out {ws}/store", "base: file not found"),
+    ("sweep-malformed-base", "sweep {ws}/spec_malformed_base.yaml --out {ws}/store",
+     "cannot parse {ws}/malformed.yaml (line 3, column 1)"),
+    ("sweep-unknown-grid-value", "sweep {ws}/spec_bad_value.yaml --out {ws}/store",
+     "grid.model.position: unknown position scheme 'rop' (did you mean 'rope'?)"),
+    ("sweep-unknown-key", "sweep {ws}/spec_unknown_key.yaml --out {ws}/store",
+     "seed: unknown sweep key (did you mean 'seeds'?)"),
+    ("sweep-out-is-a-file", "sweep {ws}/spec.yaml --out {ws}/file.txt", "--out: {ws}/file.txt exists and is not a"),
+    ("sweep-dry-run-out-is-a-file", "sweep {ws}/spec.yaml --dry-run --out {ws}/file.txt", "--out: {ws}/file.txt"),
+    ("sweep-zero-workers", "sweep {ws}/spec.yaml --workers 0 --out {ws}/store", "--workers: must be at least 1"),
+    # run dirs, checkpoints, tokenizer files and prompts (generate)
+    ("generate-missing-run", "generate {ws}/nope --prompt a", "run: {ws}/nope is not a run directory or checkpoint"),
+    ("generate-dir-not-a-run", "generate {ws}/a_dir --prompt a", "run: {ws}/a_dir is not a run directory"),
+    ("generate-run-without-tokenizer", "generate {ws}/no_tokenizer --prompt a",
+     "run: {ws}/no_tokenizer/tokenizer.json not found"),
+    ("generate-corrupt-tokenizer", "generate {ws}/bad_tokenizer --prompt a",
+     "run: cannot read {ws}/bad_tokenizer/tokenizer.json"),
+    ("generate-corrupt-config", "generate {ws}/bad_config --prompt a", "cannot parse {ws}/bad_config/config.yaml"),
+    ("generate-corrupt-checkpoint", "generate {ws}/bad_ckpt/checkpoints/last.ckpt --prompt a",
+     "run: cannot load {ws}/bad_ckpt/checkpoints/last.ckpt"),
+    ("generate-empty-prompt", "generate {ws}/run --prompt=", "--prompt: is empty"),
+    ("generate-unknown-strategy", "generate {ws}/run --prompt a --strategy nucleus --temperature 2",
+     "--strategy: unknown strategy 'nucleus'"),
+    ("generate-top-p-above-one", "generate {ws}/run --prompt a --strategy sample --top-p 1.5",
+     "top_p: must be in (0, 1]"),
+    ("generate-zero-new-tokens", "generate {ws}/run --prompt a --max-new-tokens 0", "max_new_tokens: must be >= 1"),
+    # report dirs and --out targets (report, compare)
+    ("report-missing-dir", "report {ws}/nope --out {ws}/rep", "{ws}/nope does not exist"),
+    ("report-not-a-sweep", "report {ws}/a_dir --out {ws}/rep", "{ws}/a_dir is not a sweep directory"),
+    ("report-out-is-a-file", "report {ws}/sweep --out {ws}/file.txt", "--out: {ws}/file.txt exists and is not a"),
+    ("report-unknown-format", "report {ws}/sweep --out {ws}/rep --format md,pdf", "format: unknown format 'pdf'"),
+    ("report-unknown-metric", "report {ws}/sweep --out {ws}/rep --metric val/lss",
+     "metric: 'val/lss' was logged by no run (did you mean 'val/loss'?)"),
+    ("report-baseline-not-key-value", "report {ws}/sweep --out {ws}/rep --baseline rope",
+     "baseline: 'rope' is not KEY=VALUE"),
+    ("compare-missing-path", "compare {ws}/sweep {ws}/nope", "{ws}/nope does not exist"),
+    ("compare-out-is-a-file", "compare {ws}/sweep --out {ws}/file.txt", "--out: {ws}/file.txt exists and is not a"),
+    ("compare-unknown-metric", "compare {ws}/sweep --out {ws}/rep --metric nope",
+     "metric: 'nope' was logged by no run"),
+    # the command line itself
+    ("unknown-command", "fly", "argument command: invalid choice: 'fly'"),
+    ("unknown-option", "describe {ws}/exp.yaml --colour", "unrecognized arguments: --colour"),
+]
+
+
+def tree(root: Path) -> dict:
+    return {str(p.relative_to(root)): (p.is_dir(), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+def check_one_line(code: int, err: str, expected: str) -> None:
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith("arch-zoo: error: "), err
+    assert expected in err, err
+
+
+@pytest.mark.parametrize("argv,expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_a_user_mistake_exits_2_with_one_line_and_leaves_nothing(argv, expected, ws, capsys, monkeypatch):
+    """README: "A user mistake prints one line and exits 2"; nothing is written before the check."""
+    monkeypatch.chdir(ws)  # default outputs (runs/, reports/) would land in the workspace too
+    before = tree(ws)
+    capsys.readouterr()
+    code = main([a.format(ws=ws) for a in argv.split(" ")])
+    check_one_line(code, capsys.readouterr().err, expected.format(ws=ws))
+    assert tree(ws) == before
+
+
+REAL_PROCESS = ["describe-malformed-yaml", "train-out-is-a-file", "sweep-malformed-spec"]
+
+
+@pytest.mark.parametrize("case", REAL_PROCESS)
+def test_the_console_script_reports_a_mistake_in_one_line(case, ws):
+    """The same contract through the installed `arch-zoo` script in a fresh process: the exit code
+    and stderr a shell sees, with no traceback from an exception escaping ``main``."""
+    argv, expected = next(c[1:] for c in CASES if c[0] == case)
+    exe = Path(sys.executable).with_name("arch-zoo")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "arch_zoo"]
+    before = tree(ws)
+    proc = subprocess.run(cmd + [a.format(ws=ws) for a in argv.split(" ")], capture_output=True, text=True,
+                          cwd=ws, timeout=300)
+    check_one_line(proc.returncode, proc.stderr, expected.format(ws=ws))
+    assert proc.stdout == ""
+    assert tree(ws) == before
