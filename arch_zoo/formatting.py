@@ -51,6 +51,14 @@ def number(v: Any, digits: int = 4) -> str:
     return f"{v:.{digits - 1}e}"
 
 
+def setting(v: Any) -> str:
+    """A configured value as the user would write it: floats at up to 6 significant digits without
+    padding zeros (``0.001``, ``0.0003``, ``3e-05``), so a learning rate reads as it was set."""
+    if isinstance(v, float) and not _missing(v) and not math.isinf(v):
+        return f"{v:.6g}"
+    return number(v)
+
+
 def si(v: Any, digits: int = 3) -> str:
     """A count with an SI suffix at ``digits`` significant digits: 40000 -> '40.0k', 39200 -> '39.2k',
     999999 -> '1.00M', 512 -> '512', 12.5 -> '12.5'."""

@@ -61,3 +61,11 @@ def test_report_table_cells_share_the_format(tmp_path):
         digits = value.lstrip("-").split("e")[0].replace(".", "").lstrip("0")
         assert len(digits) == 4, (value, rope)
     assert re.search(r" \d+\.\d\dk ", rope)  # SI counts at 3 digits: 1.00k, not 1k
+
+
+def test_a_setting_reads_as_it_was_set():
+    """Varied settings (a learning rate) keep the user's digits; metrics get the fixed 4-digit rule."""
+    from arch_zoo.formatting import setting
+
+    assert [setting(v) for v in (0.001, 3e-4, 3e-5, 0.5, 4, "rope", True)] == [
+        "0.001", "0.0003", "3e-05", "0.5", "4", "rope", "True"]

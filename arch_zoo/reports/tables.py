@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Union
 
 import pandas as pd
 
-from ..formatting import number, si
+from ..formatting import number, setting, si
 from .load import MAX_LABEL_SETTINGS as MAX_SETTING_COLUMNS, goal_for
 from .stats import ALPHA, MAX_SEEDS, POWER
 
@@ -95,7 +95,7 @@ def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
     rows = []
     for _, r in table.iterrows():
         out: Dict[str, str] = {"rank": num(r["rank"])}
-        out.update({short[s]: num(r[s]) for s in settings} if settings else {"variant": str(r["variant"])})
+        out.update({short[s]: setting(r[s]) for s in settings} if settings else {"variant": str(r["variant"])})
         out["seeds ok"] = seeds_text(r)
         out["params"] = si(r.get("params"))
         out["FLOPs/token"] = si(r.get("flops_per_token"))
