@@ -41,10 +41,15 @@ def _train(args) -> int:
     from .config import load
     from .training import run_one
     from .training.report import summary_text
+    from .training.run import RunInterrupted
 
     cfg = load(args.config, args.overrides)
     out = Path(args.out) if args.out else Path("runs") / cfg.name
-    result = run_one(cfg, out, quiet=args.quiet)
+    try:
+        result = run_one(cfg, out, quiet=args.quiet)
+    except RunInterrupted as exc:  # 143 after SIGTERM, 130 after Ctrl-C
+        print(f"arch-zoo: {exc.message(command_line(args.argv))}", file=sys.stderr)
+        return exc.exit_code
     if int(os.environ.get("LOCAL_RANK", 0)) != 0:  # DDP worker processes: rank 0 reports
         return 0 if result.status != "failed" else 1
     sys.stdout.write(summary_text(result))
