@@ -106,19 +106,20 @@ def _report(args) -> int:
 
     result = write_report(args.sweep_dir, args.out, formats=args.format, metric=args.metric, baseline=args.baseline,
                           command=command_line(args.argv))
-    sys.stdout.write(terminal_table(result["variants"]))
+    sys.stdout.write(terminal_table([g["variants"] for g in result["groups"]]))
     print(f"report: {result['out_dir']}/ ({len(result['files'])} files)")
     return 0
 
 
 def _compare(args) -> int:
-    from .reports import load_runs, summarize, terminal_table, write_report
+    from .reports import load_groups, summarize, terminal_table, write_report
 
-    if args.out:
-        table = write_report(args.paths, args.out, metric=args.metric, baseline=args.baseline)["variants"]
+    if args.out:  # one table per task: runs of different tasks are not ranked together
+        tables = [g["variants"] for g in write_report(args.paths, args.out, metric=args.metric,
+                                                      baseline=args.baseline)["groups"]]
     else:
-        table = summarize(load_runs(args.paths), metric=args.metric, baseline=args.baseline)
-    sys.stdout.write(terminal_table(table))
+        tables = [summarize(runs, metric=args.metric, baseline=args.baseline) for runs in load_groups(args.paths)]
+    sys.stdout.write(terminal_table(tables))
     if args.out:
         print(f"report: {args.out}/")
     return 0

@@ -209,12 +209,12 @@ def missing_notes(runs: pd.DataFrame) -> List[str]:
 
 
 def _attrs(runs, metric, goal, base, metrics, table) -> Dict[str, Any]:
-    notes = missing_notes(runs)
+    notes = list(runs.attrs.get("load_notes") or []) + missing_notes(runs)  # load_notes: duplicates dropped
     if not base:
         notes.append("no baseline: Δ columns are empty (set one with --baseline KEY=VALUE).")
     col = f"{metric} n"
     if len(table) and col in table.columns and (table[col] == 0).any():
         empty = table.loc[table[col] == 0, "variant"]
         notes.append(f"no completed run with {metric}: {'; '.join(map(str, empty))}")
-    return {"name": runs.attrs.get("name", ""), "metric": metric, "goal": goal, "baseline": base,
+    return {"name": runs.attrs.get("name", ""), "task": runs.attrs.get("task"), "metric": metric, "goal": goal, "baseline": base,
             "settings": settings_of(runs), "metrics": metrics, "notes": notes}
