@@ -68,15 +68,13 @@ def _train(args) -> int:
     out = _output_dir(args.out if args.out else Path("runs") / cfg.name, "--out")
     from .training import run_one  # Lightning: seconds, after the checks that need none
     from .training.report import summary_text
+    from .training.run import RunInterrupted
 
     try:
         result = run_one(cfg, out, quiet=args.quiet)
-    except (KeyboardInterrupt, SystemExit) as exc:  # Lightning turns Ctrl-C into SystemExit(1)
-        if isinstance(exc, SystemExit) and _status(out) != "interrupted":
-            raise
-        print(f"arch-zoo: training interrupted; rerun the same command to resume from {out / 'checkpoints'}",
-              file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except RunInterrupted as exc:  # 143 after SIGTERM, 130 after Ctrl-C
+        print(f"arch-zoo: {exc.message(command_line(args.argv))}", file=sys.stderr)
+        return exc.exit_code
     code = EXIT_RUN_FAILED if result.status in ("failed", "diverged") else 0
     if int(os.environ.get("LOCAL_RANK", 0)) != 0:  # DDP worker processes: rank 0 reports
         return code
@@ -175,22 +173,22 @@ def _report(args) -> int:
         _output_dir(args.out, "--out")
     result = write_report(args.sweep_dir, args.out, formats=args.format, metric=args.metric, baseline=args.baseline,
                           command=command_line(args.argv), ci=args.ci, min_effect=args.min_effect)
-    sys.stdout.write(terminal_table(result["variants"]))
+    sys.stdout.write(terminal_table([g["variants"] for g in result["groups"]]))
     print(f"report: {result['out_dir']}/ ({plural(len(result['files']), 'file')})")
     return 0
 
 
 def _compare(args) -> int:
-    from .reports import load_runs, summarize, terminal_table, write_report
+    from .reports import load_groups, summarize, terminal_table, write_report
 
-    if args.out:
+    if args.out:  # one table per task: runs of different tasks are not ranked together
         _output_dir(args.out, "--out")
-        table = write_report(args.paths, args.out, metric=args.metric, baseline=args.baseline, ci=args.ci,
-                             min_effect=args.min_effect)["variants"]
+        tables = [g["variants"] for g in write_report(args.paths, args.out, metric=args.metric, baseline=args.baseline,
+                                                      ci=args.ci, min_effect=args.min_effect)["groups"]]
     else:
-        table = summarize(load_runs(args.paths), metric=args.metric, baseline=args.baseline, ci=args.ci,
-                          min_effect=args.min_effect)
-    sys.stdout.write(terminal_table(table))
+        tables = [summarize(runs, metric=args.metric, baseline=args.baseline, ci=args.ci, min_effect=args.min_effect)
+                  for runs in load_groups(args.paths)]
+    sys.stdout.write(terminal_table(tables))
     if args.out:
         print(f"report: {args.out}/")
     return 0

@@ -7,8 +7,8 @@
 """
 from .aggregate import mean_ci, missing_notes, paired, summarize
 from .export import latex, markdown, write_report
-from .load import load_runs
+from .load import load_groups, load_runs
 from .tables import terminal_table
 
-__all__ = ["load_runs", "summarize", "write_report", "terminal_table", "markdown", "latex", "mean_ci", "paired",
+__all__ = ["load_runs", "load_groups", "summarize", "write_report", "terminal_table", "markdown", "latex", "mean_ci", "paired",
            "missing_notes"]

@@ -264,7 +264,7 @@ def missing_notes(runs: pd.DataFrame) -> List[str]:
 
 
 def _attrs(runs, metric, goal, base, metrics, table, ci="t", min_effect=None) -> Dict[str, Any]:
-    notes = missing_notes(runs)
+    notes = list(runs.attrs.get("load_notes") or []) + missing_notes(runs)  # load_notes: duplicates dropped
     if not base:
         notes.append("no baseline: Δ columns are empty (set one with --baseline KEY=VALUE).")
     col = f"{metric} n"
@@ -276,7 +276,7 @@ def _attrs(runs, metric, goal, base, metrics, table, ci="t", min_effect=None) ->
         for _, r in few.iterrows():
             notes.append(f"warning: {r['variant']} has only {r[col]} completed seed{'s' * (r[col] != 1)} with "
                          f"{metric}; its interval and p-value need at least {MIN_SEEDS} to mean much.")
-    return {"name": runs.attrs.get("name", ""), "metric": metric, "goal": goal,
+    return {"name": runs.attrs.get("name", ""), "task": runs.attrs.get("task"), "metric": metric, "goal": goal,
             "goals": runs.attrs.get("goals") or {}, "baseline": base,
             "settings": settings_of(runs), "metrics": metrics, "notes": notes, "ci": ci,
             "min_effect": min_effect}

@@ -16,9 +16,9 @@ import pandas as pd
 
 from ..errors import ConfigError
 from .aggregate import Baseline, check_options, summarize
-from .load import goal_for, load_runs
+from .load import goal_for, load_groups
 from .provenance import provenance_lines, sample_rows
-from .tables import display, footnotes, num, other_metrics, title
+from .tables import display, footnotes, main_and_more, num, other_metrics, title
 
 FORMATS = ("md", "csv", "tex", "parquet", "html", "plots")
 DEFAULT_FORMATS = ("md", "csv", "tex", "parquet", "html")
@@ -92,15 +92,22 @@ def _md_code(line: str) -> str:
                    for i, p in enumerate(pieces))
 
 
+def _md_tables(table: pd.DataFrame) -> List[str]:
+    """The ranked metric's table, then costs and the other metrics, then the footnotes."""
+    main, more = main_and_more(table)
+    parts = [_md_table(main) if len(main) else "(no runs)", ""]
+    if len(main) and len(more.columns) > 1:
+        parts += ["Costs and other metrics:", "", _md_table(more), ""]
+    return parts + [f"- {md_escape(line)}" for line in footnotes(table)]
+
+
 def markdown(runs: pd.DataFrame, table: pd.DataFrame, command: Optional[str] = None) -> str:
-    shown = display(table)
     run_rows = runs_display(runs, table.attrs.get("metric", ""))
     parts = [f"# {md_escape(title(table))}", ""]
     description = runs.attrs.get("description", "").strip()
     if description:
         parts += [md_escape(p) for p in description.split("\n\n")] + [""]
-    parts += [_md_table(shown) if len(shown) else "(no runs)", ""]
-    parts += [f"- {md_escape(line)}" for line in footnotes(table)]
+    parts += _md_tables(table)
     for variant, rows in sample_rows(runs).items():
         parts += ["", f"## Greedy decodings: {md_escape(variant)}", "", _md_table(pd.DataFrame(rows))]
     provenance = provenance_lines(runs, command)
@@ -176,13 +183,42 @@ def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_di
     ``command`` (the `arch-zoo report` call) is printed in the report's provenance; ``ci`` and
     ``min_effect`` are ``summarize``'s.
 
-    Returns {"out_dir", "runs", "variants", "files"}; ``out_dir`` defaults to reports/<sweep name>/."""
+    Runs of different tasks or evaluations are not ranked together: each task gets its own report
+    in ``out_dir/<task>/``, and ``out_dir/report.md`` shows each task's table under its name.
+
+    Returns {"out_dir", "runs", "variants", "files", "groups"}; ``out_dir`` defaults to
+    reports/<sweep name>/; ``groups`` holds one {"runs", "variants"} per task (``runs`` and
+    ``variants`` are the first's)."""
     fmts = parse_formats(formats)
     check_options(ci, min_effect)  # before loading: a typo costs no time
-    runs = load_runs(sweep_dir)
-    table = summarize(runs, metric=metric, baseline=baseline, ci=ci, min_effect=min_effect)
-    out = Path(out_dir) if out_dir is not None else Path("reports") / str(runs.attrs.get("name") or "report")
+    groups = load_groups(sweep_dir)
+    tables = [summarize(runs, metric=metric, baseline=baseline, ci=ci, min_effect=min_effect) for runs in groups]
+    out = Path(out_dir) if out_dir is not None else Path("reports") / str(groups[0].attrs.get("name") or "report")
     out.mkdir(parents=True, exist_ok=True)
+    if len(groups) == 1:
+        files = _write_one(groups[0], tables[0], out, fmts, command)
+    else:
+        files, parts = [], [f"# {md_escape(groups[0].attrs.get('name') or 'report')}: "
+                            f"{len(groups)} tasks, each ranked on its own", ""]
+        for runs, table in zip(groups, tables):
+            sub = out / _slug(str(runs.attrs["task"]))
+            sub.mkdir(parents=True, exist_ok=True)
+            files += _write_one(runs, table, sub, fmts, command)
+            parts += [f"## Task: {md_escape(runs.attrs['task'])} ({len(runs)} runs; full report in "
+                      f"{md_escape(sub.name)}/)", "", f"{md_escape(title(table))}", "", *_md_tables(table), ""]
+        if "md" in fmts:
+            (out / "report.md").write_text("\n".join(parts), encoding="utf-8")
+            files.append(out / "report.md")
+    return {"out_dir": out, "runs": groups[0], "variants": tables[0], "files": files,
+            "groups": [{"runs": r, "variants": t} for r, t in zip(groups, tables)]}
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text).strip("_")[:60] or "task"
+
+
+def _write_one(runs: pd.DataFrame, table: pd.DataFrame, out: Path, fmts: Sequence[str],
+               command: Optional[str]) -> List[Path]:
     files = write_tables(runs, table, out, fmts)
     if "md" in fmts:
         (out / "report.md").write_text(markdown(runs, table, command), encoding="utf-8")
@@ -201,4 +237,4 @@ def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_di
 
         (out / "report.html").write_text(page(runs, table, plots, command), encoding="utf-8")
         files.append(out / "report.html")
-    return {"out_dir": out, "runs": runs, "variants": table, "files": files}
+    return files

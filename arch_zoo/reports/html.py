@@ -14,7 +14,7 @@ import pandas as pd
 
 from .export import runs_display
 from .provenance import provenance_lines, sample_rows
-from .tables import display, footnotes, title
+from .tables import footnotes, main_and_more, title
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1400px;
@@ -70,7 +70,7 @@ def _code_spans(line: str) -> str:
 
 
 def page(runs: pd.DataFrame, table: pd.DataFrame, plots: List[Path], command: Optional[str] = None) -> str:
-    shown = display(table)
+    main, more = main_and_more(table)
     classes = ["baseline" if b else "" for b in table["baseline"]] if "baseline" in table.columns else []
     run_rows = runs_display(runs, table.attrs.get("metric", ""))
     parts = [
@@ -80,7 +80,8 @@ def page(runs: pd.DataFrame, table: pd.DataFrame, plots: List[Path], command: Op
         '<link rel="icon" href="data:,">', f"<title>{esc(title(table))}</title>", f"<style>{CSS}</style>",
         "</head>", "<body>", f"<h1>{esc(title(table))}</h1>",
         *(f"<p>{esc(p)}</p>" for p in runs.attrs.get("description", "").strip().split("\n\n") if p),
-        _table(shown, classes),
+        _table(main, classes),
+        *([f"<h2>Costs and other metrics</h2>", _table(more, classes)] if len(more.columns) > 1 else []),
         '<ul class="notes">' + "".join(f"<li>{esc(line)}</li>" for line in footnotes(table)) + "</ul>",
     ]
     if plots:

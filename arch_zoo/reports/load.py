@@ -16,19 +16,17 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import pandas as pd
 import yaml
 
 from ..errors import ConfigError
 from ..metrics import DIRECTIONS, goal_of
+from .grouping import by_task, check_distinct, differing, drop_duplicates, ordered as _ordered
 
 FIXED = ["sweep", "variant", "seed", "status", "reason", "is_baseline", "run_id", "params", "flops_per_token",
          "train_tokens_per_s", "peak_memory_mb", "wall_time_s", "step", "diverged_at", "run_dir"]
-# Config keys that never change a run's result; loose runs are told apart by the other keys.
-BOOKKEEPING = ("name", "seed", "logging", "train.progress_bar", "train.num_workers", "train.log_every",
-               "train.accelerator", "train.devices", "train.strategy")
 DEFAULT_METRIC = {"name": "val/loss", "goal": "min"}
 MAX_LABEL_SETTINGS = 4  # more differing settings than this: a variant is labelled by where it came from
 
@@ -230,7 +228,25 @@ def load_runs(path: Union[str, Path, Sequence[Union[str, Path]]]) -> pd.DataFram
 
     With one sweep, the varied settings are the sweep's own. With several inputs, or loose run
     dirs, they are the config keys whose values differ between the runs (seed excepted), and a
-    variant is one combination of them."""
+    variant is one combination of them.
+
+    A run is identified by its config and seed: the same run given twice (a sweep and one of its
+    run dirs, or a copy) is kept once, and ``attrs["load_notes"]`` says what was dropped; two
+    different runs that would be the same variant and seed are an error. Runs of different tasks
+    or evaluations are not comparable: they are an error here, and ``load_groups`` splits them."""
+    groups = load_groups(path)
+    if len(groups) > 1:
+        tasks = "; ".join(f"{g.attrs['task']} ({len(g)} runs)" for g in groups)
+        raise ConfigError("", f"these runs are of different tasks or evaluations and not comparable: {tasks}; "
+                              "compare each group on its own (arch-zoo compare does, one table per task)")
+    return groups[0]
+
+
+def load_groups(path: Union[str, Path, Sequence[Union[str, Path]]]) -> List[pd.DataFrame]:
+    """``load_runs``, one frame per task and evaluation (the ``task`` config and the evaluation's
+    ``train`` keys, ``EVALUATION``; keys a sweep varies do not split it). Each frame's
+    ``attrs["task"]`` names its group: the task's name, and the options that tell apart groups of
+    the same task."""
     paths = [Path(path)] if isinstance(path, (str, Path)) else [Path(p) for p in path]
     if not paths:
         raise ConfigError("", "no sweep or run directory given")
@@ -247,11 +263,24 @@ def load_runs(path: Union[str, Path, Sequence[Union[str, Path]]]) -> pd.DataFram
             what = "does not exist" if not p.exists() else "is not a sweep directory (no sweep.yaml, index.csv " \
                                                             "or runs/) nor a run directory (no status.json)"
             raise ConfigError("", f"{p} {what}")
+    rows, notes = drop_duplicates(rows)
     single_sweep = len(paths) == 1 and len(specs) == 1
+    groups = by_task(rows)
+    frames = []
+    for label, group in groups.items():
+        frame = _frame(group, paths, specs, single_sweep)
+        frame.attrs["task"] = label if len(groups) > 1 else None
+        frame.attrs["load_notes"] = notes
+        frames.append(frame)
+    return frames
+
+
+def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, Any]],
+           single_sweep: bool) -> pd.DataFrame:
     if single_sweep:
         settings_keys = _ordered(k for r in rows for k in r["_settings"])
     else:
-        settings_keys = _differing([r["_config"] for r in rows if r["_config"]])
+        settings_keys = differing([r["_config"] for r in rows if r["_config"]])
         for r in rows:
             source = r["_config"] or r["_settings"]  # a planned run has no config yet: its sweep settings
             r["_settings"] = {k: _scalar(source.get(k)) for k in settings_keys}
@@ -270,6 +299,7 @@ def load_runs(path: Union[str, Path, Sequence[Union[str, Path]]]) -> pd.DataFram
         rec.update({k: r["_settings"].get(k) for k in settings_keys})
         rec.update({k: r["_metrics"].get(k, math.nan) for k in metric_keys})
         records.append(rec)
+    check_distinct(rows, records)
     frame = pd.DataFrame.from_records(records, columns=FIXED + settings_keys + metric_keys)
     for col in ("params", "flops_per_token", "train_tokens_per_s", "peak_memory_mb", "wall_time_s", "step",
                 "diverged_at", *metric_keys):
@@ -319,22 +349,6 @@ def _group_labels(rows: List[Dict[str, Any]], settings_keys: List[str]) -> None:
                 label += "'"
             labels[key] = label
         r["variant"] = labels[key]
-
-
-def _ordered(keys: Iterable[str]) -> List[str]:
-    return list(dict.fromkeys(keys))
-
-
-def _differing(configs: List[Dict[str, Any]]) -> List[str]:
-    keys = _ordered(k for c in configs for k in c)
-    out = []
-    for k in keys:
-        if any(k == b or k.startswith(b + ".") for b in BOOKKEEPING):
-            continue
-        if len({json.dumps(c.get(k), sort_keys=True, default=str) for c in configs}) > 1:
-            out.append(k)
-    # rope -> alibi also changes rope's options; the component's name says it all
-    return [k for k in out if not any(k.startswith(parent + ".") for parent in out)]
 
 
 def _curve_only(frame: pd.DataFrame) -> List[str]:

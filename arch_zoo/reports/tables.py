@@ -1,8 +1,9 @@
 """The per-variant frame as a table of display strings: for Markdown, HTML, the terminal and LaTeX.
 
 The display keeps what a reader compares: rank, the varied settings, seeds, size and speed, the
-ranked metric with its interval and Δ vs the baseline, and the other metrics as mean ± std. The
-CSV/Parquet exports keep every statistic of every metric.
+ranked metric with its interval and Δ vs the baseline, and the other metrics as mean ± std. Reports
+show it as two tables that fit a screen (``main_and_more``): the ranked metric's statistics, then
+costs and the other metrics. The CSV/Parquet exports keep every statistic of every metric.
 """
 from __future__ import annotations
 
@@ -114,7 +115,8 @@ def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
         out["best seed"] = "" if seed is None or pd.isna(seed) else str(seed)
         for m in other_metrics(table):
             out[m] = mean_std(r, m, pm)
-        out["notes"] = r["notes"] if isinstance(r.get("notes"), str) else ""  # pandas turns a missing note into NaN
+        notes = r.get("notes")
+        out["notes"] = notes if isinstance(notes, str) else ""  # None reads back from pandas as NaN
         rows.append(out)
     frame = pd.DataFrame(rows)
     if frame.empty:
@@ -122,9 +124,25 @@ def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
     return frame[[c for c in frame.columns if c not in OPTIONAL or frame[c].str.len().gt(0).any()]]
 
 
+def main_and_more(table: pd.DataFrame, pm: str = PM) -> tuple:
+    """The display split in two: (variant, seeds, the ranked metric's mean ± std, CI, Δ vs baseline,
+    p, p (Holm), d_z, seeds needed, rank) and (variant, size and speed, best seed, the other metrics, notes)."""
+    shown = display(table, pm)
+    if shown.empty:
+        return shown, shown
+    metric_cols = [c for c in shown.columns if c.startswith(table.attrs.get("metric", "val/loss") + " ")]
+    stats = [*metric_cols, "95% CI", "Δ vs baseline [95% CI]", "p", "p (Holm)", "d_z", "seeds needed"]
+    label = [c for c in shown.columns if c not in ("rank", "seeds ok", *OPTIONAL, *metric_cols)
+             and c not in other_metrics(table)]
+    main = shown[[*label, "seeds ok", *[c for c in stats if c in shown.columns], "rank"]]
+    more = shown[[c for c in shown.columns if c not in main.columns or c in label]]
+    return main, more.rename(columns={"best seed": f"best seed ({table.attrs.get('metric', 'val/loss')})"})
+
+
 def title(table: pd.DataFrame) -> str:
     metric, goal = table.attrs.get("metric", "val/loss"), table.attrs.get("goal", "min")
-    return f"{table.attrs.get('name') or 'report'}: variants ranked by {metric} ({goal})"
+    task = f", task {table.attrs['task']}" if table.attrs.get("task") else ""
+    return f"{table.attrs.get('name') or 'report'}{task}: variants ranked by {metric} ({goal})"
 
 
 def footnotes(table: pd.DataFrame) -> List[str]:
@@ -145,7 +163,7 @@ def footnotes(table: pd.DataFrame) -> List[str]:
     return lines + list(table.attrs.get("notes", []))
 
 
-def terminal_table(sweep_dir: Union[str, Path, pd.DataFrame], metric: Optional[str] = None,
+def terminal_table(sweep_dir: Union[str, Path, pd.DataFrame, List[pd.DataFrame]], metric: Optional[str] = None,
                    baseline=None) -> str:
     """The table ``arch-zoo sweep`` and ``arch-zoo report`` print: a sweep dir (or a per-variant frame)."""
     from tabulate import tabulate
@@ -153,6 +171,8 @@ def terminal_table(sweep_dir: Union[str, Path, pd.DataFrame], metric: Optional[s
     from .aggregate import summarize
     from .load import load_runs
 
+    if isinstance(sweep_dir, list):  # one table per task (load_groups)
+        return "\n".join(terminal_table(t) for t in sweep_dir)
     table = sweep_dir if isinstance(sweep_dir, pd.DataFrame) else \
         summarize(load_runs(sweep_dir), metric=metric, baseline=baseline)
     shown = display(table)

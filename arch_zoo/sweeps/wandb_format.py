@@ -7,10 +7,14 @@ random samples per seed. ``base`` and ``overrides`` come from the spec's own key
 
 Writing (``arch-zoo sweep SPEC --export-wandb``): a config whose ``command`` runs ``arch-zoo train``
 with ``${args_no_hyphens}`` (wandb passes ``key=value``, the form ``train`` takes overrides in), each
-run in its own ``--out`` directory named by the agent's ``$WANDB_RUN_ID``.
+run in its own directory of the sweep's store, ``<store>/runs/$WANDB_RUN_ID`` (the layout
+``arch-zoo sweep`` uses, so ``arch-zoo report <store>`` reads them). The base config and the store
+are absolute paths: an agent may run from any directory (on another machine, the same paths must
+exist, e.g. a shared filesystem).
 """
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
@@ -21,7 +25,7 @@ from .values import yaml_value
 
 DISTRIBUTIONS = ("categorical", "uniform", "int_uniform", "log_uniform_values")
 # `sh -c` gives the agent's command a per-run directory: wandb fills its own macros only once per agent.
-RUN_SCRIPT = 'exec arch-zoo train "$@" --quiet --out "runs/wandb/{name}/$WANDB_RUN_ID"'
+RUN_SCRIPT = 'exec arch-zoo train "$@" --quiet --out {runs}/"$WANDB_RUN_ID"'
 GOAL_NAMES = {"min": "minimize", "max": "maximize"}
 
 
@@ -93,9 +97,10 @@ def _from_command(command: Any) -> tuple:
     return args[0], args[1:]
 
 
-def to_wandb(spec: SweepSpec, entity: Optional[str] = None) -> Dict[str, Any]:
-    """The spec as a wandb sweep config. Zip axes and parameter matching have no wandb equivalent
-    (its parameters vary independently), so such specs are refused with the key to blame."""
+def to_wandb(spec: SweepSpec, store: Path, entity: Optional[str] = None) -> Dict[str, Any]:
+    """The spec as a wandb sweep config whose runs land in ``store``/runs/. Zip axes and parameter
+    matching have no wandb equivalent (its parameters vary independently), so such specs are
+    refused with the key to blame."""
     if spec.zip:
         raise ConfigError("zip", "wandb sweeps vary every parameter independently, so zip axes cannot be "
                           "exported; write them as separate grid values or run the sweep here")
@@ -116,23 +121,14 @@ def to_wandb(spec: SweepSpec, entity: Optional[str] = None) -> Dict[str, Any]:
         "method": "random" if spec.random else "grid",
         "metric": {"name": spec.metric["name"], "goal": GOAL_NAMES[spec.metric["goal"]]},
         "parameters": params,
-        "command": ["${env}", "sh", "-c", RUN_SCRIPT.format(name=spec.name), "arch-zoo", _portable(spec.base),
-                    *overrides, "${args_no_hyphens}"],
+        "command": ["${env}", "sh", "-c", RUN_SCRIPT.format(runs=shlex.quote(str(Path(store).resolve() / "runs"))),
+                    "arch-zoo", spec.base, *overrides, "${args_no_hyphens}"],
     }
     if spec.random:
         out["run_cap"] = spec.random_n * len(seeds or [0])
     if entity:
         out["entity"] = entity
     return out
-
-
-def _portable(base: str) -> str:
-    """The base config relative to here when it lies below (agents on other machines run from their
-    own checkout), else as it is."""
-    try:
-        return str(Path(base).relative_to(Path.cwd()))
-    except ValueError:
-        return base
 
 
 def _wandb_distribution(d: Distribution) -> Dict[str, Any]:
@@ -145,11 +141,12 @@ def _wandb_distribution(d: Distribution) -> Dict[str, Any]:
 
 
 def export_wandb(spec: SweepSpec, path: Path) -> Path:
+    """Writes the wandb config to ``path``, in the sweep's store (``<out>/<name>/``), where its runs go."""
     import yaml
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(to_wandb(spec), sort_keys=False))
+    tmp.write_text(yaml.safe_dump(to_wandb(spec, path.parent), sort_keys=False))
     tmp.replace(path)
     return path
 

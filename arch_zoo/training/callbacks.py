@@ -1,14 +1,17 @@
-"""Callbacks: divergence guard, throughput meter, atomic checkpoints."""
+"""Callbacks: divergence guard, throughput meter, checkpoints a rerun resumes from exactly."""
 from __future__ import annotations
 
 import os
 import resource
 import time
 from pathlib import Path
+from typing import Callable, Optional
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.loggers import CSVLogger
+from pytorch_lightning.trainer.states import TrainerFn
+from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 
 class DivergenceGuard(pl.Callback):
@@ -52,17 +55,64 @@ def peak_memory(device: torch.device) -> dict:
     return {"peak_memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "peak_memory_kind": "process RSS"}
 
 
-class AtomicCheckpoint(ModelCheckpoint):
-    """last.ckpt is written to a temporary file and renamed, so a kill mid-write never leaves a
-    truncated checkpoint behind."""
+class RunCheckpoint(pl.Callback):
+    """Writes checkpoints/last.ckpt after every validation during fit, and on SIGTERM at the end of
+    the step in progress, so a resumed run redoes at most the steps since the last validation (none
+    after a SIGTERM) and its history misses nothing.
 
-    def _save_checkpoint(self, trainer, filepath):
-        tmp = f"{filepath}.tmp"
-        trainer.save_checkpoint(tmp, self.save_weights_only)
-        if trainer.is_global_zero:
-            os.replace(tmp, filepath)
-        self._last_global_step_saved = trainer.global_step
-        self._last_checkpoint_saved = filepath
+    Why these two points: a checkpoint taken before a validation (Lightning's ``every_n_train_steps``)
+    resumes past that validation without running it, so its metrics would be lost. On SIGTERM,
+    Lightning finishes the step and raises ``SIGTERMException`` at its end; the state there is
+    complete (Lightning resumes such a checkpoint as "saved on last"). A step that validates is
+    saved at its validation's end instead (resuming one saved at the step's end shifts the logged
+    step numbers by one), and a SIGTERM during a validation is held until it ends, which would
+    otherwise stop half-way.
+
+    Before each write the loggers are flushed, and the checkpoint records how many rows
+    metrics.csv then holds, so a resumed run drops the rows logged after it (by a killed process)
+    and keeps every earlier one. Files are written to a temporary name and renamed: a kill
+    mid-write never leaves a truncated checkpoint. ``on_saved(step)`` is called after each write."""
+
+    def __init__(self, path: Path, on_saved: Callable[[int], None] = lambda step: None):
+        self.path, self.on_saved = Path(path), on_saved
+        self._held_sigterm = False
+        self._saved: Optional[tuple] = None
+
+    @staticmethod
+    def _fitting(trainer) -> bool:
+        return trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking
+
+    def on_validation_batch_end(self, trainer, *args, **kwargs):
+        if self._fitting(trainer) and trainer.received_sigterm:
+            trainer._signal_connector.received_sigterm = False  # seen by the loop after each batch
+            self._held_sigterm = True
+
+    def on_validation_end(self, trainer, pl_module):
+        if not self._fitting(trainer):
+            return
+        self.save(trainer)
+        if self._held_sigterm:  # the loop stops at the end of this step (on_exception finds it saved)
+            trainer._signal_connector.received_sigterm, self._held_sigterm = True, False
+
+    def on_exception(self, trainer, pl_module, exception):
+        if isinstance(exception, SIGTERMException) and self._fitting(trainer) and not trainer.validating:
+            self.save(trainer)
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint):
+        if trainer.is_global_zero:  # other ranks write no metrics.csv (their logger is a dummy)
+            checkpoint.setdefault("arch_zoo", {})["metrics_rows"] = sum(
+                getattr(lg.experiment, "rows", 0) for lg in trainer.loggers if isinstance(lg, CSVLogger))
+
+    def save(self, trainer) -> None:
+        at = (trainer.global_step, trainer.current_epoch)  # the epoch ends after the last step's validation
+        if self._saved == at:
+            return
+        for logger in trainer.loggers:
+            if isinstance(logger, CSVLogger):
+                logger.save()
+        atomic_save(trainer, self.path)
+        self._saved = at
+        self.on_saved(trainer.global_step)
 
 
 def atomic_save(trainer: pl.Trainer, path: Path) -> None:

@@ -5,7 +5,9 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
+from lightning_fabric.loggers.logger import rank_zero_experiment
 from pytorch_lightning.loggers import CSVLogger, Logger
+from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 
 from ..config import ExperimentConfig, WandbConfig
 from ..config_types import to_dict
@@ -32,8 +34,61 @@ def wandb_mode(w: WandbConfig) -> str:
     return "online" if has_key else "offline"
 
 
-def build_loggers(cfg: ExperimentConfig, run_dir: Path, run_name: str) -> List[Logger]:
-    loggers: List[Logger] = [CSVLogger(save_dir=str(run_dir), name="", version="")]
+class _ContinuedWriter(ExperimentWriter):
+    """Lightning's writer deletes an existing metrics.csv. This one keeps its first ``keep_rows``
+    rows (those the checkpoint being resumed covers; later ones were logged after it and are
+    logged again) and appends; ``keep_rows=None`` starts the file over. ``rows`` counts the rows
+    on disk, which checkpoints record."""
+
+    def __init__(self, log_dir: str, keep_rows: Optional[int]):
+        self.keep_rows = keep_rows
+        super().__init__(log_dir=log_dir)
+
+    def _check_log_dir_exists(self) -> None:
+        import csv
+
+        self.rows = 0
+        path = Path(self.metrics_file_path)
+        if self.keep_rows is None or not path.is_file():
+            path.unlink(missing_ok=True)
+            return
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            header, rows = list(reader.fieldnames or []), list(reader)[:self.keep_rows]
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("w", newline="") as f:
+            out = csv.DictWriter(f, fieldnames=header)
+            out.writeheader()
+            out.writerows(rows)
+        tmp.replace(path)
+        self.metrics_keys, self.rows = header, len(rows)
+
+    def save(self) -> None:
+        added = len(self.metrics)
+        super().save()
+        self.rows += added
+
+
+class RunCSVLogger(CSVLogger):
+    """metrics.csv in the run dir, continued across resumptions (see ``_ContinuedWriter``)."""
+
+    def __init__(self, run_dir: Path, keep_rows: Optional[int] = None):
+        super().__init__(save_dir=str(run_dir), name="", version="")
+        self._keep_rows = keep_rows
+
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> _ContinuedWriter:
+        if self._experiment is None:
+            self._fs.makedirs(self.root_dir, exist_ok=True)
+            self._experiment = _ContinuedWriter(self.log_dir, self._keep_rows)
+        return self._experiment
+
+
+def build_loggers(cfg: ExperimentConfig, run_dir: Path, run_name: str,
+                  keep_rows: Optional[int] = None) -> List[Logger]:
+    """``keep_rows``: rows of an existing metrics.csv that the run resumes after (None: start it over)."""
+    loggers: List[Logger] = [RunCSVLogger(run_dir, keep_rows)]
     w = cfg.logging.wandb
     if w.enabled:
         from pytorch_lightning.loggers import WandbLogger

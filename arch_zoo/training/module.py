@@ -102,12 +102,12 @@ class ArchZooModule(pl.LightningModule):
 
     # ------------------------------------------------------------------ exact resumption
     def on_save_checkpoint(self, checkpoint):
-        checkpoint["arch_zoo"] = {
+        checkpoint.setdefault("arch_zoo", {}).update({  # callbacks add theirs first (RunCheckpoint: metrics_rows)
             "rng": {"torch": torch.get_rng_state(), "numpy": _numpy_state(), "python": random.getstate(),
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
             "history": self.history,
             "config": to_yaml(self.cfg),  # a checkpoint alone rebuilds its model
-        }
+        })
 
     def on_load_checkpoint(self, checkpoint):
         state = checkpoint.get("arch_zoo", {})

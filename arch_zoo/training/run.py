@@ -1,7 +1,10 @@
 """``run_one(config, out_dir) -> RunResult``: one training run, end to end, the way every sweep runs it."""
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +30,55 @@ class RunResult:
     @property
     def metrics(self) -> Dict[str, float]:
         return self.summary.get("final", {})
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by SIGTERM or Ctrl-C (SIGINT). Its status is ``interrupted`` and rerunning the
+    same command resumes it from ``step``, its last checkpoint (after a SIGTERM, the step it was at).
+    ``exit_code`` is the shell's convention for the signal: 143 (128 + 15) or 130 (128 + 2)."""
+
+    def __init__(self, signal_name: str = "SIGTERM", run_dir: Optional[Path] = None, step: Optional[int] = None):
+        super().__init__(signal_name)
+        self.signal_name, self.run_dir, self.step = signal_name, run_dir, step
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + int(getattr(signal, self.signal_name, signal.SIGINT))
+
+    def message(self, command: str) -> str:
+        """One line for the user: what stopped the run, what is kept, the command that resumes it."""
+        where = f" in {self.run_dir}" if self.run_dir else ""
+        kept = f"checkpoint at step {self.step}{where}" if self.step else f"no checkpoint yet{where}"
+        return f"run interrupted by {self.signal_name} ({kept}); resume with: {command}"
+
+
+@contextlib.contextmanager
+def _sigterm_raises():
+    """SIGTERM outside Lightning's loops (data preparation, the summary) raises RunInterrupted, so
+    the run is recorded as interrupted instead of vanishing. Inside a fit, validate or test,
+    Lightning installs its own handler, which calls this one too: there it must not raise (that
+    would cut a step in half); Lightning stops at the end of the step and RunCheckpoint saves."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        if signal.getsignal(signal.SIGTERM) is handler:
+            raise RunInterrupted("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _signal_name(exc: BaseException) -> str:
+    from pytorch_lightning.utilities.exceptions import SIGTERMException
+
+    if isinstance(exc, RunInterrupted):
+        return exc.signal_name
+    return "SIGTERM" if isinstance(exc, SIGTERMException) else "SIGINT"  # Lightning turns Ctrl-C into exit(1)
 
 
 def prepare(cfg: ExperimentConfig) -> TaskData:
@@ -98,8 +150,15 @@ def _is_rank_zero() -> bool:
 
 def run_one(cfg: ExperimentConfig, out_dir, callbacks: Sequence[Any] = (), quiet: bool = False) -> RunResult:
     """Train ``cfg`` into ``out_dir``. Reruns resume from checkpoints/last.ckpt; a finished run
-    (completed or diverged) is returned as it is, not trained again."""
-    run_dir = Path(out_dir)
+    (completed or diverged) is returned as it is, not trained again. SIGTERM or Ctrl-C raise
+    ``RunInterrupted`` once the run dir records the run as interrupted (SIGTERM after a checkpoint
+    at the step in progress). A resumed run's metrics.csv and best metrics equal an uninterrupted
+    run's; its summary lists every attempt and sums their wall time."""
+    with _sigterm_raises():
+        return _run_one(cfg, Path(out_dir), callbacks, quiet)
+
+
+def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], quiet: bool) -> RunResult:
     _check_same_config(cfg, run_dir)
     status = rundir.read_json(run_dir / rundir.STATUS) or {}
     if status.get("status") in rundir.FINISHED:
@@ -112,20 +171,26 @@ def run_one(cfg: ExperimentConfig, out_dir, callbacks: Sequence[Any] = (), quiet
         save(cfg, run_dir / rundir.CONFIG)
         data.tokenizer.save(run_dir)
         rundir.set_status(run_dir, "running", started=rundir.now(), pid=os.getpid(), reason=None)
+    attempt = rundir.Attempt(run_dir, writer)
     try:
         from .trainer import train
 
-        summary = train(cfg, data, run_dir, list(callbacks), quiet=quiet, writer=writer)
-    except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C into SystemExit(1)
+        summary = train(cfg, data, run_dir, list(callbacks), quiet=quiet, writer=writer, attempt=attempt)
+    except (KeyboardInterrupt, SystemExit) as exc:  # Lightning turns Ctrl-C into SystemExit(1)
+        name = _signal_name(exc)
+        attempt.update(outcome="interrupted")
         if writer:
-            rundir.set_status(run_dir, "interrupted", reason="interrupted by the user")
-        raise
+            rundir.set_status(run_dir, "interrupted", reason=f"interrupted by {name}", step=attempt.step)
+        raise RunInterrupted(name, run_dir, attempt.step) from None
     except Exception as exc:  # a crash is data: record it, let the caller (a sweep) go on
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        attempt.update(outcome="failed")
         if writer:
             (run_dir / "error.txt").write_text(traceback.format_exc())
             rundir.set_status(run_dir, "failed", reason=reason)
         return RunResult(run_dir, "failed", {}, reason)
+    summary["attempts"] = attempt.update(summary["step"], summary["status"]) or summary.get("attempts", [])
+    summary["wall_time_s"] = rundir.total_wall_time(summary["attempts"]) or summary["wall_time_s"]
     if writer:
         rundir.write_json(run_dir / rundir.SUMMARY, summary)
         rundir.set_status(run_dir, summary["status"], reason=summary.get("reason"), finished=rundir.now(),

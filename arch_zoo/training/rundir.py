@@ -1,9 +1,11 @@
 """The run directory: what a run leaves behind, written atomically so a crash never leaves half a file.
 
     config.yaml      the fully resolved config (rebuilds the exact model)
-    status.json      running | completed | diverged | failed | interrupted, with the reason and step
-    metrics.csv      Lightning's CSVLogger: train loss, lr and validation metrics over steps
-    summary.json     final and best metrics, size, speed, memory, versions, git commit
+    status.json      running | completed | diverged | failed | interrupted, with the reason and step, and
+                     ``attempts``: one record per call that trained (see ``Attempt``)
+    metrics.csv      Lightning's CSVLogger: train loss, lr and validation metrics over steps; a resumed
+                     run continues it from the rows its checkpoint covers
+    summary.json     final and best metrics, size, speed, memory, versions, git commit, attempts
     tokenizer.json   the tokenizer, to decode the model's outputs
     checkpoints/last.ckpt
 """
@@ -13,8 +15,9 @@ import csv
 import datetime as _dt
 import json
 import os
+import time
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 
 CONFIG, STATUS, SUMMARY, METRICS, CHECKPOINT = ("config.yaml", "status.json", "summary.json", "metrics.csv",
@@ -45,21 +48,78 @@ def set_status(run_dir: Path, status: str, **extra) -> None:
     write_json(run_dir / STATUS, record)
 
 
-def trim_metrics(run_dir: Path, last_step: int) -> None:
-    """Before resuming from a checkpoint at ``last_step``, drop rows logged after it, so the
-    resumed run does not leave duplicate steps behind."""
-    path = run_dir / METRICS
+def resume_state(run_dir: Path) -> Optional[Dict[str, int]]:
+    """What a rerun resumes from: the checkpoint's step and how many rows of metrics.csv it covers
+    (None for a run without a checkpoint, or one written before checkpoints recorded their rows)."""
+    path = run_dir / CHECKPOINT
     if not path.exists():
-        return
+        return None
+    import torch
+
+    state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    step = int(state.get("global_step", 0))
+    rows = state.get("arch_zoo", {}).get("metrics_rows")
+    return {"step": step, "metrics_rows": _rows_before(run_dir / METRICS, step) if rows is None else int(rows)}
+
+
+def _rows_before(path: Path, step: int) -> int:
+    """For checkpoints that predate ``metrics_rows``: the leading rows logged before ``step``
+    (Lightning logs step k's rows with step k - 1)."""
+    if not path.exists():
+        return 0
     with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        fields, rows = reader.fieldnames or [], [r for r in reader if int(float(r.get("step") or 0)) <= last_step]
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(path)
+        steps = [int(float(r.get("step") or 0)) for r in csv.DictReader(f)]
+    return next((i for i, s in enumerate(steps) if s >= step), len(steps))
+
+
+class Attempt:
+    """One call that trains a run dir, recorded in status.json's ``attempts`` as it goes:
+    ``{started, pid, from_step, step, wall_time_s, outcome}``. ``step`` and ``wall_time_s`` are
+    updated at every checkpoint, so an attempt whose process was killed (SIGKILL, power loss) keeps
+    its progress up to its last checkpoint and reads as ``died`` to the next one; the work after
+    that checkpoint is trained again and counted in the attempt that redoes it. Outcomes: running,
+    completed, diverged, failed, interrupted, died."""
+
+    def __init__(self, run_dir: Path, writer: bool = True):
+        self.run_dir, self.writer = run_dir, writer
+        self._t0 = time.perf_counter()
+        self.step: Optional[int] = None
+        self.begun = False
+
+    def begin(self, from_step: Optional[int]) -> None:
+        """Starts the record. Without a checkpoint the run starts over, and earlier attempts
+        (which left nothing this run keeps) are dropped with it."""
+        self._t0 = time.perf_counter()
+        self.step, self.begun = from_step or 0, True
+        if not self.writer:
+            return
+        earlier = [{**a, "outcome": "died"} if a.get("outcome") == "running" else a
+                   for a in (self.records() if from_step is not None else [])]
+        self._write(earlier + [{"started": now(), "pid": os.getpid(), "from_step": self.step, "step": self.step,
+                                "wall_time_s": 0.0, "outcome": "running"}])
+
+    def update(self, step: Optional[int] = None, outcome: str = "running") -> List[Dict[str, Any]]:
+        """Records progress (``step`` = the last step the run dir holds) and returns all attempts."""
+        if step is not None:
+            self.step = step
+        records = self.records()
+        if not self.writer or not self.begun or not records:  # the last record is this attempt's once begun
+            return records
+        records[-1].update(step=self.step, wall_time_s=round(time.perf_counter() - self._t0, 3), outcome=outcome)
+        self._write(records)
+        return records
+
+    def records(self) -> List[Dict[str, Any]]:
+        return list((read_json(self.run_dir / STATUS) or {}).get("attempts") or [])
+
+    def _write(self, records: List[Dict[str, Any]]) -> None:
+        record = read_json(self.run_dir / STATUS) or {}
+        record["attempts"] = records
+        write_json(self.run_dir / STATUS, record)
+
+
+def total_wall_time(attempts: List[Dict[str, Any]]) -> float:
+    return round(sum(float(a.get("wall_time_s") or 0.0) for a in attempts), 3)
 
 
 def versions() -> Dict[str, str]:

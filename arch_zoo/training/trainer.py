@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytorch_lightning as pl
-import torch
 
 from ..config import ExperimentConfig
 from ..data.tasks.base import TaskData
@@ -16,7 +15,7 @@ from ..metrics import goal_of
 from ..models.summary import count_parameters, flops_per_token, parameter_breakdown
 from ..provenance import git_commit
 from . import rundir
-from .callbacks import AtomicCheckpoint, DivergenceGuard, ThroughputMeter, atomic_save, peak_memory
+from .callbacks import DivergenceGuard, RunCheckpoint, ThroughputMeter, peak_memory
 from .datamodule import TaskDataModule
 from .loggers import build_loggers, define_summaries, sync_hint
 from .module import ArchZooModule
@@ -38,35 +37,29 @@ def _quiet_lightning(quiet: bool) -> None:
         logging.getLogger(name).setLevel(level)
 
 
-def _resume_step(ckpt: Path) -> int:
-    state = torch.load(ckpt, map_location="cpu", weights_only=True)
-    return int(state.get("global_step", 0))
-
-
 def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[Any], quiet: bool,
-          writer: bool) -> Dict[str, Any]:
+          writer: bool, attempt: rundir.Attempt) -> Dict[str, Any]:
     _quiet_lightning(quiet)
     t = cfg.train
     started = time.time()
     ckpt = run_dir / rundir.CHECKPOINT
-    resume_from = _resume_step(ckpt) if ckpt.exists() else None
-    if resume_from is not None and writer:
-        rundir.trim_metrics(run_dir, resume_from)
+    resume = rundir.resume_state(run_dir)
+    resume_from = resume["step"] if resume else None
+    attempt.begin(resume_from)
 
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     module = ArchZooModule(cfg, data)
     dm = TaskDataModule(data, t, cfg.seed)
     meter, guard = ThroughputMeter(), DivergenceGuard()
-    checkpoint = AtomicCheckpoint(dirpath=str(run_dir / "checkpoints"), save_last=True, save_top_k=0,
-                                  every_n_train_steps=t.val_every, enable_version_counter=False)
-    loggers = build_loggers(cfg, run_dir, run_dir.name)
+    checkpoint = RunCheckpoint(ckpt, on_saved=lambda step: attempt.update(step))
+    loggers = build_loggers(cfg, run_dir, run_dir.name, keep_rows=resume["metrics_rows"] if resume else None)
     trainer = pl.Trainer(
         max_steps=t.max_steps, max_epochs=1, accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
         precision=t.precision, gradient_clip_val=t.grad_clip, accumulate_grad_batches=t.accumulate_grad_batches,
         val_check_interval=t.val_every * t.accumulate_grad_batches, check_val_every_n_epoch=None,
         limit_val_batches=t.val_batches, limit_test_batches=t.val_batches, log_every_n_steps=t.log_every,
         num_sanity_val_steps=0, use_distributed_sampler=False, enable_progress_bar=t.progress_bar and not quiet,
-        enable_model_summary=False, logger=loggers, callbacks=[checkpoint, meter, guard, *callbacks],
+        enable_model_summary=False, enable_checkpointing=False, logger=loggers, callbacks=[checkpoint, meter, guard, *callbacks],
         default_root_dir=str(run_dir),
     )
     dm.consumed = lambda: trainer.global_step * t.accumulate_grad_batches
@@ -77,10 +70,10 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
 
     diverged = module.diverged_at is not None
     if not diverged:
+        checkpoint.save(trainer)  # before the final evaluation, which a rerun redoes if it is cut short
         if not module.history or module.history[-1]["step"] != trainer.global_step:
             trainer.validate(module, datamodule=dm, verbose=False)
         trainer.test(module, datamodule=dm, verbose=False)
-        atomic_save(trainer, ckpt)
     final = dict(module.history[-1]) if module.history else {}
     final.pop("step", None)
     final.update(module.test_metrics)

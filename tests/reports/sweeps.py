@@ -68,7 +68,8 @@ def write_run(run_dir: Path, *, status: str, settings: Dict[str, Any], seed: int
 def write_sweep(root: Path, variants: Optional[Dict[str, List[float]]] = None, *, name: str = "pos",
                 status: Optional[Dict] = None, baseline: Optional[Dict[str, Any]] = None,
                 metric: Optional[Dict[str, str]] = None, pending: List[tuple] = (),
-                labels: Optional[Dict[str, str]] = None, extra: Optional[Dict[str, float]] = None) -> Path:
+                labels: Optional[Dict[str, str]] = None, extra: Optional[Dict[str, float]] = None,
+                seeds=SEEDS) -> Path:
     """A one-axis sweep over model.position; ``status`` overrides (variant, seed) → (status, reason);
     ``pending`` (variant, seed) pairs are planned in index.csv with no run dir yet; ``labels``
     gives a variant another setting value (e.g. hostile text); ``extra`` adds final metrics to every run."""
@@ -77,13 +78,13 @@ def write_sweep(root: Path, variants: Optional[Dict[str, List[float]]] = None, *
     labels = labels or {}
     root.mkdir(parents=True, exist_ok=True)
     spec = {"name": name, "base": "configs/experiments/char_lm.yaml", "grid": {"model.position": list(variants)},
-            "seeds": list(SEEDS), "baseline": baseline if baseline is not None else {"model.position": "sinusoidal"},
+            "seeds": list(seeds), "baseline": baseline if baseline is not None else {"model.position": "sinusoidal"},
             "metric": metric or {"name": "val/loss", "goal": "min"}}
     (root / "sweep.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     index = []
     for v, losses in variants.items():
         value = labels.get(v, v)
-        for seed, loss in zip(SEEDS, losses):
+        for i, (seed, loss) in enumerate(zip(seeds, losses)):
             run_id = f"{_slug(value)}-s{seed}"
             st, reason = status.get((v, seed), ("completed", None))
             if (v, seed) in pending:
@@ -92,7 +93,7 @@ def write_sweep(root: Path, variants: Optional[Dict[str, List[float]]] = None, *
                           "reason": reason or "", "model.position": value})
             if st == "pending":
                 continue
-            final = {"val/loss": loss, "val/token_accuracy": ACC.get(v, [0.5] * 4)[seed], "val@256/loss": loss + 0.3,
+            final = {"val/loss": loss, "val/token_accuracy": ACC.get(v, [0.5] * 4)[i], "val@256/loss": loss + 0.3,
                      "val@512/loss": loss + 0.9, "test/loss": loss + 0.01, **(extra or {})}  # unfinished: curves
             if st == "diverged":
                 final["val/loss"] = float("nan")

@@ -1,11 +1,15 @@
 """`arch-zoo report` and `arch-zoo compare`: what they write and print, and bad input → one line, exit 2."""
+import json
 import re
+import shutil
 
 import pytest
+import yaml
 
 from arch_zoo.cli import main
-from arch_zoo.reports import terminal_table
-from tests.reports.sweeps import write_sweep
+from arch_zoo.errors import ConfigError
+from arch_zoo.reports import load_runs, terminal_table
+from tests.reports.sweeps import config, write_run, write_sweep
 
 
 @pytest.fixture(scope="module")
@@ -47,15 +51,62 @@ def test_terminal_table_for_the_sweep_command(sweep):
 
 def test_compare_sweeps_and_run_dirs(sweep, tmp_path, capsys):
     other = write_sweep(tmp_path / "other", {"rope": [1.5, 1.6, 1.55, 1.52]}, status={}, name="other",
-                        baseline={"model.position": "rope"})
-    loose = other / "runs" / "rope-s0"
+                        baseline={"model.position": "rope"}, seeds=(4, 5, 6, 7))
+    loose = other / "runs" / "rope-s4"
     assert main(["compare", str(sweep), str(other), "--out", str(tmp_path / "cmp")]) == 0
     out = capsys.readouterr().out
     assert out.startswith("pos+other: variants ranked by val/loss (min)")
-    assert "position=rope" in out and "7/8 (1 failed)" in out  # the same setting from both sweeps pools
+    assert "position=rope" in out and "7/8 (1 failed)" in out  # other seeds of the same setting pool
     assert (tmp_path / "cmp" / "report.html").exists()
     assert main(["compare", str(sweep / "runs" / "rope-s0"), str(loose), "--metric", "val/loss"]) == 0
     assert "2/2" in capsys.readouterr().out
+
+
+def test_compare_counts_a_run_given_twice_once(sweep, capsys):
+    """README: runs are identified by config and seed; a duplicate is dropped with a note."""
+    assert main(["compare", str(sweep), str(sweep / "runs" / "rope-s0")]) == 0
+    out = capsys.readouterr().out
+    rope = next(line for line in out.splitlines() if " rope " in f" {line} ")
+    assert "3/4 (1 failed)" in rope  # not 4/5: seed 0 once
+    notes = [line for line in out.splitlines() if line.startswith("dropped 1 duplicate run")]
+    assert len(notes) == 1 and notes[0].endswith("rope-s0 (given twice)")
+
+
+def test_two_different_runs_as_one_variant_and_seed_are_an_error(sweep, tmp_path, capsys):
+    """README: two different runs with the same variant and seed are an error, not two samples."""
+    store = tmp_path / "pos"
+    shutil.copytree(sweep, store)
+    extra = store / "runs" / "rope-s0-again"  # e.g. a run dir copied in from another sweep
+    shutil.copytree(store / "runs" / "rope-s0", extra)
+    cfg = yaml.safe_load((extra / "config.yaml").read_text())
+    cfg["train"]["max_steps"] = 31
+    (extra / "config.yaml").write_text(yaml.safe_dump(cfg))
+    meta = json.loads((extra / "run.json").read_text())
+    (extra / "run.json").write_text(json.dumps({**meta, "run_id": extra.name}))
+    assert main(["report", str(store), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "are different runs (train.max_steps: 30 vs 31)" in err, err
+    assert "same variant 'position=rope' and seed 0" in err
+
+
+def test_compare_groups_runs_by_task_one_table_each(sweep, tmp_path, capsys):
+    """README: runs of different tasks or evaluations are never ranked together: one table per task."""
+    copy_run = tmp_path / "copy_run"
+    write_run(copy_run, status="completed", settings={}, seed=0, variant="", final={"val/loss": 0.01},
+              cfg={**config("sinusoidal", 0), "task": {"name": "copy", "max_len": 10}})
+    (copy_run / "run.json").unlink()
+    assert main(["compare", str(sweep), str(copy_run), "--out", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    titles = [line for line in out.splitlines() if "variants ranked by" in line]
+    assert titles == ["pos, task char_lm: variants ranked by val/loss (min)",
+                      "pos, task copy: variants ranked by val/loss (min)"]
+    char_lm = out[:out.index(titles[1])]
+    assert "0.0100" not in char_lm and "3/4" in char_lm  # the copy run's loss is not ranked among char_lm's
+    md = (tmp_path / "cmp" / "report.md").read_text()
+    assert "## Task: char_lm" in md and "## Task: copy" in md
+    assert (tmp_path / "cmp" / "char_lm" / "report.html").exists() and (tmp_path / "cmp" / "copy" / "runs.csv").exists()
+    with pytest.raises(ConfigError, match="different tasks or evaluations"):
+        load_runs([sweep, copy_run])
 
 
 def _bad_inputs(sweep, tmp_path):

@@ -89,9 +89,17 @@ def test_latex_escapes_special_characters(tmp_path):
 
 def test_markdown_table(report):
     md = (report["out_dir"] / "report.md").read_text()
-    table = [line for line in md.splitlines() if line.startswith("|")]
-    widths = {len(re.findall(r"(?<!\\)\|", line)) for line in table}
-    assert len(widths) == 2  # variant table and runs table, each with a constant column count
+    tables = [[line for line in block.splitlines() if line.startswith("|")] for block in md.split("\n\n")]
+    tables = [t for t in tables if t]
+    widths = [{len(re.findall(r"(?<!\\)\|", line)) for line in t} for t in tables]
+    assert len(tables) == 3 and all(len(w) == 1 for w in widths)  # ranked metric, costs and others, runs
+    main, more = ([c.strip() for c in t[0].strip("|").split("|")] for t in tables[:2])
+    # README: the ranked metric's statistics first, in a table that fits a screen
+    assert main == ["position", "seeds ok", "val/loss ↓", "95% CI", "Δ vs baseline [95% CI]", "p", "p (Holm)", "d_z",
+                    "seeds needed", "rank"]
+    assert more[0] == "position" and "params" in more and "val/token_accuracy" in more and "val/loss ↓" not in more
+    csv_columns = pd.read_csv(report["out_dir"] / "variants.csv").columns
+    assert {"val/loss best_seed", "val/token_accuracy p", "params", "wall_time_s"} <= set(csv_columns)  # complete
     rope = np.array([LOSS["rope"][s] for s in (0, 1, 3)])  # seed 2 failed
     assert "| rope " in md and f"{number(rope.mean())} ± {number(rope.std(ddof=1))}" in md
     assert "failed" in md and "CUDA out of memory" in md and "diverged" in md
