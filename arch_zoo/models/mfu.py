@@ -90,12 +90,20 @@ def probe_key(dtype: str) -> str:
     return f"{cpu_model()} | torch {torch.__version__} | {torch.get_num_threads()} threads | {dtype}"
 
 
-def measure_gemm(dtype: str, size: int = 1024, repeats: int = 5) -> float:
-    """Best FLOP/s of ``repeats`` timed ``size`` x ``size`` matmuls (after one untimed), on CPU."""
+def measure_gemm(dtype: str, max_size: int = 1024, repeats: int = 5) -> float:
+    """Best FLOP/s of ``repeats`` timed square matmuls on CPU. The size doubles from 256 up to ``max_size``
+    while one matmul takes under 20 ms, so a dtype the CPU has no fast path for (bf16 without AVX512-BF16
+    or AMX runs at ~1 GFLOP/s) costs a fraction of a second rather than many."""
     g = torch.Generator().manual_seed(0)
-    a = torch.randn(size, size, generator=g).to(_DTYPES[dtype])
-    b = torch.randn(size, size, generator=g).to(_DTYPES[dtype])
-    torch.mm(a, b)
+    size = 256
+    while True:
+        a = torch.randn(size, size, generator=g).to(_DTYPES[dtype])
+        b = torch.randn(size, size, generator=g).to(_DTYPES[dtype])
+        start = time.perf_counter()
+        torch.mm(a, b)  # also the untimed warmup of this size
+        if size * 2 > max_size or time.perf_counter() - start > 0.02:
+            break
+        size *= 2
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()

@@ -64,7 +64,7 @@ def test_mfu_for_run_on_cpu_probes_once_then_reuses_the_cache(tmp_path, monkeypa
     model = build_model(dict(kind="decoder", d_model=32, n_layers=1, n_heads=2, d_ff=64, max_seq_len=16), 50)
     calls = []
     real = M.measure_gemm
-    monkeypatch.setattr(M, "measure_gemm", lambda dtype: calls.append(dtype) or real(dtype, size=128, repeats=2))
+    monkeypatch.setattr(M, "measure_gemm", lambda dtype: calls.append(dtype) or real(dtype, max_size=256, repeats=2))
 
     first = M.mfu_for_run(model, 16, 1000.0, "cpu", "32-true", cache_dir=tmp_path)
     assert calls == ["fp32"] and "measured now" in first["peak_source"]
