@@ -51,8 +51,9 @@ GPU_PEAKS: Tuple[Tuple[str, str, Dict[str, float]], ...] = (
 
 # Lightning's precision names (and plain dtype names) -> the matmul dtype they run in.
 _PRECISIONS = {"bf16-mixed": "bf16", "bf16-true": "bf16", "bf16": "bf16", "16-mixed": "fp16", "16-true": "fp16",
-               "16": "fp16", "fp16": "fp16", "32-true": "fp32", "32": "fp32", "fp32": "fp32", "tf32": "tf32"}
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+               "16": "fp16", "fp16": "fp16", "32-true": "fp32", "32": "fp32", "fp32": "fp32", "tf32": "tf32",
+               "64-true": "fp64", "64": "fp64", "fp64": "fp64"}
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64}
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,10 @@ def device_peak(device: Union[str, torch.device], precision: Union[str, int],
     """The peak for a Lightning precision on ``device``: fp32 on CUDA counts as TF32 when torch lets
     matmuls use it (``torch.set_float32_matmul_precision('high')``), since that is what then runs."""
     device = torch.device(device)
-    prec = matmul_precision(precision)
+    try:
+        prec = matmul_precision(precision)
+    except ValueError as exc:  # e.g. transformer-engine: a run summary gets no MFU rather than a crash
+        return Peak(None, str(exc))
     if device.type == "cuda":
         if prec == "fp32" and torch.get_float32_matmul_precision() != "highest":
             prec = "tf32"

@@ -85,9 +85,12 @@ def test_mfu_for_run_on_cpu_probes_once_then_reuses_the_cache(tmp_path, monkeypa
     assert set(json.loads((tmp_path / "gemm_peak.json").read_text())) == {key, M.probe_key("bf16")}
 
 
-def test_other_device_types_have_no_peak():
+def test_other_device_types_and_unknown_precisions_have_no_peak_and_say_why():
     peak = M.device_peak("meta", "32-true")
     assert peak.flops is None and "'meta'" in peak.source
+    peak = M.device_peak("cpu", "transformer-engine")
+    assert peak.flops is None and "precision 'transformer-engine'" in peak.source
+    assert M.gpu_peak("NVIDIA H100 80GB HBM3", "fp64").flops is None  # the table has no fp64 column
 
 
 def test_mfu_module_needs_torch_alone():
