@@ -86,6 +86,8 @@ SDPA_OPS = {"aten::_scaled_dot_product_flash_attention": "flash",
             "aten::_scaled_dot_product_cudnn_attention": "cudnn",
             "aten::_scaled_dot_product_flash_attention_for_cpu": "flash (cpu)",
             "aten::_scaled_dot_product_attention_math": "math"}
+# CUDA kernel names, in case a compiled graph calls the kernels without an aten op the profiler sees.
+SDPA_KERNEL_NAMES = {"flash_fwd": "flash", "flash_bwd": "flash", "fmha_cutlass": "mem-efficient"}
 
 
 class GPUTrainer(Trainer):
@@ -115,7 +117,9 @@ def sdpa_kernels(trainer: GPUTrainer) -> str:
         if trainer.device.type == "cuda":
             torch.cuda.synchronize(trainer.device)
     seen = {e.key for e in prof.key_averages()}
-    return ", ".join(sorted({kernel for op, kernel in SDPA_OPS.items() if op in seen})) or "none (no SDPA call)"
+    kernels = {kernel for op, kernel in SDPA_OPS.items() if op in seen}
+    kernels |= {kernel for part, kernel in SDPA_KERNEL_NAMES.items() if any(part in name for name in seen)}
+    return ", ".join(sorted(kernels)) or "none (no SDPA call)"
 
 
 def enabled_sdpa_backends() -> str:
