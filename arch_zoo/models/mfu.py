@@ -168,9 +168,13 @@ def train_flops_per_token(model: nn.Module, seq_len: int) -> float:
 
 
 def mfu_for_run(model: nn.Module, seq_len: int, tokens_per_s: Optional[float], device: Union[str, torch.device],
-                precision: Union[str, int], cache_dir: Optional[Union[str, Path]] = None) -> Dict[str, object]:
+                precision: Union[str, int], cache_dir: Optional[Union[str, Path]] = None,
+                n_devices: int = 1) -> Dict[str, object]:
     """``{"mfu", "peak_flops", "peak_source"}`` for a run summary; mfu and peak_flops are None (and
-    peak_source says why) where the device's peak is unknown."""
+    peak_source says why) where the device's peak is unknown. ``tokens_per_s`` is the whole run's, so
+    with data parallelism over ``n_devices`` alike devices the peak is theirs together."""
     peak = device_peak(device, precision, cache_dir)
-    return {"mfu": mfu(train_flops_per_token(model, seq_len), tokens_per_s, peak.flops),
-            "peak_flops": peak.flops, "peak_source": peak.source}
+    total = None if peak.flops is None else peak.flops * n_devices
+    source = peak.source if n_devices == 1 else f"{n_devices} x {peak.source}"
+    return {"mfu": mfu(train_flops_per_token(model, seq_len), tokens_per_s, total), "peak_flops": total,
+            "peak_source": source}

@@ -80,6 +80,10 @@ def test_mfu_for_run_on_cpu_probes_once_then_reuses_the_cache(tmp_path, monkeypa
     assert again["peak_flops"] == first["peak_flops"] and "cached in" in again["peak_source"]
     assert again["mfu"] == pytest.approx(2 * first["mfu"])
 
+    two = M.mfu_for_run(model, 16, 2000.0, "cpu", "32-true", cache_dir=tmp_path, n_devices=2)  # data parallel
+    assert two["peak_flops"] == 2 * first["peak_flops"] and two["mfu"] == pytest.approx(first["mfu"])
+    assert two["peak_source"].startswith("2 x CPU GEMM probe")
+
     M.mfu_for_run(model, 16, 1000.0, "cpu", "bf16-mixed", cache_dir=tmp_path)  # another dtype: its own entry
     assert calls == ["fp32", "bf16"]
     assert set(json.loads((tmp_path / "gemm_peak.json").read_text())) == {key, M.probe_key("bf16")}
