@@ -1,5 +1,6 @@
 """The training benchmark runs end to end and reports every comparison (structure only: no speed bound)."""
 import json
+import os
 import re
 import subprocess
 import sys
@@ -36,3 +37,46 @@ def test_train_step_quick_reports_all_ratios(tmp_path):
         assert r["ratio"] > 0 and r["all_rounds_ratio"] > 0 and r["peer"] in r["peers"]
     for name, res in data["results"].items():
         assert res["tokens_per_s"] > 0 and res["params"] > 0, name
+
+
+def test_gpu_benchmark_tiny_cpu_smoke_reports_ratios_mfu_and_sdpa_kernel(tmp_path):
+    """README "GPU": `python benchmarks/gpu.py` prints tokens/s, the ratio vs the faster peer, MFU, peak
+    memory and the SDPA kernel; `--device cpu --tiny` runs that code path here (no speed asserted)."""
+    pytest.importorskip("transformers")
+    out_json = tmp_path / "gpu.json"
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}  # the CPU GEMM probe's cache
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--device", "cpu", "--tiny",
+                           "--precision", "fp32", "--steps", "1", "--json", str(out_json)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert re.search(r"^peak: [\d.,]+ TFLOP/s \(CPU GEMM probe \(.+fp32\), measured now\)", out, re.M), out
+    for impl in ("arch_zoo[gpt]", "hf-gpt2", "arch_zoo[llama]", "hf-llama"):
+        assert re.search(rf"^{re.escape(impl)}\s+.*\d%\s+[\d.]+\s+(flash \(cpu\)|math)$", out, re.M), out
+    assert re.search(r"^ratio gpt-style: arch_zoo\[gpt\] vs hf-gpt2 .*: \d+\.\d+x tokens/s .* MFU \d+\.\d%$",
+                     out, re.M), out
+    assert re.search(r"^ratio llama-style: arch_zoo\[llama\] vs (hf-llama|litgpt) \(faster of hf-llama / litgpt\): "
+                     r"\d+\.\d+x tokens/s", out, re.M), out
+    assert (tmp_path / "cache" / "arch_zoo" / "gemm_peak.json").exists()
+
+    data = json.loads(out_json.read_text())
+    assert data["compiled"] is False and data["tiny"] and data["peak_flops"] > 0
+    for name in ("arch_zoo[gpt]", "hf-gpt2", "arch_zoo[llama]", "hf-llama"):
+        r = data["results"][name]
+        assert r["tokens_per_s"] > 0 and r["peak_bytes"] > 0 and r["sdpa_kernel"] in ("flash (cpu)", "math")
+        assert r["mfu"] == pytest.approx(r["train_flops_per_token"] * r["tokens_per_s"] / data["peak_flops"])
+    # same shape, same work: every member of a comparison is credited the same FLOPs/token
+    res = data["results"]
+    assert res["hf-gpt2"]["train_flops_per_token"] == res["arch_zoo[gpt]"]["train_flops_per_token"]
+
+
+def test_gpu_benchmark_without_a_gpu_skips_in_one_line():
+    """README "GPU": without a CUDA GPU the benchmark says so in one line and exits 0."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is present: the benchmark would run for real")
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu.py")], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines() == [proc.stdout.strip()] and "skipped, no CUDA GPU" in proc.stdout
