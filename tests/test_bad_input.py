@@ -6,6 +6,7 @@ was created or changed (the whole workspace, the current directory included, is 
 and after, so no half-created run dir, report dir or sweep store is left behind). Most cases call
 ``arch_zoo.cli.main`` in-process (the CLI's whole error path, without seconds of interpreter start-up
 each); a few run the installed console script in a real process."""
+import json
 import shutil
 import subprocess
 import sys
@@ -49,6 +50,10 @@ def ws(tmp_path_factory):
                          ("bad_ckpt", "checkpoints/last.ckpt")):
         shutil.copytree(ws / "run", ws / name)
         (ws / name / damage).write_text("{not: [valid")
+    shutil.copytree(ws / "run", ws / "bad_resume")  # an interrupted run whose checkpoint was cut short
+    (ws / "bad_resume" / "status.json").write_text(json.dumps({"status": "interrupted"}))
+    ckpt = ws / "bad_resume" / "checkpoints" / "last.ckpt"
+    ckpt.write_bytes(ckpt.read_bytes()[:1000])
     shutil.copytree(ws / "run", ws / "no_tokenizer")
     (ws / "no_tokenizer" / "tokenizer.json").unlink()
     return ws
@@ -112,6 +117,8 @@ CASES = [
     ("sweep-out-is-a-file", "sweep {ws}/spec.yaml --out {ws}/file.txt", "--out: {ws}/file.txt exists and is not a"),
     ("sweep-dry-run-out-is-a-file", "sweep {ws}/spec.yaml --dry-run --out {ws}/file.txt", "--out: {ws}/file.txt"),
     ("sweep-zero-workers", "sweep {ws}/spec.yaml --workers 0 --out {ws}/store", "--workers: must be at least 1"),
+    ("train-resume-damaged-checkpoint", "train {ws}/exp.yaml --out {ws}/bad_resume --quiet",
+     "--out: cannot resume from {ws}/bad_resume/checkpoints/last.ckpt"),
     # run dirs, checkpoints, tokenizer files and prompts (generate)
     ("generate-missing-run", "generate {ws}/nope --prompt a", "run: {ws}/nope is not a run directory or checkpoint"),
     ("generate-dir-not-a-run", "generate {ws}/a_dir --prompt a", "run: {ws}/a_dir is not a run directory"),

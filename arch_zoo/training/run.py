@@ -158,6 +158,17 @@ def run_one(cfg: ExperimentConfig, out_dir, callbacks: Sequence[Any] = (), quiet
         return _run_one(cfg, Path(out_dir), callbacks, quiet)
 
 
+def _check_checkpoint(run_dir: Path) -> None:
+    """A last.ckpt that cannot be read is the user's to move away (a copy cut short, a disk error),
+    not a failed run: say which file before anything is written."""
+    try:
+        rundir.resume_state(run_dir)
+    except Exception as exc:  # noqa: BLE001 - unpickling, zip and truncation errors alike
+        detail = (str(exc).splitlines() or [""])[0][:100]
+        raise ConfigError("--out", f"cannot resume from {run_dir / rundir.CHECKPOINT} ({type(exc).__name__}: "
+                          f"{detail}); move it away to train this run from the start") from None
+
+
 def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], quiet: bool) -> RunResult:
     _check_same_config(cfg, run_dir)
     status = rundir.read_json(run_dir / rundir.STATUS) or {}
@@ -165,6 +176,7 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
         return RunResult(run_dir, status["status"], rundir.read_json(run_dir / rundir.SUMMARY) or {},
                          status.get("reason"), skipped=True)
     data = prepare(cfg)  # user errors surface here, before the run dir exists
+    _check_checkpoint(run_dir)
     writer = _is_rank_zero()
     if writer:
         (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)

@@ -40,7 +40,7 @@ def test_sweep_cli_takes_overrides_records_them_and_refuses_to_mix_other_ones(sp
     path, out = write_spec(spec_dir, {**SPEC, "grid": {"model.position": ["rope"]}}), tmp_path / "out"
     assert main(["sweep", str(path), "--dry-run", "--out", str(out), "train.max_steps=2"]) == 0
     dry = capsys.readouterr().out
-    assert dry.startswith("command-line overrides (every run): train.max_steps=2\n") and "1 runs" in dry
+    assert dry.startswith("command-line overrides (every run): train.max_steps=2\n") and "\n1 run;" in dry
     assert main(["sweep", str(path), "train.max_steps=2", "--out", str(out)]) == 0
     run_dir = next((out / "o" / "runs").iterdir())
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["max_steps"] == 2
