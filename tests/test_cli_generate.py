@@ -83,6 +83,7 @@ def test_seeded_sampling_is_reproducible_across_processes_and_equals_the_api(run
     assert cli(capsys, run[0], *options[:-1], "4") != here
 
 
+@pytest.mark.outcome
 def test_sampling_options_do_what_they_say(run, capsys):
     """temperature, top-k and top-p each reach the sampler and restrict it as documented."""
     greedy = cli(capsys, run[0])

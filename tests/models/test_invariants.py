@@ -75,6 +75,7 @@ def test_every_combination_runs_and_trains(kind, position, norm, placement, ffn)
 @pytest.mark.parametrize("position", POSITIONS)
 @pytest.mark.parametrize("kind", ["decoder", "encoder_decoder"])
 def test_causal_mask_never_leaks_the_future(kind, position):
+    """README, Tests: "causal masks never leak the future": changing tokens after t leaves outputs up to t unchanged."""
     torch.manual_seed(0)
     model = build_model(tiny(kind=kind, position=position, n_layers=2), VOCAB).eval()
     ids = torch.randint(1, VOCAB, (2, 8))
@@ -100,6 +101,7 @@ def _scramble_padding(ids, mask):
 @pytest.mark.parametrize("position", POSITIONS)
 @pytest.mark.parametrize("kind,side", [("encoder", "right"), ("decoder", "right"), ("decoder", "left")])
 def test_padding_never_changes_real_tokens(kind, side, position):
+    """README, Tests: "padding never changes real tokens": whatever sits under the padding mask."""
     torch.manual_seed(0)
     model = build_model(tiny(kind=kind, position=position, n_layers=2), VOCAB).eval()
     ids = torch.randint(1, VOCAB, (2, 7))
@@ -118,6 +120,7 @@ def test_padding_never_changes_real_tokens(kind, side, position):
 
 @pytest.mark.parametrize("position", POSITIONS)
 def test_source_padding_never_leaks_through_cross_attention(position):
+    """README, Tests: "padding never changes real tokens", for the source seen through cross-attention."""
     torch.manual_seed(0)
     model = build_model(tiny(kind="encoder_decoder", position=position, n_layers=2), VOCAB).eval()
     src = torch.randint(1, VOCAB, (2, 7))
@@ -156,6 +159,7 @@ def test_encoder_is_permutation_equivariant_only_without_positions(position):
 @pytest.mark.parametrize("position", POSITIONS)
 @pytest.mark.parametrize("kind", KINDS)
 def test_backends_agree_on_whole_models(kind, position):
+    """README, Tests: "`sdpa` and `explicit` agree to 1e-5", on whole models of every kind and position scheme."""
     torch.manual_seed(0)
     cfg = tiny(kind=kind, position=position, n_layers=2, n_heads=4, n_kv_heads=2)
     a = build_model({**cfg, "attention": "sdpa"}, VOCAB).eval()

@@ -24,6 +24,7 @@ def cfg(model=None, task=None, train=None, **top):
     return load(data)
 
 
+@pytest.mark.outcome
 def test_copy_task_reaches_perfect_exact_match_on_held_out_sequences(tmp_path):
     c = load("configs/experiments/copy.yaml", [
         "task.max_len=5", "task.n_symbols=8", "task.n_train=4000", "task.n_val=128", "task.n_test=128",
@@ -38,6 +39,7 @@ def test_copy_task_reaches_perfect_exact_match_on_held_out_sequences(tmp_path):
     assert sum(s["exact"] for s in samples) >= 4 and len({s["prompt"] for s in samples}) > 1
 
 
+@pytest.mark.outcome
 def test_char_lm_learns_well_below_the_unigram_entropy(tmp_path):
     c = cfg(task={"name": "char_lm", "max_chars": 200000, "seq_len": 64},
             model={**TINY_DECODER, "d_model": 64, "max_seq_len": 64},
