@@ -15,19 +15,20 @@ from arch_zoo.generation import generate
 from arch_zoo.training import run_one
 from arch_zoo.training.restore import prompt_ids, restore
 
-PROMPT = "the "
+PROMPT = "return"  # the corpus is code: after it, greedy and beam search write different text
 NEW = 40
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """A briefly trained char LM: its next-token distributions are broad but no longer uniform."""
+    """A briefly trained char LM: its next-token distributions are broad but no longer uniform, and
+    greedy and beam search continue PROMPT differently."""
     out = tmp_path_factory.mktemp("gen") / "run"
     cfg = load({"name": "gen", "seed": 0,
                 "model": {"kind": "decoder", "d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64,
                           "max_seq_len": 64, "position": "rope"},
                 "task": {"name": "char_lm", "max_chars": 20000, "seq_len": 32},
-                "train": {"max_steps": 40, "batch_size": 8, "lr": 3e-3, "val_every": 40, "val_batches": 1,
+                "train": {"max_steps": 150, "batch_size": 16, "lr": 5e-3, "val_every": 150, "val_batches": 1,
                           "progress_bar": False}})
     assert run_one(cfg, out, quiet=True).status == "completed"
     cfg, model, tokenizer = restore(out)
@@ -56,11 +57,18 @@ def raw_logits(run, tokens):
         return model(torch.tensor([ids + tokens[:-1]])).logits[0, len(ids) - 1:]
 
 
+def ranks(run, tokens):
+    """How many tokens the model rated above each sampled one (0: the most likely)."""
+    logits = raw_logits(run, tokens)
+    return (logits > logits.gather(-1, torch.tensor(tokens)[:, None])).sum(-1)
+
+
 def test_greedy_and_beam_print_what_the_api_returns(run, capsys):
     """README, Decoding: `arch-zoo generate ... --strategy beam --beams 4` decodes like
     `generate(model, prompts, strategy="beam", beams=4)`."""
     greedy = cli(capsys, run[0])
-    assert greedy == api(run)[0] and len(greedy) > 0
+    assert greedy == api(run)[0] and greedy.strip()
+    assert api(run, strategy="beam", beams=4)[0] != greedy  # so the test can tell the strategies apart
     ckpt = run[0] / "checkpoints" / "last.ckpt"
     for beams in (2, 4):
         assert cli(capsys, ckpt, "--strategy", "beam", "--beams", str(beams)) == api(run, strategy="beam",
@@ -97,10 +105,8 @@ def test_sampling_options_do_what_they_say(run, capsys):
     # top-k 3: every sampled token is among the model's 3 most likely; without top-k some are not
     text, tokens = api(run, strategy="sample", top_k=3, temperature=2.0, seed=0)
     assert cli(capsys, run[0], *sample, "--top-k", "3", "--temperature", "2") == text
-    ranks = lambda toks: (raw_logits(run, toks) > raw_logits(run, toks).gather(-1, torch.tensor(toks)[:, None])
-                          ).sum(-1)  # noqa: E731  (how many tokens the model rates above the sampled one)
-    assert ranks(tokens).max() < 3
-    assert ranks(api(run, strategy="sample", temperature=2.0, seed=0)[1]).max() >= 3
+    assert ranks(run, tokens).max() < 3
+    assert ranks(run, api(run, strategy="sample", temperature=2.0, seed=0)[1]).max() >= 3
 
     # top-p 0.5: every sampled token is inside the smallest set of top tokens whose mass reaches 0.5
     text, tokens = api(run, strategy="sample", top_p=0.5, seed=0)
