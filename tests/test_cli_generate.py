@@ -63,6 +63,7 @@ def ranks(run, tokens):
     return (logits > logits.gather(-1, torch.tensor(tokens)[:, None])).sum(-1)
 
 
+@pytest.mark.outcome
 def test_greedy_and_beam_print_what_the_api_returns(run, capsys):
     """README, Decoding: `arch-zoo generate ... --strategy beam --beams 4` decodes like
     `generate(model, prompts, strategy="beam", beams=4)`."""
