@@ -5,8 +5,9 @@ import torch
 
 os.environ.setdefault("WANDB_MODE", "offline")
 # One intra-op thread: the tests' tiny models gain nothing from two, and with any other process on
-# the machine two OpenMP threads spin against each other and run ~10x slower.
-torch.set_num_threads(1)
+# the machine two OpenMP threads spin against each other and run ~10x slower. ARCH_ZOO_TEST_THREADS
+# sets another count: `make test-cpus` reruns the training-outcome tests with 2, whose float path differs.
+torch.set_num_threads(int(os.environ.get("ARCH_ZOO_TEST_THREADS", "1")))
 
 
 def tiny(**changes):

@@ -55,15 +55,6 @@ PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17]]  # different len
 STEPS = 8
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: one thread beats two fighting over a shared machine's cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @functools.lru_cache(maxsize=None)
 def model_for(name: str):
     torch.manual_seed(0)
@@ -105,6 +96,8 @@ def sequence_log_prob(model, prompt, continuation):
 
 @ALL
 def test_stepwise_logits_equal_full_forward_and_greedy_ignores_the_cache(name):
+    """README, Tests: "cached decoding equals the full forward"; README, Decoding: "every position scheme
+    gets the right offsets" (the grid covers every scheme, left-padded prompts included)."""
     model = model_for(name)
     cached = greedy_run(name)
     uncached = generate(model, PROMPTS, max_new_tokens=STEPS, use_cache=False, return_logits=True)
@@ -128,6 +121,7 @@ def test_beam_identical_with_and_without_cache(name):
 
 @STRATEGY
 def test_padded_batch_equals_one_prompt_at_a_time(name):
+    """README, Decoding: "It batches left-padded prompts": a padded row decodes as it does alone."""
     batched = greedy_run(name)
     for i in (1, 2):  # the two prompts that are padded in the batch
         alone = generate(model_for(name), [PROMPTS[i]], max_new_tokens=STEPS)
@@ -177,6 +171,7 @@ def _eos_after_a_few_steps(name):
 
 @STRATEGY
 def test_beam_of_one_equals_greedy(name):
+    """README, Decoding: `beam` with `beams` and `length_penalty`: a beam of one is greedy, EOS included."""
     model, plain = model_for(name), greedy_run(name)
     beam = generate(model, PROMPTS, strategy="beam", beams=1, max_new_tokens=STEPS)
     assert torch.equal(beam.tokens, plain.tokens)
@@ -192,6 +187,7 @@ def test_beam_of_one_equals_greedy(name):
 
 @STRATEGY
 def test_top_k_one_equals_greedy(name):
+    """README, Decoding: `sample` with `top_k` and `top_p` "alone or combined": top-k 1 is greedy."""
     model, plain = model_for(name), greedy_run(name)
     sampled = generate(model, PROMPTS, strategy="sample", top_k=1, max_new_tokens=STEPS, seed=0)
     assert torch.equal(sampled.tokens, plain.tokens)
@@ -202,6 +198,7 @@ def test_top_k_one_equals_greedy(name):
 
 @STRATEGY
 def test_sampling_converges_to_greedy_as_temperature_falls(name):
+    """README, Decoding: `sample` with `temperature`: as it falls, sampling becomes greedy."""
     model, plain = model_for(name), greedy_run(name)
     greedy_tokens = plain.logits.argmax(-1, keepdim=True)
     temperatures = [10.0, 1.0, 0.1, 1e-2, 1e-4, 1e-6]
@@ -216,6 +213,7 @@ def test_sampling_converges_to_greedy_as_temperature_falls(name):
 
 
 def test_sampling_is_seeded():
+    """README, Decoding: generation "is seeded": same seed, same tokens; other seed, other tokens."""
     model = model_for("decoder-rope-mha")
     runs = [generate(model, PROMPTS, strategy="sample", temperature=3.0, max_new_tokens=12, seed=s).tokens
             for s in (7, 7, 8)]
@@ -285,7 +283,9 @@ def trap_model():
     return model.eval()
 
 
+@pytest.mark.outcome
 def test_beam_search_beats_greedy_on_a_trained_model():
+    """README, Decoding: `beam`: on a model trained into a greedy trap, beam search finds the likelier sequence."""
     model = trap_model()
     plain = generate(model, [[BOS]], max_new_tokens=5, eos_token_id=EOS)
     beam = generate(model, [[BOS]], strategy="beam", beams=2, max_new_tokens=5, eos_token_id=EOS)
@@ -301,6 +301,8 @@ def test_beam_search_beats_greedy_on_a_trained_model():
 
 @pytest.mark.parametrize("name", ["decoder-rope-gqa", "encoder_decoder-t5_bias-mha"])
 def test_n_best_are_ranked_distinct_and_scored_right(name):
+    """README, Decoding: `beam` with `length_penalty` and `n_best`: distinct hypotheses, ranked by
+    log-probability / length ** length_penalty, several EOS ids."""
     model = model_for(name)
     out = generate(model, PROMPTS, strategy="beam", beams=4, n_best=4, max_new_tokens=6, eos_token_id=[3, 4, 5],
                    length_penalty=0.7)
@@ -316,6 +318,7 @@ def test_n_best_are_ranked_distinct_and_scored_right(name):
             assert hyp[-1] in (3, 4, 5) or len(hyp) == 6  # ended by an EOS or by max_new_tokens
 
 
+@pytest.mark.outcome
 def test_trap_n_best_includes_both_branches():
     out = generate(trap_model(), [[BOS]], strategy="beam", beams=3, n_best=3, max_new_tokens=5, eos_token_id=EOS)
     hyps = out.to_lists()[0]
@@ -325,6 +328,7 @@ def test_trap_n_best_includes_both_branches():
 # ------------------------------------------------------------------------------ EOS and output
 
 def test_eos_stops_each_row_and_pads_after_it():
+    """README, Decoding: "stops on EOS or `max_new_tokens`", each row on its own."""
     name = "decoder-learned-mha"
     model, eos, free = model_for(name), _eos_after_a_few_steps(name), greedy_run(name)
     out = generate(model, PROMPTS, max_new_tokens=STEPS, eos_token_id=eos, pad_token_id=0)

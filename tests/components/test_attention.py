@@ -9,21 +9,30 @@ from arch_zoo.components.masks import AttentionMask, self_attention_mask
 BACKENDS = ATTENTION.choices()
 
 
+def _worked_example(backend, v):
+    """The chapter's example: one query whose scores on two keys are [2, 0] (D = 1, so 1/sqrt(d_k) = 1)."""
+    q = torch.tensor([[[[1.0]]]])  # (B, H, Lq, D)
+    k = torch.tensor([[[[2.0], [0.0]]]])
+    fn = ATTENTION.build(ATTENTION.parse(backend, "attention"))
+    return fn(q, k, v, AttentionMask(), 0.0)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_worked_example_from_the_chapter(backend):
-    # scores [2, 0] -> softmax [0.881, 0.119]; weighted values 0.881*10 + 0.119*20 = 11.19
-    q = torch.tensor([[[[1.0]]]])  # (B, H, Lq, D) with D = 1, so 1/sqrt(d_k) = 1
-    k = torch.tensor([[[[2.0], [0.0]]]])
-    v = torch.tensor([[[[10.0], [20.0]]]])
-    fn = ATTENTION.build(ATTENTION.parse(backend, "attention"))
-    out, weights = fn(q, k, v, AttentionMask(), 0.0)
+    """scores [2, 0] -> softmax [0.881, 0.119]; weighted values 0.881 * 10 + 0.119 * 20 = 11.19."""
+    out, weights = _worked_example(backend, torch.tensor([[[[10.0], [20.0]]]]))
     assert out.item() == pytest.approx(11.19, abs=5e-3)
     if weights is not None:
         assert weights.flatten().tolist() == pytest.approx([0.881, 0.119], abs=5e-4)
 
 
-def test_softmax_weights_match_the_closed_form():
-    assert 1 / (1 + math.exp(-2)) == pytest.approx(0.881, abs=5e-4)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_softmax_weights_of_the_worked_example_in_every_backend(backend):
+    """The weights [0.881, 0.119] = softmax([2, 0]) as each backend computes them, sdpa included
+    (it returns no weights): with one-hot values, row i of the output is the weight on key i."""
+    out, _ = _worked_example(backend, torch.eye(2).view(1, 1, 2, 2))
+    assert out.flatten().tolist() == pytest.approx([0.881, 0.119], abs=5e-4)
+    assert out.flatten().tolist() == pytest.approx([1 / (1 + math.exp(-2)), 1 / (1 + math.exp(2))], abs=1e-6)
 
 
 def _pair(n_heads=4, n_kv_heads=4, cross=False):
@@ -51,6 +60,7 @@ def _masks(batch, length):
 @pytest.mark.parametrize("kv_heads", [4, 2, 1], ids=["mha", "gqa", "mqa"])
 @pytest.mark.parametrize("mask_name", ["none", "causal", "padding", "padding+causal", "bias"])
 def test_sdpa_and_explicit_backends_agree(kv_heads, mask_name):
+    """README, Tests: "`sdpa` and `explicit` agree to 1e-5", for MHA, GQA and MQA under every mask form."""
     torch.manual_seed(0)
     a, b = _pair(n_kv_heads=kv_heads)
     x = torch.randn(2, 10, 32)
@@ -59,6 +69,7 @@ def test_sdpa_and_explicit_backends_agree(kv_heads, mask_name):
 
 
 def test_backends_agree_in_cross_attention():
+    """README, Tests: "`sdpa` and `explicit` agree to 1e-5", in cross-attention with source padding."""
     torch.manual_seed(0)
     a, b = _pair(n_kv_heads=2, cross=True)
     x, memory = torch.randn(2, 5, 32), torch.randn(2, 7, 32)

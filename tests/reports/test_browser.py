@@ -2,8 +2,11 @@
 
 Console messages are read from Chromium's own log (``--enable-logging=stderr``), where each one is
 a line with ``:CONSOLE``. A canary page that does log an error proves the check can see one.
-Debian's ``chromium`` package provides the browser; without it the test is skipped and says so.
+Debian's ``chromium`` package provides the browser. Without it the test is skipped and says so,
+except under ``CI=true`` (``.ci/run`` sets it and installs Chromium): this is the only check that the
+HTML report renders, so in CI a missing browser is a failure, not a silent skip.
 """
+import os
 import re
 import shutil
 import subprocess
@@ -20,11 +23,18 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 CONSOLE = re.compile(r":CONSOLE[^\]]*\]\s*(.*)|Uncaught.*")
 
 
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
 def _browser():
     for name in BROWSERS:
         path = shutil.which(name)
         if path:
             return path
+    if in_ci():
+        pytest.fail("CI=true but Chromium was not found (Debian: apt-get install chromium): "
+                    "the HTML report's browser check cannot run")
     pytest.skip("Chromium not found (Debian: apt-get install chromium); the HTML browser check is skipped")
 
 
@@ -55,3 +65,12 @@ def test_html_report_opens_in_chromium_without_console_errors(tmp_path):
     assert messages == [], "\n".join(messages)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000  # a rendered page
     print(f"screenshot: {shot}")
+
+
+@pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
+def test_a_missing_browser_fails_under_ci_and_skips_elsewhere(ci, outcome, tmp_path, monkeypatch):
+    """Under CI=true a missing Chromium is a failure, not a silent skip (issue 13)."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no browser on the PATH
+    monkeypatch.setenv("CI", ci)
+    with pytest.raises(outcome, match="Chromium"):
+        _browser()
