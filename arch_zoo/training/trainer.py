@@ -12,6 +12,7 @@ import pytorch_lightning as pl
 from ..config import ExperimentConfig
 from ..data.tasks.base import TaskData
 from ..metrics import goal_of
+from ..models.mfu import mfu_for_run
 from ..models.summary import count_parameters, flops_per_token, parameter_breakdown
 from ..provenance import git_commit
 from . import rundir
@@ -95,6 +96,8 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         "parameters_by_part": {k: v for k, v in parameter_breakdown(model).items()},
         "flops_per_token": flops_per_token(model, cfg.model.max_seq_len)["total"],
         "train_tokens_per_s": meter.tokens_per_second,
+        # this process's tokens over one device's peak: per-device MFU, also under data parallelism
+        **mfu_for_run(model, cfg.model.max_seq_len, meter.tokens_per_second, module.device, t.precision),
         **peak_memory(module.device),
         "wall_time_s": time.time() - started,
         "device": str(module.device),

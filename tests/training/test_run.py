@@ -72,6 +72,8 @@ def test_run_dir_holds_everything_a_report_needs(tmp_path):
                 "wall_time_s", "status", "versions", "git_commit", "task"):
         assert key in summary, key
     assert summary["task"]["sha256"] and summary["train_tokens_per_s"] > 0
+    # MFU: achieved training FLOPs/s over the device's peak (on CPU a GEMM probe, cached per machine)
+    assert 0 < summary["mfu"] < 1 and summary["peak_flops"] > 0 and "CPU GEMM probe" in summary["peak_source"]
     rows = list(csv.DictReader((out / "metrics.csv").open()))
     assert any(r.get("train/loss") for r in rows) and any(r.get("val/loss") for r in rows)
     assert load(out / "config.yaml") == cfg()  # the saved config is the one that ran
