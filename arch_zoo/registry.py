@@ -34,9 +34,10 @@ class Registry:
     pair and ``build`` calls the factory with ``options`` plus whatever context the caller passes.
     """
 
-    def __init__(self, family: str, kind: str):
+    def __init__(self, family: str, kind: str, moved: Optional[Dict[str, str]] = None):
         self.family = family  # e.g. "positions"
         self.kind = kind  # e.g. "position scheme", used in error messages
+        self.moved = dict(moved or {})  # options that left this family: option -> where they live now
         self._entries: Dict[str, Entry] = {}
 
     def register(self, name: str, options: Type = NoOptions, description: Optional[str] = None):
@@ -79,6 +80,8 @@ class Registry:
         entry = self.get(str(name), f"{key}.name" if raw else key)
         fields = entry.option_fields()
         for opt in raw:
+            if opt not in fields and opt in self.moved:
+                raise ConfigError(f"{key}.{opt}", f"not an option of the {self.kind} any more: set {self.moved[opt]}")
             if opt not in fields:
                 allowed = ", ".join(sorted(fields)) or "none"
                 raise ConfigError(

@@ -5,6 +5,7 @@ import pytest
 from arch_zoo.config import ModelConfig, load, model_config, save
 from arch_zoo.errors import ConfigError
 from arch_zoo.models import build_model
+from tests.conftest import tiny
 
 
 def test_bare_names_and_options_parse_to_typed_specs():
@@ -171,3 +172,12 @@ def test_the_default_d_ff_follows_overrides_and_is_saved_as_a_number(tmp_path):
     assert "d_ff: 88" in (tmp_path / "config.yaml").read_text()
     assert build_model({"d_model": 32, "n_heads": 4, "ffn": "swiglu"}, 10).state_dict()[
         "decoder.layers.0.ffn.sublayer.gate.weight"].shape == (88, 32)
+
+
+def test_a_config_that_sets_the_old_attention_scale_option_is_told_where_it_moved():
+    """Configs saved before the scale became a model key (T5's `attention: {name: sdpa, scale: 1.0}`)
+    get one line that names the new key, not a bare 'unknown option'."""
+    with pytest.raises(ConfigError) as err:
+        model_config({**tiny(), "attention": {"name": "sdpa", "scale": 1.0}})
+    assert str(err.value) == ("model.attention.scale: not an option of the attention backend any more: "
+                              "set model.attention_scale instead")

@@ -19,7 +19,8 @@ from torch import Tensor, nn
 from ..registry import NoOptions, Registry
 from .masks import AttentionMask
 
-ATTENTION = Registry("attention", "attention backend")
+# The q.k scale is the model's function, not the kernel's (configs saved before 0.2 had it here).
+ATTENTION = Registry("attention", "attention backend", moved={"scale": "model.attention_scale instead"})
 
 
 class Backend:
