@@ -1,5 +1,6 @@
 """From a spec to the list of runs: one validated config per (variant, seed), with its run id,
-parameter count and, under ``match_params``, the adjusted ``model.d_ff``.
+parameter count, training budget and, under ``budget: params`` (``match_params``), the adjusted
+``model.d_ff``, or under ``budget: flops``, the adjusted ``train.max_steps``.
 
 Everything a user can get wrong surfaces here, before any run starts, as a ConfigError naming
 the spec key (``grid.model.position: unknown position scheme 'ropee' ...``)."""
@@ -27,12 +28,13 @@ class RunPlan:
     params: int
     matched: Dict[str, int]
     config: ExperimentConfig
+    budget: Dict[str, Any] = field(default_factory=dict)  # match, steps, tokens, params, flops
 
     def record(self, sweep: str) -> Dict[str, Any]:
         """run.json."""
         return {"sweep": sweep, "run_id": self.run_id, "variant": self.variant, "seed": self.seed,
                 "settings": dict(self.settings), "is_baseline": self.is_baseline, "params": self.params,
-                "matched": dict(self.matched)}
+                "matched": dict(self.matched), "budget": dict(self.budget)}
 
 
 @dataclass
@@ -49,7 +51,7 @@ class _Sizer:
 
     def __init__(self):
         self.vocab: Dict[str, int] = {}
-        self.counts: Dict[Tuple[str, int], int] = {}
+        self.counts: Dict[Tuple[str, int], Tuple[int, float]] = {}
 
     def vocab_size(self, cfg: ExperimentConfig, blame: Callable[[ConfigError], ConfigError]) -> int:
         if cfg.model.vocab_size is not None and cfg.task is None:
@@ -66,17 +68,37 @@ class _Sizer:
         return self.vocab[key]
 
     def count(self, cfg: ExperimentConfig, blame: Callable[[ConfigError], ConfigError]) -> int:
+        return self._measure(cfg, blame)[0]
+
+    def flops_per_token(self, cfg: ExperimentConfig, blame: Callable[[ConfigError], ConfigError]) -> float:
+        """Forward FLOPs per token at the training length, as ``describe`` and summary.json count them."""
+        return self._measure(cfg, blame)[1]
+
+    def _measure(self, cfg: ExperimentConfig, blame) -> Tuple[int, float]:
         vocab = self.vocab_size(cfg, blame)
         key = (json.dumps(to_dict(cfg.model), sort_keys=True, default=str), vocab)
         if key not in self.counts:
             import torch
 
             from ..models import build_model
-            from ..models.summary import count_parameters
+            from ..models.summary import count_parameters, flops_per_token
 
             with torch.random.fork_rng(devices=[]):  # counting must not move anyone's random state
-                self.counts[key] = count_parameters(build_model(cfg.model, vocab))
+                model = build_model(cfg.model, vocab)
+            self.counts[key] = (count_parameters(model), flops_per_token(model, cfg.model.max_seq_len)["total"])
         return self.counts[key]
+
+
+def tokens_per_step(cfg: ExperimentConfig) -> int:
+    """Training tokens per optimizer step (the padded length; per process times the device count)."""
+    t = cfg.train
+    devices = len(t.devices) if isinstance(t.devices, (list, tuple)) else t.devices if isinstance(t.devices, int) else 1
+    return t.batch_size * t.accumulate_grad_batches * max(1, devices) * cfg.model.max_seq_len
+
+
+def training_flops(steps: int, tokens: int, flops_per_token: float) -> float:
+    """Analytic training FLOPs: forward + backward is about 3x the forward (Kaplan et al. 2020)."""
+    return 3.0 * flops_per_token * tokens * steps
 
 
 class _Configs:
@@ -97,7 +119,7 @@ class _Configs:
                 return ConfigError(key if o in self.spec.command_line else f"overrides.{key}", exc.message)
         return ConfigError(f"base ({self.spec.base})" + (f": {exc.key}" if exc.key else ""), exc.message)
 
-    def overrides(self, variant: Variant, d_ff: Optional[int] = None) -> List[str]:
+    def overrides(self, variant: Variant, d_ff: Optional[int] = None, steps: Optional[int] = None) -> List[str]:
         out = list(self.spec.overrides) + [f"{k}={yaml_value(v)}" for k, v in variant.settings.items()]
         w = self.base.logging.wandb
         if w.enabled:  # dashboards group a sweep's runs and tell its variants apart
@@ -107,11 +129,13 @@ class _Configs:
                     f"logging.wandb.tags={yaml_value(list(w.tags) + tags(variant.settings, self.names))}"]
         if d_ff is not None:
             out.append(f"model.d_ff={d_ff}")
+        if steps is not None:
+            out.append(f"train.max_steps={steps}")
         return out
 
-    def load(self, variant: Variant, d_ff: Optional[int] = None) -> ExperimentConfig:
+    def load(self, variant: Variant, d_ff: Optional[int] = None, steps: Optional[int] = None) -> ExperimentConfig:
         try:
-            return load(self.spec.base, self.overrides(variant, d_ff))
+            return load(self.spec.base, self.overrides(variant, d_ff, steps))
         except ConfigError as exc:
             raise self.error(exc, variant) from None
 
@@ -141,10 +165,12 @@ def make_plan(spec: SweepSpec) -> Plan:
     runs: List[RunPlan] = []
     for seed in seeds:
         target = None
+        ref, ref_cfg = variants[baseline[0]], dataclasses.replace(loaded[baseline[0]], seed=seed)
+        ref_blame = lambda exc, v=ref: configs.error(exc, v)  # noqa: E731
         if spec.match_params is not None:
-            ref = variants[baseline[0]]
-            target = sizer.count(dataclasses.replace(loaded[baseline[0]], seed=seed),
-                                 lambda exc, v=ref: configs.error(exc, v))
+            target = sizer.count(ref_cfg, ref_blame)
+        ref_flops = training_flops(ref_cfg.train.max_steps, tokens_per_step(ref_cfg),
+                                   sizer.flops_per_token(ref_cfg, ref_blame))
         for i, (variant, cfg) in enumerate(zip(variants, loaded)):
             blame = lambda exc, v=variant: configs.error(exc, v)  # noqa: E731
             cfg = dataclasses.replace(cfg, seed=seed)
@@ -153,10 +179,24 @@ def make_plan(spec: SweepSpec) -> Plan:
                 d_ff = _match(cfg, target, spec.match_params, sizer, blame, variant_name(variant.settings, names))
                 cfg = dataclasses.replace(configs.load(variant, d_ff), seed=seed)
                 matched = {"model.d_ff": d_ff}
+            if spec.budget == "flops" and i != baseline[0]:
+                per_step = training_flops(1, tokens_per_step(cfg), sizer.flops_per_token(cfg, blame))
+                steps = max(1, round(ref_flops / per_step))
+                cfg = dataclasses.replace(configs.load(variant, steps=steps), seed=seed)
+                matched = {"train.max_steps": steps}
             runs.append(RunPlan(run_id(variant.settings, names, seed), variant_name(variant.settings, names), seed,
                                 {k: _scalar(v) for k, v in variant.settings.items()}, i in baseline,
-                                sizer.count(cfg, blame), matched, cfg))
+                                sizer.count(cfg, blame), matched, cfg, _budget(spec, cfg, sizer, blame, ref_flops)))
     return Plan(spec, runs, spec.axes, names)
+
+
+def _budget(spec: SweepSpec, cfg: ExperimentConfig, sizer: _Sizer, blame, ref_flops: float) -> Dict[str, Any]:
+    """What this run will spend, as recorded in run.json and shown by --dry-run and the report;
+    ``flops_vs_baseline`` is the relative mismatch left by whole steps."""
+    steps, tokens = cfg.train.max_steps, tokens_per_step(cfg)
+    flops = training_flops(steps, tokens, sizer.flops_per_token(cfg, blame))
+    return {"match": spec.budget, "steps": steps, "tokens": steps * tokens, "params": sizer.count(cfg, blame),
+            "flops": flops, "flops_vs_baseline": flops / ref_flops - 1 if ref_flops else None}
 
 
 def _scalar(v: Any) -> Any:

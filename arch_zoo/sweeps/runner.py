@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
-from ..formatting import plural
+from ..formatting import plural, si
 from .plan import Plan, make_plan
 from .spec import SweepSpec, load_spec
 from .store import Store, read_json
@@ -238,10 +238,21 @@ def dry_run_table(plan: Plan) -> str:
     rows = []
     for run in plan.runs:
         changes = {**run.settings, **run.matched}
+        b = run.budget
+        off = b.get("flops_vs_baseline")
         rows.append([run.variant + (" *" if run.is_baseline else ""), str(run.seed),
-                     ", ".join(f"{k}={plain(v)}" for k, v in changes.items()) or "-", f"{run.params:,}", run.run_id])
-    text = _table(["variant", "seed", "changed keys", "params", "run_id"], rows, right=(1, 3))
-    return text + f"{plural(len(plan.runs), 'run')}; * marks the baseline; nothing was trained (--dry-run)\n"
+                     ", ".join(f"{k}={plain(v)}" for k, v in changes.items()) or "-", f"{run.params:,}",
+                     str(b.get("steps", "")), si(b.get("tokens")), f"{b['flops']:.3e}" if "flops" in b else "",
+                     f"{off:+.2%}" if off is not None else "", run.run_id])
+    text = _table(["variant", "seed", "changed keys", "params", "steps", "tokens", "train FLOPs", "vs baseline",
+                   "run_id"], rows, right=(1, 3, 4, 5, 6, 7))
+    return (text + f"budget: same {plan.spec.budget} for every variant ({BUDGET_HOW[plan.spec.budget]}); "
+            f"train FLOPs = 3 x forward FLOPs/token x tokens\n"
+            f"{plural(len(plan.runs), 'run')}; * marks the baseline; nothing was trained (--dry-run)\n")
+
+
+BUDGET_HOW = {"tokens": "the same steps x batch x length", "params": "model.d_ff adjusted per variant",
+              "flops": "train.max_steps adjusted per variant, to the nearest step"}
 
 
 def results_table(outcome: SweepOutcome) -> str:

@@ -1,7 +1,7 @@
 """The sweep spec: parse and check its shape, then expand it into variants.
 
 Native keys: ``name, description, base, overrides, grid, zip, random, seeds, baseline, metric,
-match_params``.
+match_params, budget``.
 The wandb sweep format (``method: grid|random``, ``parameters: {key: {values: [...]}}``) is read
 into the same ``SweepSpec``, so both run through one code path. Nothing here imports torch: a spec
 can be read and expanded with the standard library and YAML alone. Turning variants into configs
@@ -21,11 +21,12 @@ from ..errors import ConfigError, did_you_mean, yaml_error
 from ..metrics import goal_of
 
 NATIVE_KEYS = ("name", "description", "base", "overrides", "grid", "zip", "random", "seeds", "baseline", "metric",
-               "match_params")
+               "match_params", "budget")
 WANDB_KEYS = ("method", "parameters", "run_cap", "command", "program", "description", "project", "entity",
               "early_terminate")
 GOALS = {"min": "min", "max": "max", "minimize": "min", "maximize": "max"}
 RANDOM_KEYS = ("n", "seed", "parameters")
+BUDGETS = ("tokens", "params", "flops")  # what every variant gets the same amount of
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -73,6 +74,7 @@ class SweepSpec:
     baseline: Optional[Dict[str, Any]] = None
     metric: Dict[str, str] = field(default_factory=lambda: {"name": "val/loss", "goal": "min"})
     match_params: Optional[float] = None  # relative tolerance, when parameter matching is on
+    budget: str = "tokens"  # tokens | params | flops (params <=> match_params is set)
     source_key: Dict[str, str] = field(default_factory=dict)  # axis key -> "grid" | "zip" | "random.parameters"
     command_line: List[str] = field(default_factory=list)  # the overrides given after SPEC (also in ``overrides``)
 
@@ -250,9 +252,39 @@ def _finish(spec: SweepSpec, data: Mapping) -> None:
         spec.match_params = float(tol)
     elif match not in (None, False):
         raise ConfigError("match_params", f"expected true, false or {{tolerance: 0.01}}, got {match!r}")
+    _budget(spec, data.get("budget"))
     if spec.match_params is not None and "model.d_ff" in spec.source_key:
         raise ConfigError("match_params", f"model.d_ff is varied by {spec.source_key['model.d_ff']}, so it cannot "
                           "also be adjusted to match parameter counts")
+
+
+def _budget(spec: SweepSpec, value: Any) -> None:
+    """``budget: {match: tokens | params | flops}`` (or just ``budget: flops``). ``params`` is
+    ``match_params`` under its general name; its ``tolerance`` may sit in either place."""
+    if value is None:
+        if spec.match_params is not None:
+            spec.budget = "params"
+        return
+    b = {"match": value} if isinstance(value, str) else _mapping(value, "budget")
+    _check_keys(b, ("match", "tolerance"), "budget.")
+    match = b.get("match")
+    if match not in BUDGETS:
+        raise ConfigError("budget.match", f"expected one of {', '.join(BUDGETS)}, got {match!r}"
+                          f"{did_you_mean(str(match), BUDGETS)}")
+    if "tolerance" in b and match != "params":
+        raise ConfigError("budget.tolerance", f"only budget.match: params takes a tolerance, not {match}")
+    if spec.match_params is not None and match != "params":
+        raise ConfigError("budget", f"match: {match} contradicts match_params: true (that is match: params); "
+                          "keep one of them")
+    spec.budget = match
+    if match == "params":
+        tol = b.get("tolerance", spec.match_params if spec.match_params is not None else 0.01)
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
+            raise ConfigError("budget.tolerance", f"expected a fraction in (0, 1), got {tol!r}")
+        spec.match_params = float(tol)
+    if match == "flops" and "train.max_steps" in spec.source_key:
+        raise ConfigError("budget", f"match: flops sets each variant's train.max_steps, so it cannot also be varied "
+                          f"by {spec.source_key['train.max_steps']}; drop that axis or match tokens")
 
 
 def _int(value: Any, key: str) -> int:
