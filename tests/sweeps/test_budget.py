@@ -1,0 +1,98 @@
+"""README, Sweeps: "`budget: {match: tokens | params | flops}` ... `flops` sets each variant's
+`train.max_steps` so its training FLOPs (3 x forward FLOPs/token x tokens) equal the baseline's, to
+the nearest step". Dry-run plans only: nothing is trained."""
+import pytest
+
+from arch_zoo.cli import main
+from arch_zoo.models import build_model
+from arch_zoo.models.summary import flops_per_token
+from arch_zoo.sweeps import load_spec, make_plan
+from arch_zoo.training import prepare
+
+from .conftest import BASE, write_spec
+
+GRID = {"model.ffn": ["gelu", "swiglu"], "model.n_layers": [1, 3]}
+BIG = {**BASE, "model": {**BASE["model"], "d_model": 32, "d_ff": 128}, "train": {**BASE["train"], "max_steps": 400}}
+
+
+def _plan(spec_dir, spec, base=BIG):
+    return make_plan(load_spec(write_spec(spec_dir, spec, base)))
+
+
+def _train_flops(run, vocab):
+    """Counted afresh from the run's own config, not from the plan's numbers."""
+    fpt = flops_per_token(build_model(run.config.model, vocab), run.config.model.max_seq_len)["total"]
+    t = run.config.train
+    return 3 * fpt * t.batch_size * t.accumulate_grad_batches * run.config.model.max_seq_len * t.max_steps, fpt
+
+
+def test_flops_budget_gives_every_variant_the_baselines_training_flops_within_one_step(spec_dir):
+    plan = _plan(spec_dir, {"grid": GRID, "seeds": [0, 1], "budget": {"match": "flops"},
+                            "baseline": {"model.ffn": "gelu", "model.n_layers": 1}})
+    base = next(r for r in plan.runs if r.is_baseline)
+    vocab = prepare(base.config).tokenizer.vocab_size
+    target, _ = _train_flops(base, vocab)
+    assert base.config.train.max_steps == 400 and base.matched == {}
+    steps = set()
+    for run in plan.runs:
+        flops, fpt = _train_flops(run, vocab)
+        one_step = flops / run.config.train.max_steps
+        assert abs(flops - target) <= one_step / 2 + 1e-6 * target, (run.variant, flops, target)
+        assert run.budget["flops"] == pytest.approx(flops) and run.budget["match"] == "flops"
+        assert run.budget["tokens"] == run.config.train.max_steps * 8 * 32
+        if not run.is_baseline:
+            assert run.matched == {"train.max_steps": run.config.train.max_steps}
+        steps.add(run.config.train.max_steps)
+    deep = next(r for r in plan.runs if r.settings["model.n_layers"] == 3)
+    assert deep.config.train.max_steps < 400 and len(steps) == 4  # bigger models train fewer steps
+
+
+def test_tokens_budget_is_the_default_same_steps_for_every_variant(spec_dir):
+    default = _plan(spec_dir, {"grid": GRID})
+    tokens = _plan(spec_dir, {"grid": GRID, "budget": "tokens"})
+    for a, b in zip(default.runs, tokens.runs):
+        assert a.config == b.config and a.budget["tokens"] == b.budget["tokens"] == 400 * 8 * 32
+    assert default.spec.budget == "tokens"
+    assert len({r.budget["flops"] for r in default.runs}) == 4  # unmatched FLOPs, shown, not hidden
+
+
+def test_params_budget_equals_match_params(spec_dir):
+    grid = {"model.ffn": ["gelu", "swiglu", "reglu", "relu"]}
+    old = _plan(spec_dir, {"grid": grid, "match_params": True, "baseline": {"model.ffn": "gelu"}})
+    new = _plan(spec_dir, {"grid": grid, "budget": {"match": "params"}, "baseline": {"model.ffn": "gelu"}})
+    assert [r.config for r in old.runs] == [r.config for r in new.runs]
+    assert [(r.params, r.matched) for r in old.runs] == [(r.params, r.matched) for r in new.runs]
+    assert any(r.matched for r in new.runs) and old.spec.budget == new.spec.budget == "params"
+    loose = _plan(spec_dir, {"grid": grid, "budget": {"match": "params", "tolerance": 0.2}})
+    assert loose.spec.match_params == 0.2
+
+
+BAD = {
+    "unknown match": ({"grid": GRID, "budget": {"match": "flop"}},
+                      "budget.match: expected one of tokens, params, flops, got 'flop' (did you mean 'flops'?)"),
+    "flops with a max_steps axis": ({"grid": {"train.max_steps": [5, 10]}, "budget": {"match": "flops"}},
+                                    "budget: match: flops sets each variant's train.max_steps"),
+    "contradicts match_params": ({"grid": GRID, "budget": "flops", "match_params": True},
+                                 "budget: match: flops contradicts match_params"),
+    "unknown budget key": ({"grid": GRID, "budget": {"match": "flops", "steps": 3}}, "budget.steps: unknown"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_budget_is_one_line_and_exit_2(case, spec_dir, tmp_path, capsys):
+    spec, expected = BAD[case]
+    out = tmp_path / "out"
+    assert main(["sweep", str(write_spec(spec_dir, spec)), "--out", str(out), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expected in err, err
+    assert not out.exists()
+
+
+def test_dry_run_shows_the_budget_and_each_runs_steps_tokens_and_flops(spec_dir, tmp_path, capsys):
+    path = write_spec(spec_dir, {"grid": GRID, "budget": {"match": "flops"}}, BIG)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "budget: same flops for every variant" in text
+    for col in ("steps", "tokens", "train FLOPs", "vs baseline"):
+        assert col in text.splitlines()[0]
+    assert "train.max_steps=" in text
