@@ -26,7 +26,7 @@ from ..metrics import DIRECTIONS, goal_of
 from .grouping import by_task, check_distinct, differing, drop_duplicates, ordered as _ordered
 
 FIXED = ["sweep", "variant", "seed", "status", "reason", "is_baseline", "run_id", "params", "flops_per_token",
-         "train_tokens_per_s", "peak_memory_mb", "wall_time_s", "step", "diverged_at", "run_dir"]
+         "train_tokens", "train_flops", "train_tokens_per_s", "peak_memory_mb", "wall_time_s", "step", "diverged_at", "run_dir"]
 DEFAULT_METRIC = {"name": "val/loss", "goal": "min"}
 MAX_LABEL_SETTINGS = 4  # more differing settings than this: a variant is labelled by where it came from
 
@@ -114,6 +114,24 @@ def _not_evaluated(summary: Dict[str, Any]) -> Optional[str]:
     return "; ".join(f"{split}: {why}" for split, why in skipped.items()) or None
 
 
+def _spent(budget: Dict[str, Any], step: Any) -> Dict[str, Any]:
+    """Training tokens and FLOPs up to the step the run reached (its plan's, scaled: a diverged run
+    spent less); run.json records the plan under ``budget`` (sweeps since budgets existed)."""
+    steps = budget.get("steps")
+    if not steps or not isinstance(step, (int, float)):
+        return {"train_tokens": None, "train_flops": None}
+    return {"train_tokens": budget.get("tokens", math.nan) * step / steps,
+            "train_flops": budget.get("flops", math.nan) * step / steps}
+
+
+def _budget_note(rows: List[Dict[str, Any]]) -> List[str]:
+    matches = sorted({r["_budget"] for r in rows if r.get("_budget")})
+    if not matches:
+        return []
+    return [f"budget: the same training {' / '.join(matches)} for every variant of a sweep; each variant's actual "
+            "train_tokens, params and train_flops (3 x forward FLOPs/token x tokens) are in variants.csv."]
+
+
 def _read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
     meta = _json(run_dir / "run.json") or {}
     status = _json(run_dir / "status.json") or {}
@@ -133,6 +151,7 @@ def _read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
         "run_id": meta.get("run_id") or run_dir.name,
         "params": summary.get("parameters", meta.get("params")),
         "flops_per_token": summary.get("flops_per_token"),
+        **_spent(meta.get("budget") or {}, summary.get("step", status.get("step"))),
         "train_tokens_per_s": summary.get("train_tokens_per_s"),
         "peak_memory_mb": summary.get("peak_memory_mb"),
         "wall_time_s": summary.get("wall_time_s"),
@@ -140,6 +159,7 @@ def _read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
         "diverged_at": summary.get("diverged_at"),
         "run_dir": str(run_dir),
     }
+    row["_budget"] = (meta.get("budget") or {}).get("match")
     row["_settings"] = {k: _scalar(v) for k, v in (meta.get("settings") or {}).items()}
     row["_goals"] = {k: v for k, v in (summary.get("goals") or {}).items() if v in DIRECTIONS}
     row["_samples"] = summary.get("samples") or []
@@ -270,7 +290,7 @@ def load_groups(path: Union[str, Path, Sequence[Union[str, Path]]]) -> List[pd.D
     for label, group in groups.items():
         frame = _frame(group, paths, specs, single_sweep)
         frame.attrs["task"] = label if len(groups) > 1 else None
-        frame.attrs["load_notes"] = notes
+        frame.attrs["load_notes"] = notes + _budget_note(group)
         frames.append(frame)
     return frames
 
@@ -301,7 +321,7 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
         records.append(rec)
     check_distinct(rows, records)
     frame = pd.DataFrame.from_records(records, columns=FIXED + settings_keys + metric_keys)
-    for col in ("params", "flops_per_token", "train_tokens_per_s", "peak_memory_mb", "wall_time_s", "step",
+    for col in ("params", "flops_per_token", "train_tokens", "train_flops", "train_tokens_per_s", "peak_memory_mb", "wall_time_s", "step",
                 "diverged_at", *metric_keys):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
     frame["seed"] = pd.to_numeric(frame["seed"], errors="coerce").astype("Int64")

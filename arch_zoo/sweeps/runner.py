@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 
 from ..formatting import plural, si
 from .plan import Plan, make_plan
-from .spec import SweepSpec, load_spec
+from .spec import BUDGETS, SweepSpec, load_spec
 from .store import Store, read_json
 from .values import plain
 from .worker import FINISHED, Result, Task
@@ -246,13 +246,9 @@ def dry_run_table(plan: Plan) -> str:
                      f"{off:+.2%}" if off is not None else "", run.run_id])
     text = _table(["variant", "seed", "changed keys", "params", "steps", "tokens", "train FLOPs", "vs baseline",
                    "run_id"], rows, right=(1, 3, 4, 5, 6, 7))
-    return (text + f"budget: same {plan.spec.budget} for every variant ({BUDGET_HOW[plan.spec.budget]}); "
+    return (text + f"budget: same {plan.spec.budget} for every variant ({BUDGETS[plan.spec.budget]}); "
             f"train FLOPs = 3 x forward FLOPs/token x tokens\n"
             f"{plural(len(plan.runs), 'run')}; * marks the baseline; nothing was trained (--dry-run)\n")
-
-
-BUDGET_HOW = {"tokens": "the same steps x batch x length", "params": "model.d_ff adjusted per variant",
-              "flops": "train.max_steps adjusted per variant, to the nearest step"}
 
 
 def results_table(outcome: SweepOutcome) -> str:

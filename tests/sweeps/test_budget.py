@@ -96,3 +96,25 @@ def test_dry_run_shows_the_budget_and_each_runs_steps_tokens_and_flops(spec_dir,
     for col in ("steps", "tokens", "train FLOPs", "vs baseline"):
         assert col in text.splitlines()[0]
     assert "train.max_steps=" in text
+
+
+def test_report_states_the_budget_and_each_variants_tokens_params_and_flops(spec_dir, tmp_path):
+    """README, Sweeps: "the report states the budget and each variant's actual tokens, parameters
+    and training FLOPs". One tiny 2-run sweep, trained."""
+    import pandas as pd
+
+    from arch_zoo.reports import write_report
+
+    spec = {"name": "budget", "grid": {"model.n_layers": [1, 2]}, "budget": {"match": "flops"}}
+    path = write_spec(spec_dir, spec, {**BASE, "train": {**BASE["train"], "max_steps": 6, "val_every": 6}})
+    assert main(["sweep", str(path), "--out", str(tmp_path / "runs"), "--workers", "1"]) == 0
+    plan = make_plan(load_spec(path))
+    report = tmp_path / "report"
+    write_report(tmp_path / "runs" / "budget", report, formats=["csv", "md"])
+    variants = pd.read_csv(report / "variants.csv").set_index("model.n_layers")
+    for run in plan.runs:
+        row = variants.loc[run.settings["model.n_layers"]]
+        assert row["train_tokens"] == run.budget["tokens"] == run.config.train.max_steps * 8 * 32
+        assert row["train_flops"] == pytest.approx(run.budget["flops"]) and row["params"] == run.params
+    assert variants.loc[2, "train_tokens"] < variants.loc[1, "train_tokens"]  # the deeper model trains less
+    assert "budget: the same training flops for every variant" in (report / "report.md").read_text()
