@@ -57,7 +57,8 @@ def test_failures_are_data_the_sweep_goes_on_and_reruns_leave_finished_runs(tmp_
     record = json.loads((runs / rows[1]["run_id"] / "run.json").read_text())
     assert record == {"sweep": "f", "run_id": rows[1]["run_id"], "variant": "lr=1000000.0,strategy=auto", "seed": 0,
                       "settings": {"train.lr": 1e6, "train.strategy": "auto"}, "is_baseline": False,
-                      "params": record["params"], "matched": {}}
+                      "params": record["params"], "matched": {},
+                      "budget": {**record["budget"], "match": "tokens", "flops_vs_baseline": 0.0}}
     assert record["params"] > 1000
     sweep_yaml = (out / "f" / "sweep.yaml").read_text()
     assert "resolved_base: " + str((tmp_path / "base.yaml").resolve()) in sweep_yaml and "zip:" in sweep_yaml
