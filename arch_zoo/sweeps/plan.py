@@ -176,7 +176,8 @@ def make_plan(spec: SweepSpec) -> Plan:
             cfg = dataclasses.replace(cfg, seed=seed)
             matched: Dict[str, int] = {}
             if target is not None and i != baseline[0]:
-                d_ff = _match(cfg, target, spec.match_params, sizer, blame, variant_name(variant.settings, names))
+                d_ff = _match(cfg, target, spec.match_params, sizer, blame, variant_name(variant.settings, names),
+                              "budget" if "budget" in spec.raw else "match_params")
                 cfg = dataclasses.replace(configs.load(variant, d_ff), seed=seed)
                 matched = {"model.d_ff": d_ff}
             if spec.budget == "flops" and i != baseline[0]:
@@ -216,7 +217,8 @@ def _baseline(spec: SweepSpec, variants: List[Variant], names: Dict[str, str]) -
     return hits
 
 
-def _match(cfg: ExperimentConfig, target: int, tolerance: float, sizer: _Sizer, blame, name: str) -> int:
+def _match(cfg: ExperimentConfig, target: int, tolerance: float, sizer: _Sizer, blame, name: str,
+           key: str = "match_params") -> int:
     """The d_ff that brings this variant's parameter count nearest to ``target``. Parameters are
     affine in d_ff for every feed-forward kind (gated ones just have a steeper slope), so two
     counts give the line and one more checks the answer."""
@@ -227,7 +229,7 @@ def _match(cfg: ExperimentConfig, target: int, tolerance: float, sizer: _Sizer, 
     d_ff = max(1, round(d0 + (target - p0) / slope)) if slope > 0 else d0
     got = sizer.count(_with_d_ff(cfg, d_ff), blame)
     if abs(got - target) > tolerance * target:
-        raise ConfigError("match_params", f"variant {name} cannot be brought "
+        raise ConfigError(key, f"variant {name} cannot be brought "
                           f"within {tolerance:.0%} of the baseline's {target:,} parameters by changing model.d_ff "
                           f"(best: d_ff={d_ff} gives {got:,}); compare smaller differences or a larger model")
     return d_ff

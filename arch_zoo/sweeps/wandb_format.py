@@ -73,7 +73,7 @@ def from_wandb(data: Mapping, path: Optional[Path]) -> SweepSpec:
         if not spec.random:
             raise ConfigError("parameters", "a random sweep needs at least one parameter to sample")
     metric = data.get("metric")
-    shared = {k: data[k] for k in ("baseline", "match_params") if k in data}
+    shared = {k: data[k] for k in ("baseline", "match_params", "budget") if k in data}
     if seeds is not None:
         shared["seeds"] = seeds
     if metric is not None:
@@ -107,6 +107,9 @@ def to_wandb(spec: SweepSpec, store: Path, entity: Optional[str] = None) -> Dict
     if spec.match_params is not None:
         raise ConfigError("match_params", "wandb cannot adjust model.d_ff per variant; run the sweep here, or "
                           "export a spec without match_params")
+    if spec.budget == "flops":
+        raise ConfigError("budget", "wandb cannot adjust train.max_steps per variant; run the sweep here, or "
+                          "export a spec that matches tokens")
     params: Dict[str, Any] = {}
     for k, values in spec.grid.items():
         params[k] = {"values": list(values)}

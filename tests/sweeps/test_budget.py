@@ -1,7 +1,8 @@
-"""README, Sweeps: "`budget: {match: tokens | params | flops}` ... `flops` sets each variant's
-`train.max_steps` so its training FLOPs (3 x forward FLOPs/token x tokens) equal the baseline's, to
-the nearest step". Dry-run plans only: nothing is trained."""
+"""README, Sweeps: "`flops` sets each variant's `train.max_steps` so its training FLOPs (3 x forward
+FLOPs/token at `model.max_seq_len`, as `describe` counts them, x tokens) equal the baseline's, to the
+nearest step". Dry-run plans, and one tiny 2-run sweep for the report."""
 import pytest
+import yaml
 
 from arch_zoo.cli import main
 from arch_zoo.models import build_model
@@ -118,3 +119,15 @@ def test_report_states_the_budget_and_each_variants_tokens_params_and_flops(spec
         assert row["train_flops"] == pytest.approx(run.budget["flops"]) and row["params"] == run.params
     assert variants.loc[2, "train_tokens"] < variants.loc[1, "train_tokens"]  # the deeper model trains less
     assert "budget: the same training flops for every variant" in (report / "report.md").read_text()
+    for run in plan.runs:  # "each run's config holds its adjusted value": the saved config rebuilds the run
+        saved = yaml.safe_load((tmp_path / "runs" / "budget" / "runs" / run.run_id / "config.yaml").read_text())
+        assert saved["train"]["max_steps"] == run.config.train.max_steps
+
+
+def test_wandb_format_reads_the_budget_and_flops_cannot_be_exported(spec_dir, tmp_path, capsys):
+    wandb = {"method": "grid", "parameters": {"model.n_layers": {"values": [1, 2]}}, "budget": {"match": "flops"}}
+    plan = _plan(spec_dir, wandb)
+    assert plan.spec.budget == "flops" and plan.runs[1].matched["train.max_steps"] < 400
+    path = write_spec(spec_dir, {"grid": GRID, "budget": "flops"})
+    assert main(["sweep", str(path), "--out", str(tmp_path / "o"), "--export-wandb"]) == 2
+    assert "budget: wandb cannot adjust train.max_steps per variant" in capsys.readouterr().err
