@@ -128,8 +128,9 @@ def _budget_note(rows: List[Dict[str, Any]]) -> List[str]:
     matches = sorted({r["_budget"] for r in rows if r.get("_budget")})
     if not matches:
         return []
-    return [f"budget: the same training {' / '.join(matches)} for every variant of a sweep; each variant's actual "
-            "train_tokens, params and train_flops (3 x forward FLOPs/token x tokens) are in variants.csv."]
+    # "tokens" keeps each variant's steps, so it claims nothing when an axis varies batch or length
+    return [f"budget: matched {' / '.join(matches)} (the sweep's budget.match); each variant's actual train_tokens, "
+            "params and train_flops (3 x forward FLOPs/token x tokens) are in variants.csv."]
 
 
 def _read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:

@@ -118,7 +118,7 @@ def test_report_states_the_budget_and_each_variants_tokens_params_and_flops(spec
         assert row["train_tokens"] == run.budget["tokens"] == run.config.train.max_steps * 8 * 32
         assert row["train_flops"] == pytest.approx(run.budget["flops"]) and row["params"] == run.params
     assert variants.loc[2, "train_tokens"] < variants.loc[1, "train_tokens"]  # the deeper model trains less
-    assert "budget: the same training flops for every variant" in (report / "report.md").read_text()
+    assert "budget: matched flops (the sweep's budget.match)" in (report / "report.md").read_text()
     for run in plan.runs:  # "each run's config holds its adjusted value": the saved config rebuilds the run
         saved = yaml.safe_load((tmp_path / "runs" / "budget" / "runs" / run.run_id / "config.yaml").read_text())
         assert saved["train"]["max_steps"] == run.config.train.max_steps
