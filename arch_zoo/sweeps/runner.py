@@ -246,7 +246,7 @@ def dry_run_table(plan: Plan) -> str:
                      f"{off:+.2%}" if off is not None else "", run.run_id])
     text = _table(["variant", "seed", "changed keys", "params", "steps", "tokens", "train FLOPs", "vs baseline",
                    "run_id"], rows, right=(1, 3, 4, 5, 6, 7))
-    return (text + f"budget: same {plan.spec.budget} for every variant ({BUDGETS[plan.spec.budget]}); "
+    return (text + f"budget: match {plan.spec.budget} ({BUDGETS[plan.spec.budget]}); "
             f"train FLOPs = 3 x forward FLOPs/token x tokens\n"
             f"{plural(len(plan.runs), 'run')}; * marks the baseline; nothing was trained (--dry-run)\n")
 

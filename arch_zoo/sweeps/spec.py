@@ -27,7 +27,7 @@ WANDB_KEYS = ("method", "parameters", "run_cap", "command", "program", "descript
 GOALS = {"min": "min", "max": "max", "minimize": "min", "maximize": "max"}
 RANDOM_KEYS = ("n", "seed", "parameters")
 # budget.match: what every variant gets the same amount of -> how the plan gets there
-BUDGETS = {"tokens": "the same steps x batch x length", "params": "model.d_ff adjusted per variant",
+BUDGETS = {"tokens": "every variant keeps the same train.max_steps", "params": "model.d_ff adjusted per variant",
            "flops": "train.max_steps adjusted per variant, to the nearest step"}
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 

@@ -93,7 +93,7 @@ def test_dry_run_shows_the_budget_and_each_runs_steps_tokens_and_flops(spec_dir,
     path = write_spec(spec_dir, {"grid": GRID, "budget": {"match": "flops"}}, BIG)
     assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
     text = capsys.readouterr().out
-    assert "budget: same flops for every variant" in text
+    assert "budget: match flops (train.max_steps adjusted per variant" in text
     for col in ("steps", "tokens", "train FLOPs", "vs baseline"):
         assert col in text.splitlines()[0]
     assert "train.max_steps=" in text
