@@ -91,10 +91,10 @@ def _is_graph_break(exc: BaseException) -> bool:
     return isinstance(exc, (dx.Unsupported, dx.UserError)) or "graph break" in str(exc).lower()
 
 
-def forward_fn(model: nn.Module, t: TrainConfig):
-    return Compiled(model, t.compile_mode) if t.compile else model
+def compiled_forward(model: nn.Module, t: TrainConfig) -> Optional[Compiled]:
+    return Compiled(model, t.compile_mode) if t.compile else None
 
 
-def compile_info(fn) -> Dict[str, Any]:
-    return fn.info() if isinstance(fn, Compiled) else {"compiled": False, "compile_mode": None,
+def compile_info(compiled: Optional[Compiled]) -> Dict[str, Any]:
+    return compiled.info() if compiled is not None else {"compiled": False, "compile_mode": None,
                                                        "compile_fullgraph": None, "compile_fallback_reason": None}

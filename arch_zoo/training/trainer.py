@@ -104,7 +104,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         "wall_time_s": time.time() - started,
         "device": str(module.device),
         "precision": t.precision,
-        **compile_info(module.forward_model),
+        **compile_info(module.compiled),
         "float32_matmul_precision": matmul_precision,
         "fused_adamw": bool(trainer.optimizers and trainer.optimizers[0].defaults.get("fused")),
         "sdpa_kernels": sdpa_kernels(module.device),
