@@ -65,6 +65,9 @@ class Compiled:
 
     def __init__(self, model: nn.Module, mode: Optional[str]):
         self.model, self.mode = model, mode
+        # dynamo caches compiled frames per code object, guarded on each model instance: runs in one
+        # process (sweeps, tests) would otherwise pile up past its recompile limit and fail under fullgraph
+        torch._dynamo.reset()
         self.fullgraph = True
         self.fallback_reason: Optional[str] = None
         self._fn: Callable = torch.compile(model, fullgraph=True, mode=mode)
