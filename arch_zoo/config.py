@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Union
 
 from .config_types import from_dict, to_dict
-from .errors import ConfigError, yaml_error
+from .errors import ConfigError, choice_error, yaml_error
 from .registry import ComponentSpec, component_field
 
 
@@ -103,6 +103,9 @@ class TrainConfig:
     grad_clip: Optional[float] = 1.0  # max global grad norm; null disables
     accumulate_grad_batches: int = 1
     precision: str = "32-true"  # Lightning precision: 32-true, bf16-mixed, 16-mixed, ...
+    compile: bool = False  # torch.compile the model for training and evaluation (one graph where it holds)
+    compile_mode: str = "default"  # torch.compile mode: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs
+    tf32: bool = True  # TF32 matmuls where CUDA is (Ampere and later); false keeps full fp32 matmuls
     accelerator: str = "auto"
     devices: Any = 1  # Lightning devices: 1, 2, "auto", [0, 1]
     strategy: str = "auto"  # Lightning strategy: auto, ddp, ...
@@ -217,6 +220,18 @@ def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
     return m
 
 
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _precision_choices() -> List[str]:
+    """The precision strings the installed Lightning accepts ([] where Lightning is absent: ``restore`` needs none)."""
+    try:
+        from lightning_fabric import connector
+    except ImportError:
+        return []
+    return [*typing.get_args(connector._PRECISION_INPUT_STR), *typing.get_args(connector._PRECISION_INPUT_STR_ALIAS)]
+
+
 def validate_train(t: TrainConfig, key: str = "train") -> None:
     for name in ("max_steps", "batch_size", "eval_batch_size", "accumulate_grad_batches", "val_every", "log_every",
                  "val_batches"):
@@ -232,6 +247,11 @@ def validate_train(t: TrainConfig, key: str = "train") -> None:
         raise ConfigError(f"{key}.min_lr_ratio", f"must be in [0, 1], got {t.min_lr_ratio}")
     if t.schedule == "noam" and t.warmup_steps == 0:
         raise ConfigError(f"{key}.warmup_steps", "the noam schedule needs warmup_steps > 0")
+    if t.compile_mode not in COMPILE_MODES:
+        raise choice_error(f"{key}.compile_mode", "torch.compile mode", t.compile_mode, COMPILE_MODES)
+    precisions = _precision_choices()
+    if precisions and str(t.precision) not in precisions:
+        raise choice_error(f"{key}.precision", "precision", t.precision, precisions)
 
 
 def validate_task(cfg: ExperimentConfig, key: str = "task") -> None:

@@ -13,6 +13,7 @@ from ..config import ExperimentConfig, to_yaml
 from ..data.tasks.base import TaskData
 from ..models import build_model
 from . import objectives
+from .accel import compiled_forward
 from .optim import build_optimizer, build_scheduler
 
 
@@ -26,6 +27,7 @@ class ArchZooModule(pl.LightningModule):
         self.cfg, self.objective = cfg, data.objective
         self.tokenizer = data.tokenizer
         self.model = build_model(cfg.model, data.tokenizer.vocab_size)
+        self.compiled = compiled_forward(self.model, cfg.train)  # None when eager; a plain object: never in state_dict
         self.eval_splits = data.eval_splits
         self.chars_per_token = {k: float(v) for k, v in (data.info.get("chars_per_token") or {}).items()}
         n = cfg.train.exact_match_samples if "exact_match" in data.metrics else 0
@@ -39,7 +41,7 @@ class ArchZooModule(pl.LightningModule):
 
     # ----------------------------------------------------------------------------- training
     def training_step(self, batch, batch_idx):
-        logits, labels = objectives.forward(self.model, batch, self.objective)
+        logits, labels = objectives.forward(self.compiled or self.model, batch, self.objective)
         loss = objectives.loss_fn(logits, labels, self.cfg.train.label_smoothing)
         self.log("train/loss", loss, prog_bar=True, batch_size=labels.shape[0])
         self.log("lr", self.trainer.optimizers[0].param_groups[0]["lr"], prog_bar=False)
@@ -55,7 +57,7 @@ class ArchZooModule(pl.LightningModule):
         return self.eval_splits[dataloader_idx] if stage == "val" else "test"
 
     def _accumulate(self, batch, split: str) -> None:
-        logits, labels = objectives.forward(self.model, batch, self.objective)
+        logits, labels = objectives.forward(self.compiled or self.model, batch, self.objective)
         sums = self._sums.setdefault(split, defaultdict(float))
         for k, v in objectives.metric_sums(logits, labels, self.objective).items():
             sums[k] += v

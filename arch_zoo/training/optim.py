@@ -24,7 +24,9 @@ def param_groups(model: nn.Module, weight_decay: float):
 def build_optimizer(model: nn.Module, t: TrainConfig) -> torch.optim.Optimizer:
     groups = param_groups(model, t.weight_decay)
     if t.optimizer == "adamw":
-        return torch.optim.AdamW(groups, lr=t.lr, betas=tuple(t.betas))
+        # the fused kernel is CUDA's (one launch for all params); elsewhere the default (foreach) path
+        fused = all(p.is_cuda for g in groups for p in g["params"]) and any(g["params"] for g in groups)
+        return torch.optim.AdamW(groups, lr=t.lr, betas=tuple(t.betas), **({"fused": True} if fused else {}))
     if t.optimizer == "adam":
         return torch.optim.Adam(groups, lr=t.lr, betas=tuple(t.betas))
     return torch.optim.SGD(groups, lr=t.lr, momentum=t.momentum)

@@ -122,12 +122,18 @@ def _drop_unreachable_lengths(cfg: ExperimentConfig, data: TaskData) -> None:
             f"position '{cfg.model.position.name}' represents at most {limit} positions")
 
 
+RESUMABLE_ACROSS = ("compile", "compile_mode")
+
+
 def _check_same_config(cfg: ExperimentConfig, run_dir: Path) -> None:
     saved = run_dir / rundir.CONFIG
     if not saved.exists():
         return
     old = to_dict(load(saved))
     new = to_dict(cfg)
+    for d in (old, new):  # how the steps are computed, not what: a run resumes with compile on or off
+        for k in RESUMABLE_ACROSS:
+            d["train"].pop(k, None)
     diff = _first_difference(old, new)
     if diff:
         raise ConfigError("--out", f"{run_dir} holds a run of a different config ({diff}); "
@@ -177,6 +183,10 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
                          status.get("reason"), skipped=True)
     data = prepare(cfg)  # user errors surface here, before the run dir exists
     _check_checkpoint(run_dir)
+    from .accel import check_compiler, check_precision
+
+    check_compiler(cfg.train, cfg.train.accelerator)
+    check_precision(cfg.train, cfg.train.accelerator)
     writer = _is_rank_zero()
     if writer:
         (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from ..models.mfu import mfu_for_run
 from ..models.summary import count_parameters, flops_per_token, parameter_breakdown
 from ..provenance import git_commit
 from . import rundir
+from .accel import compile_info, sdpa_kernels, set_matmul_precision
 from .callbacks import DivergenceGuard, RunCheckpoint, ThroughputMeter, peak_memory
 from .datamodule import TaskDataModule
 from .loggers import build_loggers, define_summaries, sync_hint
@@ -47,6 +48,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
     resume = rundir.resume_state(run_dir)
     resume_from = resume["step"] if resume else None
     attempt.begin(resume_from)
+    matmul_precision = set_matmul_precision(t)
 
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     module = ArchZooModule(cfg, data)
@@ -101,6 +103,11 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         **peak_memory(module.device),
         "wall_time_s": time.time() - started,
         "device": str(module.device),
+        "precision": t.precision,
+        **compile_info(module.compiled),
+        "float32_matmul_precision": matmul_precision,
+        "fused_adamw": bool(trainer.optimizers and trainer.optimizers[0].defaults.get("fused")),
+        "sdpa_kernels": sdpa_kernels(module.device),
         "task": data.info,
         "versions": rundir.versions(),
         "git_commit": git_commit(),

@@ -1,0 +1,103 @@
+"""Speed settings of a run: torch.compile, TF32 matmuls and the attention kernels SDPA may pick.
+Each is device-agnostic: the CUDA-only parts are used only where CUDA is, and the summary says what held."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from typing import Any, Callable, Dict, Optional
+
+import torch
+from torch import nn
+
+from ..config import TrainConfig
+from ..errors import ConfigError
+
+
+def check_compiler(t: TrainConfig, accelerator: str) -> None:
+    """Inductor writes C++ on CPU and Triton on CUDA: a missing toolchain is the user's to fix, said
+    once before training rather than as a traceback from deep inside the first step."""
+    if not t.compile:
+        return
+    cuda = accelerator in ("cuda", "gpu") or (accelerator == "auto" and torch.cuda.is_available())
+    if cuda and importlib.util.find_spec("triton") is None:
+        raise ConfigError("train.compile", "torch.compile on CUDA needs triton, which is not installed "
+                          "(pip install triton), or set train.compile=false")
+    if not cuda:
+        cxx = os.environ.get("CXX") or "g++"
+        if shutil.which(cxx) is None:
+            raise ConfigError("train.compile", f"torch.compile on CPU needs a C++ compiler; '{cxx}' is not on PATH "
+                              "(install g++ or set $CXX), or set train.compile=false")
+
+
+def check_precision(t: TrainConfig, accelerator: str) -> None:
+    if t.precision.startswith("bf16") and (accelerator in ("cuda", "gpu") or (
+            accelerator == "auto" and torch.cuda.is_available())) and not torch.cuda.is_bf16_supported():
+        raise ConfigError("train.precision", f"{t.precision} needs a GPU with bfloat16 support; "
+                          f"{torch.cuda.get_device_name()} has none: use 16-mixed or 32-true")
+
+
+def set_matmul_precision(t: TrainConfig) -> str:
+    """TF32 matmuls (Ampere and later) when CUDA is there and train.tf32 is not false; CPU matmuls are left as they are."""
+    if t.tf32 and torch.cuda.is_available():
+        torch.set_float32_matmul_precision("high")
+    return torch.get_float32_matmul_precision()
+
+
+def sdpa_kernels(device: torch.device) -> Dict[str, Any]:
+    """Which scaled_dot_product_attention kernels this device may use (SDPA picks among them per call)."""
+    if device.type == "cuda":
+        from torch.backends import cuda as bc
+
+        return {"flash": bc.flash_sdp_enabled() and bc.is_flash_attention_available(),
+                "mem_efficient": bc.mem_efficient_sdp_enabled(), "math": bc.math_sdp_enabled(),
+                "cudnn": getattr(bc, "cudnn_sdp_enabled", lambda: False)()}
+    # CPU: torch >= 2.2 has a flash-attention kernel for CPU, chosen for fp32/bf16 inputs without dropout
+    flash = hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu")
+    return {"flash (cpu)": flash, "math (cpu)": True}
+
+
+class Compiled:
+    """The model's forward through torch.compile, tried as one graph first. A graph break makes
+    fullgraph=True fail while tracing, before anything runs, so the call is redone without fullgraph
+    and the reason kept. The compiled function is held outside the module tree, so state_dict keys,
+    checkpoints and ``restore`` stay those of the eager model (no ``_orig_mod.`` prefix)."""
+
+    def __init__(self, model: nn.Module, mode: Optional[str]):
+        self.model, self.mode = model, mode
+        # dynamo caches compiled frames per code object, guarded on each model instance: runs in one
+        # process (sweeps, tests) would otherwise pile up past its recompile limit and fail under fullgraph
+        torch._dynamo.reset()
+        self.fullgraph = True
+        self.fallback_reason: Optional[str] = None
+        self._fn: Callable = torch.compile(model, fullgraph=True, mode=mode)
+
+    def __call__(self, *args, **kwargs):
+        try:
+            return self._fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - dynamo's Unsupported and friends: anything the tracer refuses
+            if not self.fullgraph or not _is_graph_break(exc):
+                raise
+            self.fullgraph = False
+            self.fallback_reason = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
+            self._fn = torch.compile(self.model, fullgraph=False, mode=self.mode)
+            return self._fn(*args, **kwargs)
+
+    def info(self) -> Dict[str, Any]:
+        return {"compiled": True, "compile_mode": self.mode or "default", "compile_fullgraph": self.fullgraph,
+                "compile_fallback_reason": self.fallback_reason}
+
+
+def _is_graph_break(exc: BaseException) -> bool:
+    import torch._dynamo.exc as dx
+
+    return isinstance(exc, (dx.Unsupported, dx.UserError)) or "graph break" in str(exc).lower()
+
+
+def compiled_forward(model: nn.Module, t: TrainConfig) -> Optional[Compiled]:
+    return Compiled(model, t.compile_mode) if t.compile else None
+
+
+def compile_info(compiled: Optional[Compiled]) -> Dict[str, Any]:
+    return compiled.info() if compiled is not None else {"compiled": False, "compile_mode": None,
+                                                       "compile_fullgraph": None, "compile_fallback_reason": None}
