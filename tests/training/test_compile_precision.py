@@ -36,7 +36,7 @@ def summary(run_dir):
     return json.loads((run_dir / "summary.json").read_text())
 
 
-NOT_ONE_GRAPH = {"learned"}
+NOT_ONE_GRAPH: set = set()  # every position scheme compiles as one graph
 
 
 def _compare_compiled(tmp_path, position, placement):
@@ -50,8 +50,7 @@ def _compare_compiled(tmp_path, position, placement):
     assert summary(compiled)["final"]["val/loss"] == pytest.approx(summary(eager)["final"]["val/loss"], rel=1e-4)
     s = summary(compiled)
     assert s["compiled"] is True and s["compile_mode"] == "default"
-    # one graph where it holds; where it does not (learned positions check their range on the data),
-    # the run fell back and says why
+    # one graph where it holds; where it does not, the run fell back and says why
     assert s["compile_fullgraph"] is (position not in NOT_ONE_GRAPH), s["compile_fallback_reason"]
     assert (s["compile_fallback_reason"] is None) is s["compile_fullgraph"]
     assert summary(eager)["compiled"] is False
