@@ -16,13 +16,13 @@ import pandas as pd
 
 from ..errors import ConfigError
 from .aggregate import Baseline, check_options, summarize
+from .html import page
 from .load import goal_for, load_groups
 from .provenance import provenance_lines, sample_rows
-from .tables import display, footnotes, main_and_more, num, other_metrics, title
+from .tables import display, footnotes, main_and_more, other_metrics, runs_display, title
 
 FORMATS = ("md", "csv", "tex", "parquet", "html", "plots")
 DEFAULT_FORMATS = ("md", "csv", "tex", "parquet", "html")
-RUN_COLUMNS = ["run_id", "variant", "seed", "status", "reason", "step", "params"]
 
 
 def parse_formats(text: Union[str, Iterable[str], None]) -> List[str]:
@@ -70,15 +70,6 @@ def write_tables(runs: pd.DataFrame, table: pd.DataFrame, out: Path, formats: Se
 def md_escape(text: object) -> str:
     """Markdown renderers pass raw HTML through and '|' ends a table cell."""
     return html.escape(" ".join(str(text).split()), quote=False).replace("|", r"\|")
-
-
-def runs_display(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
-    cols = [c for c in RUN_COLUMNS if c in runs.columns] + ([metric] if metric in runs.columns else [])
-    shown = runs[cols].copy()
-    for col in shown.columns:
-        shown[col] = [" ".join(v.split()) if isinstance(v, str) else
-                      num(int(v)) if isinstance(v, float) and v.is_integer() else num(v) for v in shown[col]]
-    return shown
 
 
 def _md_table(frame: pd.DataFrame) -> str:
@@ -228,13 +219,11 @@ def _write_one(runs: pd.DataFrame, table: pd.DataFrame, out: Path, fmts: Sequenc
         files.append(out / "table.tex")
     plots: List[Path] = []
     if "html" in fmts or "plots" in fmts:
-        from .plots import write_plots
+        from .plots import write_plots  # matplotlib: half a second that tables-only callers never pay
 
         plots = write_plots(runs, table, out / "plots")
         files += [p for png in plots for p in (png, png.with_suffix(".svg"))]
     if "html" in fmts:
-        from .html import page
-
         (out / "report.html").write_text(page(runs, table, plots, command), encoding="utf-8")
         files.append(out / "report.html")
     return files

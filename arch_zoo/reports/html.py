@@ -12,9 +12,8 @@ from typing import List, Optional
 
 import pandas as pd
 
-from .export import runs_display
 from .provenance import provenance_lines, sample_rows
-from .tables import footnotes, main_and_more, title
+from .tables import footnotes, main_and_more, runs_display, title
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1400px;
