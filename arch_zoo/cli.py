@@ -194,6 +194,21 @@ def _compare(args) -> int:
     return 0
 
 
+def _export(args) -> int:
+    from .dashboards.export import export
+
+    result = export(args.paths, args.to, tracking_uri=args.tracking_uri)
+    for line in result.lines():
+        print(line)
+    return 0
+
+
+def _dashboard(args) -> int:
+    from .dashboards.serve import dashboard
+
+    return dashboard(Path(args.sweep_dir), args.tool, args.port)
+
+
 def _sweep(args) -> int:
     from .sweeps import dry_run_table, load_spec, make_plan, run_sweep
     from .sweeps.cli_support import export_path, failure_line, final_table, preload_reports
@@ -312,6 +327,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="also write a report (md, csv, tex, parquet, html) here")
     _stats_options(p)
     p.set_defaults(func=_compare)
+
+    p = sub.add_parser("export", help="write finished runs (metrics.csv, summary.json) into TensorBoard, MLflow "
+                                      "or wandb; rerunning adds only what is new")
+    p.add_argument("paths", nargs="+", metavar="RUN_OR_SWEEP_DIR", help="sweep or run directories")
+    p.add_argument("--to", required=True, help="tensorboard, mlflow or wandb")
+    p.add_argument("--tracking-uri", default=None, help="mlflow: a server URL or a store URI (default: "
+                   "sqlite:///<sweep dir>/mlflow.db)")
+    p.set_defaults(func=_export)
+
+    p = sub.add_parser("dashboard", help="export a sweep and serve it in TensorBoard or MLflow on 127.0.0.1")
+    p.add_argument("sweep_dir", help="a sweep directory (or one run directory)")
+    p.add_argument("--tool", default="tensorboard", help="tensorboard (default) or mlflow")
+    p.add_argument("--port", type=int, default=None, help="port (default: 6006 / 5000 when free, else any free one)")
+    p.set_defaults(func=_dashboard)
     return parser
 
 

@@ -129,8 +129,23 @@ class WandbConfig:
 
 
 @dataclass(frozen=True)
+class TensorBoardConfig:
+    enabled: bool = False
+    save_dir: Optional[str] = None  # null: <sweep dir>/tensorboard for a sweep's runs, else <run dir>/tensorboard
+
+
+@dataclass(frozen=True)
+class MLflowConfig:
+    enabled: bool = False
+    tracking_uri: Optional[str] = None  # null: sqlite:///<sweep dir>/mlflow.db (a loose run: next to its run dir)
+    experiment: Optional[str] = None  # null: the sweep's name, else the run's (config name)
+
+
+@dataclass(frozen=True)
 class LoggingConfig:
     wandb: WandbConfig = field(default_factory=WandbConfig)
+    tensorboard: TensorBoardConfig = field(default_factory=TensorBoardConfig)
+    mlflow: MLflowConfig = field(default_factory=MLflowConfig)
 
 
 @dataclass(frozen=True)

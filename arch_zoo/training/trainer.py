@@ -19,7 +19,7 @@ from . import rundir
 from .accel import compile_info, sdpa_kernels, set_matmul_precision
 from .callbacks import DivergenceGuard, RunCheckpoint, ThroughputMeter, peak_memory
 from .datamodule import TaskDataModule
-from .loggers import build_loggers, define_summaries, sync_hint
+from .loggers import build_loggers, define_summaries, finish_loggers, sync_hint
 from .module import ArchZooModule
 
 _NOISY = ("does not have many workers", "Checkpoint directory", "Experiment logs directory", "exists and is not empty",
@@ -116,8 +116,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
     hint = sync_hint(loggers) if writer else None
     if hint:
         summary["wandb_sync"] = hint
-    for logger in loggers:
-        logger.finalize("success" if not diverged else "failed")
+    finish_loggers(loggers, summary, "success" if not diverged else "failed")
     if cfg.logging.wandb.enabled:
         import wandb
 
