@@ -171,8 +171,16 @@ def _report(args) -> int:
 
     if args.out:
         _output_dir(args.out, "--out")
-    result = write_report(args.sweep_dir, args.out, formats=args.format, metric=args.metric, baseline=args.baseline,
-                          command=command_line(args.argv), ci=args.ci, min_effect=args.min_effect)
+    options = dict(formats=args.format, metric=args.metric, baseline=args.baseline, command=command_line(args.argv),
+                   ci=args.ci, min_effect=args.min_effect)
+    if args.watch:
+        from .reports.watch import watch
+
+        if args.interval <= 0:
+            raise ConfigError("--interval", f"must be positive seconds, got {args.interval}")
+        result = watch(args.sweep_dir, args.out, args.interval, **options)
+    else:
+        result = write_report(args.sweep_dir, args.out, **options)
     sys.stdout.write(terminal_table([g["variants"] for g in result["groups"]]))
     print(f"report: {result['out_dir']}/ ({plural(len(result['files']), 'file')})")
     return 0
@@ -316,6 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", default=None, help="metric to rank and test on (default: the sweep's, else val/loss)")
     p.add_argument("--baseline", nargs="+", action="extend", default=None, metavar="KEY=VALUE",
                    help="the variant Δ is measured against (default: the sweep's baseline)")
+    p.add_argument("--watch", action="store_true", help="rewrite the report as runs progress (the HTML page "
+                   "reloads itself) until every run has finished; prints each variant's runs done/running/waiting")
+    p.add_argument("--interval", type=float, default=10.0, help="--watch: seconds between checks (default 10)")
     _stats_options(p)
     p.set_defaults(func=_report)
 

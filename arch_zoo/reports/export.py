@@ -169,10 +169,10 @@ def latex(table: pd.DataFrame) -> str:
 def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_dir: Union[str, Path, None] = None,
                  formats: Union[str, Iterable[str], None] = None, metric: Optional[str] = None,
                  baseline: Baseline = None, command: Optional[str] = None, ci: str = "t",
-                 min_effect: Optional[float] = None) -> Dict[str, object]:
+                 min_effect: Optional[float] = None, refresh_s: Optional[int] = None) -> Dict[str, object]:
     """Load a sweep (or several sweep/run dirs), summarize, and write every requested format.
     ``command`` (the `arch-zoo report` call) is printed in the report's provenance; ``ci`` and
-    ``min_effect`` are ``summarize``'s.
+    ``min_effect`` are ``summarize``'s; ``refresh_s`` makes the HTML page reload itself (``--watch``).
 
     Runs of different tasks or evaluations are not ranked together: each task gets its own report
     in ``out_dir/<task>/``, and ``out_dir/report.md`` shows each task's table under its name.
@@ -187,14 +187,14 @@ def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_di
     out = Path(out_dir) if out_dir is not None else Path("reports") / str(groups[0].attrs.get("name") or "report")
     out.mkdir(parents=True, exist_ok=True)
     if len(groups) == 1:
-        files = _write_one(groups[0], tables[0], out, fmts, command)
+        files = _write_one(groups[0], tables[0], out, fmts, command, refresh_s)
     else:
         files, parts = [], [f"# {md_escape(groups[0].attrs.get('name') or 'report')}: "
                             f"{len(groups)} tasks, each ranked on its own", ""]
         for runs, table in zip(groups, tables):
             sub = out / _slug(str(runs.attrs["task"]))
             sub.mkdir(parents=True, exist_ok=True)
-            files += _write_one(runs, table, sub, fmts, command)
+            files += _write_one(runs, table, sub, fmts, command, refresh_s)
             parts += [f"## Task: {md_escape(runs.attrs['task'])} ({len(runs)} runs; full report in "
                       f"{md_escape(sub.name)}/)", "", f"{md_escape(title(table))}", "", *_md_tables(table), ""]
         if "md" in fmts:
@@ -209,7 +209,7 @@ def _slug(text: str) -> str:
 
 
 def _write_one(runs: pd.DataFrame, table: pd.DataFrame, out: Path, fmts: Sequence[str],
-               command: Optional[str]) -> List[Path]:
+               command: Optional[str], refresh_s: Optional[int] = None) -> List[Path]:
     files = write_tables(runs, table, out, fmts)
     if "md" in fmts:
         (out / "report.md").write_text(markdown(runs, table, command), encoding="utf-8")
@@ -224,6 +224,9 @@ def _write_one(runs: pd.DataFrame, table: pd.DataFrame, out: Path, fmts: Sequenc
         plots = write_plots(runs, table, out / "plots")
         files += [p for png in plots for p in (png, png.with_suffix(".svg"))]
     if "html" in fmts:
-        (out / "report.html").write_text(page(runs, table, plots, command), encoding="utf-8")
+        # replaced whole: a browser reloading it (--watch) never reads half a page
+        tmp = out / "report.html.tmp"
+        tmp.write_text(page(runs, table, plots, command, refresh_s), encoding="utf-8")
+        tmp.replace(out / "report.html")
         files.append(out / "report.html")
     return files
