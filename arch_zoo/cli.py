@@ -66,6 +66,9 @@ def _train(args) -> int:
 
     cfg = load(args.config, args.overrides)
     out = _output_dir(args.out if args.out else Path("runs") / cfg.name, "--out")
+    from .dashboards.deps import check_logging
+
+    check_logging(cfg.logging)
     from .training import run_one  # Lightning: seconds, after the checks that need none
     from .training.report import summary_text
     from .training.run import RunInterrupted

@@ -6,6 +6,7 @@ import importlib
 from types import ModuleType
 
 from ..errors import ConfigError
+from .mlflow_runs import check_reachable
 
 EXTRAS = {"mlflow": "mlflow", "tensorboard": "tensorboard", "wandb": "wandb"}
 
@@ -17,3 +18,14 @@ def require(tool: str, key: str) -> ModuleType:
     except ImportError:
         raise ConfigError(key, f"{tool} is not installed; install it with: pip install 'arch-zoo[{EXTRAS[tool]}]'") \
             from None
+
+
+def check_logging(logging) -> None:
+    """Before a run writes anything: the enabled loggers' libraries, and an MLflow server that answers.
+    (``logging``: the config's LoggingConfig.)"""
+    if logging.tensorboard.enabled:
+        require("tensorboard", "logging.tensorboard")
+    if logging.mlflow.enabled:
+        require("mlflow", "logging.mlflow")
+        if logging.mlflow.tracking_uri:
+            check_reachable(logging.mlflow.tracking_uri, "logging.mlflow.tracking_uri")

@@ -8,6 +8,7 @@ an export replaces (never duplicates) a run whose summary changed."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import time
 import urllib.error
@@ -68,6 +69,8 @@ def _store_lock(uri: str) -> Iterator[None]:
 def client(uri: str):
     from mlflow.tracking import MlflowClient
 
+    for name in ("mlflow", "alembic"):  # "Creating initial MLflow database tables..." on every new store
+        logging.getLogger(name).setLevel(logging.WARNING)
     return MlflowClient(tracking_uri=uri)
 
 
