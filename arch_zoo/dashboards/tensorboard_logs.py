@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Dict, Iterable, Optional
 
 from .fingerprint import fingerprint
 from .identity import RunIdentity, final_metrics, read_summary
@@ -19,13 +19,15 @@ def log_root(identity: RunIdentity, save_dir: Optional[str] = None) -> Path:
     return Path(save_dir) if save_dir else identity.root / "tensorboard"
 
 
-def write_hparams(writer, identity: RunIdentity, final: Dict[str, float], step: int) -> None:
-    """The HParams plugin reads a session's metric values from the run's scalars, so the final
-    metrics are also written as scalars at the last step (the same values the curves end on)."""
+def write_hparams(writer, identity: RunIdentity, final: Dict[str, float], step: int,
+                  logged: Iterable[str] = ()) -> None:
+    """The HParams plugin reads a session's metric values from the run's scalars, so a final metric
+    that no curve holds (``logged``: those that do) is written as a scalar at the last step."""
     from torch.utils.tensorboard.summary import hparams
 
     for name, value in final.items():
-        writer.add_scalar(name, value, step)
+        if name not in set(logged):
+            writer.add_scalar(name, value, step)
     experiment, start, end = hparams(identity.hparams(), final)
     file_writer = writer._get_file_writer()  # SummaryWriter.add_hparams would open a sub-run per call
     for summary in (experiment, start, end):
@@ -58,7 +60,8 @@ def export_run(identity: RunIdentity, metrics, save_dir: Optional[str] = None) -
     try:
         for row in metrics.itertuples(index=False):
             writer.add_scalar(row.metric, float(row.value), int(row.step))
-        write_hparams(writer, identity, final_metrics(summary), int(summary.get("step") or 0))
+        write_hparams(writer, identity, final_metrics(summary), int(summary.get("step") or 0),
+                      set(metrics["metric"]))
     finally:
         writer.close()
     mark(out, identity.run_dir)
