@@ -217,7 +217,7 @@ def _export(args) -> int:
 def _dashboard(args) -> int:
     from .dashboards.serve import dashboard
 
-    return dashboard(Path(args.sweep_dir), args.tool, args.port)
+    return dashboard(Path(args.sweep_dir), args.tool, args.port, say=lambda line: print(line, flush=True))
 
 
 def _sweep(args) -> int:

@@ -85,7 +85,7 @@ def export_run(identity: RunIdentity, metrics, project: str, config: Dict[str, A
     summary = read_summary(identity.run_dir)
     run = wandb.init(project=project, group=identity.sweep, job_type=identity.variant, name=identity.run_id,
                      tags=identity_tags(identity), config=config, id=wandb_id(identity.run_dir), dir=str(identity.run_dir),
-                     mode=mode, resume="allow", settings=quiet_settings(mode), reinit="create_new")
+                     mode=mode, resume="allow", settings=quiet_settings(mode))
     try:
         for step, rows in metrics.groupby("step", sort=True):
             run.log(dict(zip(rows["metric"], rows["value"].astype(float))), step=int(step))
