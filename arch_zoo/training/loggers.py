@@ -2,6 +2,7 @@
 when enabled, each a view of the same run grouped the same way (arch_zoo.dashboards)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
@@ -80,7 +81,8 @@ def build_loggers(cfg: ExperimentConfig, run_dir: Path, run_name: str,
     if log.tensorboard.enabled:
         require("tensorboard", "logging.tensorboard")
         loggers.append(RunTensorBoardLogger(identity, log.tensorboard.save_dir))
-    if log.mlflow.enabled:
+    if log.mlflow.enabled and int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", 0))) == 0:
+        # one MLflow run per run: DDP's other ranks would each open one (their metrics go through rank 0)
         loggers.append(_mlflow(cfg, identity, resuming=keep_rows is not None))
     return loggers
 
