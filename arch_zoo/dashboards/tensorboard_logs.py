@@ -4,6 +4,7 @@ parallel-coordinates view compare a sweep's variants. Written live by Lightning'
 TensorBoardLogger (training/loggers.py), or after the fact from metrics.csv (``export_run``)."""
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 from pathlib import Path
@@ -28,11 +29,29 @@ def write_hparams(writer, identity: RunIdentity, final: Dict[str, float], step: 
     for name, value in final.items():
         if name not in set(logged):
             writer.add_scalar(name, value, step)
-    experiment, start, end = hparams(identity.hparams(), final)
+    values = identity.hparams()
+    experiment, start, end = hparams(values, final, hparam_domain_discrete=text_domains(identity, values))
     file_writer = writer._get_file_writer()  # SummaryWriter.add_hparams would open a sub-run per call
     for summary in (experiment, start, end):
         file_writer.add_summary(summary)
     writer.flush()
+
+
+def text_domains(identity: RunIdentity, values: Dict[str, object]) -> Dict[str, list]:
+    """Every value a text hparam takes in the sweep (its index.csv plans them all): TensorBoard
+    filters and colours text columns only when it knows their domain."""
+    try:
+        with (identity.root / "index.csv").open(newline="") as f:
+            planned = list(csv.DictReader(f))
+    except OSError:
+        return {}
+    out = {}
+    for key, value in values.items():
+        if isinstance(value, str):
+            domain = sorted({row.get(key) for row in planned if row.get(key)})
+            if value in domain:  # else the index writes it another way: no domain beats a wrong one
+                out[key] = domain
+    return out
 
 
 def mark(run_log_dir: Path, run_dir: Path) -> None:
