@@ -82,7 +82,8 @@ def page(runs: pd.DataFrame, table: pd.DataFrame, plots: List[Path], command: Op
     classes = ["baseline" if b else "" for b in table["baseline"]] if "baseline" in table.columns else []
     metric = table.attrs.get("metric", "")
     run_rows = runs_display(runs, metric)
-    interactive, scripts = section(runs, metric, esc)
+    order = [str(v) for v in table["variant"]] if "variant" in table.columns else []
+    interactive, scripts = section(runs, metric, esc, order)
     parts = [
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP.format(scripts=" ".join(scripts)))}">',

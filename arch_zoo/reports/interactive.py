@@ -103,9 +103,10 @@ def _json_block(data: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def payload(runs: pd.DataFrame, metric: str) -> Dict[str, Any]:
-    """Every run's curves per metric (its metrics.csv), the variants and their colours."""
-    variants = [str(v) for v in dict.fromkeys(runs["variant"])] if len(runs) else []
+def payload(runs: pd.DataFrame, metric: str, order: List[str] = ()) -> Dict[str, Any]:
+    """Every run's curves per metric (its metrics.csv), the variants and their colours: tab10 in the
+    table's order (``order``), the colours the static plots give them."""
+    variants = list(dict.fromkeys([*map(str, order), *(str(v) for v in runs["variant"])])) if len(runs) else []
     curves: Dict[str, List[Dict[str, Any]]] = {}
     for row in runs.itertuples(index=False):
         for name, rows in read_metrics(row.run_dir).groupby("metric", sort=False):
@@ -135,10 +136,11 @@ def unfinished(runs: pd.DataFrame) -> bool:
     return bool(runs["status"].astype(str).isin(RUNNING + WAITING).any()) if len(runs) else False
 
 
-def section(runs: pd.DataFrame, metric: str, esc) -> Tuple[List[str], List[str]]:
+def section(runs: pd.DataFrame, metric: str, esc, order: List[str] = ()) -> Tuple[List[str], List[str]]:
     """(HTML parts, their scripts' CSP hashes): the curves when any run has logged one, and the
-    script that sorts the tables (always). ``esc`` is the page's escaper."""
-    data = payload(runs, metric)
+    script that sorts the tables (always). ``esc`` is the page's escaper; ``order``: the variants as
+    the ranked table lists them."""
+    data = payload(runs, metric, order)
     if not data["metrics"]:
         return [f"<script>{APP_JS}</script>"], [script_hash(APP_JS)]
     options = "".join(f'<option value="{esc(m)}"{" selected" if m == metric else ""}>{esc(m)}</option>'

@@ -102,7 +102,7 @@ def test_dashboards_and_the_interactive_report_render_without_console_errors(ser
         assert page.evaluate("document.getElementById('az-plot').data.length") == len(FINISHED)
         page.evaluate("Plotly.Fx.hover('az-plot', [{curveNumber: 0, pointNumber: 1}])")  # hover values
         assert "step 20" in page.evaluate("document.querySelector('#az-plot .hoverlayer').textContent")
-        page.evaluate("document.querySelector('#az-variants input').click()")  # a variant toggled off
+        page.evaluate("document.querySelector('#az-variants input[value=\"position=sinusoidal\"]').click()")  # off
         assert page.evaluate("document.getElementById('az-plot').data.length") == len(FINISHED) - 4
         page.evaluate("var s = document.getElementById('az-metric'); s.value = 'val/token_accuracy';"
                       "s.dispatchEvent(new Event('change'))")
