@@ -92,7 +92,7 @@ def open_run(identity: RunIdentity, uri: str, experiment: Optional[str], params:
              commit: Optional[str], resume: bool):
     """(client, MLflow run id): the run's existing one when ``resume``, else a new one. A stale
     one (an export whose summary changed) is deleted first, so each run id is one MLflow run."""
-    from mlflow.entities import Param, RunTag
+    from mlflow.entities import Param
     from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 
     mlflow_client = client(uri)

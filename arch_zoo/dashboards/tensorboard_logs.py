@@ -26,8 +26,9 @@ def write_hparams(writer, identity: RunIdentity, final: Dict[str, float], step: 
     that no curve holds (``logged``: those that do) is written as a scalar at the last step."""
     from torch.utils.tensorboard.summary import hparams
 
+    logged = set(logged)
     for name, value in final.items():
-        if name not in set(logged):
+        if name not in logged:
             writer.add_scalar(name, value, step)
     values = identity.hparams()
     experiment, start, end = hparams(values, final, hparam_domain_discrete=text_domains(identity, values))

@@ -12,7 +12,7 @@ import select
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 from tests.reports.test_browser import _browser
 

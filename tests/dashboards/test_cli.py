@@ -4,7 +4,6 @@ Ctrl-C stops the server and frees the port.
 README (Dashboards): "`arch-zoo dashboard SWEEP_DIR [--tool tensorboard|mlflow] [--port N]` exports
 what is missing, starts the real server bound to 127.0.0.1, prints its URL; Ctrl-C stops it"."""
 import json
-import os
 import signal
 import subprocess
 import sys
