@@ -208,6 +208,8 @@ def _compare(args) -> int:
 def _export(args) -> int:
     from .dashboards.export import export
 
+    if args.tracking_uri and args.to != "mlflow":
+        raise ConfigError("--tracking-uri", f"is for --to mlflow; --to {args.to} writes next to the runs")
     result = export(args.paths, args.to, tracking_uri=args.tracking_uri)
     for line in result.lines():
         print(line)

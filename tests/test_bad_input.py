@@ -154,6 +154,8 @@ CASES = [
     ("export-unknown-tool", "export {ws}/sweep --to grafana", "--to: unknown dashboard 'grafana'; choices: mlflow,"),
     ("export-unreachable-tracking-uri", "export {ws}/sweep --to mlflow --tracking-uri http://127.0.0.1:9",
      "--tracking-uri: cannot reach the MLflow tracking server at http://127.0.0.1:9"),
+    ("export-tracking-uri-without-mlflow", "export {ws}/sweep --to tensorboard --tracking-uri http://127.0.0.1:9",
+     "--tracking-uri: is for --to mlflow; --to tensorboard writes next to the runs"),
     ("train-unreachable-tracking-uri", "train {ws}/exp.yaml --out {ws}/r logging.mlflow.enabled=true "
      "logging.mlflow.tracking_uri=http://127.0.0.1:9", "logging.mlflow.tracking_uri: cannot reach the MLflow"),
     ("dashboard-not-a-sweep", "dashboard {ws}/a_dir", "{ws}/a_dir is not a sweep directory"),
