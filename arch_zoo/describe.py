@@ -112,10 +112,14 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         f"  position      {m.position.describe()}" + (", also in cross-attention" if m.cross_attention_position else ""),
         f"  norm          {m.norm.describe()}, {m.norm_placement}-norm: {placement}; "
         f"final norm {'yes' if m.use_final_norm else 'no'}",
-        f"  attention     {m.attention.describe()} kernel, q.k scaled by "
-        f"{'1/sqrt(head_dim)' if m.attention_scale is None else m.attention_scale}",
+        f"  attention     {m.attention.describe()}, {m.attention_kernel.describe()} kernel, q.k scaled by "
+        f"{'1/sqrt(head_dim)' if m.attention_scale is None else m.attention_scale}"
+        + (f", qk-norm {m.qk_norm.describe()}" if m.qk_norm is not None else "")
+        + (f", logits soft-capped at {m.attn_logit_softcap} (sdpa runs the explicit math)"
+           if m.attn_logit_softcap is not None else ""),
         f"  feed-forward  {m.ffn.describe()}{', gated' if gated else ''}, bias {'yes' if m.bias else 'no'}",
-        f"  head          {m.head.describe()}" + (", tied to token embeddings" if m.tie_embeddings else ""),
+        f"  head          {m.head.describe()}" + (", tied to token embeddings" if m.tie_embeddings else "")
+        + (f", output soft-capped at {m.final_logit_softcap}" if m.final_logit_softcap is not None else ""),
         f"  init          {m.init.describe()}",
         f"  embeddings    scale by sqrt(d_model): {'yes' if m.scale_embeddings else 'no'}"
         + (", shared by encoder and decoder" if m.tie_encoder_decoder_embeddings else "")

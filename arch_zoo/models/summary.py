@@ -55,7 +55,8 @@ def flops_per_token(model: TransformerModel, seq_len: int) -> Dict[str, float]:
     """Forward FLOPs per token at context length ``seq_len`` (multiply by ~3 for a training step).
 
     Matmuls count 2 FLOPs per multiply-add; attention adds 4 * heads * head_dim per visible key
-    (q.k and weights.v). A causal query sees (seq_len + 1) / 2 keys on average. For an
+    (q.k and weights.v) over the keys its layer's attention pattern lets a query see on average
+    (causal and global: (seq_len + 1) / 2; a sliding window: fewer). For an
     encoder-decoder the source and target are both ``seq_len`` long and the total is per
     (source token + target token) pair."""
     cfg = model.config
@@ -65,10 +66,10 @@ def flops_per_token(model: TransformerModel, seq_len: int) -> Dict[str, float]:
         stack = getattr(model, name, None)
         if not isinstance(stack, Stack):
             continue
-        keys = (seq_len + 1) / 2 if stack.causal else seq_len
+        keys = sum(l.self_attn.sublayer.pattern.visible_keys(seq_len, stack.causal) for l in stack.layers)
         cross_layers = sum(1 for l in stack.layers if l.cross_attn is not None)
         out[f"{name} matmuls"] = float(_linear_flops(stack))
-        out[f"{name} attention"] = float(per_key * (len(stack.layers) * keys + cross_layers * seq_len))
+        out[f"{name} attention"] = float(per_key * (keys + cross_layers * seq_len))
     out["head"] = float(_linear_flops(model.head))
     out["total"] = sum(out.values())
     return out
