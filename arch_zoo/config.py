@@ -184,7 +184,7 @@ def default_d_ff(d_model: int, gated: bool) -> int:
 def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
     """Cross-field checks, every error naming the key; returns ``m`` with its defaults that depend
     on other keys (d_ff) filled in, so the saved config holds the numbers the model was built with."""
-    from .components.feedforward import FEEDFORWARD
+    from .components.feedforward import is_gated
     from .components.positions import POSITIONS
     from .models.heads import HEADS
 
@@ -194,7 +194,7 @@ def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
     for name in ("attention_scale", "attn_logit_softcap", "final_logit_softcap"):
         _positive(f"{key}.{name}", getattr(m, name))
     if m.d_ff is None:
-        m = dataclasses.replace(m, d_ff=default_d_ff(m.d_model, FEEDFORWARD.get(m.ffn.name).factory.gated))
+        m = dataclasses.replace(m, d_ff=default_d_ff(m.d_model, is_gated(m.ffn)))
     _positive(f"{key}.type_vocab_size", m.type_vocab_size, allow_zero=True)
     if m.type_vocab_size and m.kind != "encoder":
         raise ConfigError(f"{key}.type_vocab_size", f"token-type embeddings are built for kind 'encoder' only, "

@@ -5,6 +5,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
+from .components.feedforward import is_gated
 from .config import D_FF_RULE, ExperimentConfig
 from .errors import ConfigError
 from .registry import Registry, all_registries
@@ -88,7 +89,7 @@ def _vocab(cfg: ExperimentConfig, run_dir: Optional[Path], task_changed: bool) -
 def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_len: Optional[int] = None,
                   run_dir: Optional[Path] = None, task_changed: bool = False) -> str:
     from .models import build_model
-    from .models.summary import count_parameters, flops_per_token, parameter_breakdown
+    from .models.summary import active_parameters, count_parameters, flops_per_token, parameter_breakdown
 
     m = cfg.model
     vocab_note = ""
@@ -102,7 +103,7 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
     with torch.device("meta"):  # counts and FLOPs need shapes only, so a 7B preset costs no memory
         model = build_model(m, vocab_size)
     placement = "x + f(norm(x))" if m.norm_placement == "pre" else "norm(x + f(x))"
-    gated = registry_of("feedforward").get(m.ffn.name).factory.gated
+    gated = is_gated(m.ffn)
     lines = [
         f"{cfg.name}: {m.kind.replace('_', '-')} model",
         f"  d_model {m.d_model}, heads {m.n_heads} (kv heads {m.kv_heads}, head_dim {m.dim_per_head}), "
@@ -137,13 +138,15 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
     if m.kind == "encoder_decoder":
         lines.append(f"  decoder x {m.decoder_layers}: self-attention (causal) -> cross-attention -> feed-forward")
     total = count_parameters(model)
-    lines += ["", f"parameters  {total:,} total"]
+    active = active_parameters(model)
+    lines += ["", f"parameters  {total:,} total" + (f", {active:,} active per token (experts not routed to "
+                                                      f"excluded)" if active != total else "")]
     for part, n in parameter_breakdown(model).items():
         lines.append(f"  {part:<26}{n:>14,}  {100 * n / total:5.1f}%")
     flops = flops_per_token(model, seq_len)
     per = "per source+target token pair" if m.kind == "encoder_decoder" else "per token"
     lines += ["", f"forward FLOPs {per} at length {seq_len}  {_fmt(flops['total'])} "
-                  f"(a training step is ~3x)"]
+                  f"(a training step is ~3x{'; active experts only' if active != total else ''})"]
     for part, n in flops.items():
         if part != "total":
             lines.append(f"  {part:<26}{_fmt(n):>14}")

@@ -131,7 +131,7 @@ def component_field(family: str, default: Any) -> Any:
 
 def all_registries() -> Dict[str, Registry]:
     """Every component family, importing the modules that fill them."""
-    from .components import attention, attention_patterns, feedforward, init, norms, positions
+    from .components import attention, attention_patterns, feedforward, init, moe, norms, positions  # noqa: F401
     from .data import tasks, tokenizers
     from .models import heads
 

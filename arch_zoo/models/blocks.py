@@ -65,9 +65,7 @@ class TransformerLayer(nn.Module):
 
         self.self_attn = wrap(_attention(cfg, cross=False))
         self.cross_attn = wrap(_attention(cfg, cross=True)) if cross else None
-        ffn = FEEDFORWARD.build(cfg.ffn, FFNContext(cfg.d_model, cfg.d_ff, cfg.bias, cfg.dropout))
-        mark_residual_out(ffn.down)
-        self.ffn = wrap(ffn)
+        self.ffn = wrap(FEEDFORWARD.build(cfg.ffn, FFNContext(cfg.d_model, cfg.d_ff, cfg.bias, cfg.dropout)))
 
     def forward(self, x: Tensor, inputs: StackInputs, cache: Optional[LayerCache] = None) -> Tensor:
         x = self.self_attn(x, inputs.self_mask, inputs.self_rotate, cache=cache and cache.self_kv,

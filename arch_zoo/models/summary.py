@@ -47,8 +47,24 @@ def count_parameters(model: nn.Module) -> int:
     return _count(model.parameters(), set())
 
 
+def active_parameters(model: nn.Module) -> int:
+    """Parameters one token runs through: the total less the experts a mixture-of-experts layer
+    skips (a module with ``active_modules()`` says which of its parts a token uses, how often)."""
+    skipped = 0
+    for m in model.modules():
+        if hasattr(m, "active_modules"):
+            used = sum(n * count_parameters(part) for part, n in m.active_modules())
+            skipped += count_parameters(m) - used
+    return count_parameters(model) - skipped
+
+
 def _linear_flops(module: nn.Module) -> int:
-    return sum(2 * m.in_features * m.out_features for m in module.modules() if isinstance(m, nn.Linear))
+    """2 * in * out per linear layer a token runs through (only the active experts of an MoE)."""
+    if hasattr(module, "active_modules"):
+        return sum(n * _linear_flops(part) for part, n in module.active_modules())
+    if isinstance(module, nn.Linear):
+        return 2 * module.in_features * module.out_features
+    return sum(_linear_flops(child) for child in module.children())
 
 
 def flops_per_token(model: TransformerModel, seq_len: int) -> Dict[str, float]:
