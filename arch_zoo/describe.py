@@ -31,6 +31,8 @@ def _options(entry) -> str:
 
 def _traits(entry) -> str:
     """What a component declares beyond its options (a feed-forward's gating sets d_ff's default)."""
+    if hasattr(entry.factory, "gated_for"):
+        return "  (d_ff default follows its options: an MoE's, its expert's)"
     gated = getattr(entry.factory, "gated", None)
     if gated is None:
         return ""

@@ -110,6 +110,7 @@ def test_describe_reports_total_and_active_parameters(capsys):
     assert "active experts only" in out
 
 
+@pytest.mark.outcome
 def test_moe_trains_and_logs_its_aux_loss(tmp_path):
     """README model keys: `moe` — the load-balancing loss is added to the training loss and logged as
     train/aux_loss; a tiny MoE language model learns (its loss falls well below the start)."""
