@@ -53,7 +53,8 @@ GRID = _grid()
 # The cache invariants run on the whole grid; the strategies (whose code is shared by all models)
 # on every position scheme and model kind, plus GQA.
 ALL = pytest.mark.parametrize("name", sorted(GRID))
-STRATEGY_GRID = sorted(n for n in GRID if n.endswith("-mha")) + ["decoder-rope-gqa", "encoder_decoder-alibi-gqa"]
+STRATEGY_GRID = sorted(n for n in GRID if n.endswith("-mha")) + ["decoder-rope-gqa", "encoder_decoder-alibi-gqa",
+                                                                  "decoder-sliding-window-3"]
 STRATEGY = pytest.mark.parametrize("name", STRATEGY_GRID)
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17]]  # different lengths: left padding is exercised
 STEPS = 8

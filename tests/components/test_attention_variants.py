@@ -208,13 +208,15 @@ def test_final_logit_softcap_bounds_the_logits_as_gemma_2_does():
     assert out.abs().max() < 2.0
 
 
-@pytest.mark.parametrize("kind", ["decoder", "encoder_decoder"])
-@pytest.mark.parametrize("window", [1, 4])
-def test_sliding_window_cache_stays_bounded_and_decodes_as_the_full_forward(window, kind):
+@pytest.mark.parametrize("kind,window,position", [("decoder", 1, "rope"), ("decoder", 4, "rope"),
+                                                   ("decoder", 4, "alibi"), ("decoder", 4, "t5_bias"),
+                                                   ("encoder_decoder", 1, "rope"), ("encoder_decoder", 4, "rope")])
+def test_sliding_window_cache_stays_bounded_and_decodes_as_the_full_forward(kind, window, position):
     """README model keys: `sliding_window` — the decoding cache keeps only the window, so its memory
-    stops growing; decoding far beyond the window still equals the full forward, with left-padded prompts."""
+    stops growing; decoding far beyond the window still equals the full forward, with left-padded
+    prompts, and with score biases (ALiBi, T5) computed over the full history."""
     torch.manual_seed(0)
-    cfg = tiny(kind=kind, n_layers=2, position="rope", attention={"name": "sliding_window", "window": window},
+    cfg = tiny(kind=kind, n_layers=2, position=position, attention={"name": "sliding_window", "window": window},
                n_kv_heads=1, max_seq_len=64)
     model = build_model(cfg, 30).eval()
     ids = torch.randint(1, 30, (2, 30))
