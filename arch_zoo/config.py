@@ -45,8 +45,12 @@ class ModelConfig:
     norm_placement: Literal["pre", "post"] = "pre"
     final_norm: Optional[bool] = None  # norm after the last layer; default: true for pre, false for post
     ffn: ComponentSpec = component("feedforward", "gelu")
-    attention: ComponentSpec = component("attention", "sdpa")  # the kernel only: never changes the function
+    attention: ComponentSpec = component("attention", "global")  # the pattern: which keys a query sees, and the cache
+    attention_kernel: ComponentSpec = component("attention_kernel", "sdpa")  # never changes the function
     attention_scale: Optional[float] = None  # multiplier on q.k; null: 1/sqrt(head_dim); T5: 1.0
+    qk_norm: Optional[ComponentSpec] = component("norms", None)  # a norm over each head's q and k (OLMo 2, Qwen3)
+    attn_logit_softcap: Optional[float] = None  # scores -> cap * tanh(scores / cap) before the mask (Gemma 2: 50)
+    final_logit_softcap: Optional[float] = None  # the head's output -> cap * tanh(logits / cap) (Gemma 2: 30)
     head: ComponentSpec = component("heads", "lm")
     init: ComponentSpec = component("init", "normal")
     dropout: float = 0.0  # residual paths
@@ -195,16 +199,17 @@ def default_d_ff(d_model: int, gated: bool) -> int:
 def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
     """Cross-field checks, every error naming the key; returns ``m`` with its defaults that depend
     on other keys (d_ff) filled in, so the saved config holds the numbers the model was built with."""
-    from .components.feedforward import FEEDFORWARD
+    from .components.feedforward import is_gated
     from .components.positions import POSITIONS
     from .models.heads import HEADS
 
     for name in ("d_model", "n_layers", "n_encoder_layers", "n_decoder_layers", "n_heads", "n_kv_heads",
                  "head_dim", "d_ff", "max_seq_len", "vocab_size"):
         _positive(f"{key}.{name}", getattr(m, name))
-    _positive(f"{key}.attention_scale", m.attention_scale)
+    for name in ("attention_scale", "attn_logit_softcap", "final_logit_softcap"):
+        _positive(f"{key}.{name}", getattr(m, name))
     if m.d_ff is None:
-        m = dataclasses.replace(m, d_ff=default_d_ff(m.d_model, FEEDFORWARD.get(m.ffn.name).factory.gated))
+        m = dataclasses.replace(m, d_ff=default_d_ff(m.d_model, is_gated(m.ffn)))
     _positive(f"{key}.type_vocab_size", m.type_vocab_size, allow_zero=True)
     if m.type_vocab_size and m.kind != "encoder":
         raise ConfigError(f"{key}.type_vocab_size", f"token-type embeddings are built for kind 'encoder' only, "

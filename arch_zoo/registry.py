@@ -37,7 +37,7 @@ class Registry:
     def __init__(self, family: str, kind: str, moved: Optional[Dict[str, str]] = None):
         self.family = family  # e.g. "positions"
         self.kind = kind  # e.g. "position scheme", used in error messages
-        self.moved = dict(moved or {})  # options that left this family: option -> where they live now
+        self.moved = dict(moved or {})  # options or names that left this family -> where they live now
         self._entries: Dict[str, Entry] = {}
 
     def register(self, name: str, options: Type = NoOptions, description: Optional[str] = None):
@@ -60,6 +60,8 @@ class Registry:
         return [self._entries[n] for n in self.choices()]
 
     def get(self, name: str, key: str = "") -> Entry:
+        if name not in self._entries and name in self.moved:  # a name that now belongs to another key
+            raise ConfigError(key or self.family, f"'{name}' is not one of the {self.kind}s any more: set {self.moved[name]}")
         if name not in self._entries:
             raise choice_error(key or self.family, self.kind, name, self._entries)
         return self._entries[name]
@@ -129,10 +131,10 @@ def component_field(family: str, default: Any) -> Any:
 
 def all_registries() -> Dict[str, Registry]:
     """Every component family, importing the modules that fill them."""
-    from .components import attention, feedforward, init, norms, positions
+    from .components import attention, attention_patterns, feedforward, init, moe, norms, positions  # noqa: F401
     from .data import tasks, tokenizers
     from .models import heads
 
-    regs = [positions.POSITIONS, norms.NORMS, attention.ATTENTION, feedforward.FEEDFORWARD, init.INITS,
-            heads.HEADS, tasks.TASKS, tokenizers.TOKENIZERS]
+    regs = [positions.POSITIONS, norms.NORMS, attention_patterns.ATTENTION, attention.KERNELS,
+            feedforward.FEEDFORWARD, init.INITS, heads.HEADS, tasks.TASKS, tokenizers.TOKENIZERS]
     return {r.family: r for r in regs}

@@ -76,7 +76,7 @@ def convert(hf_config: Mapping[str, Any], state: Mapping[str, Tensor], config: C
 
     ``config``: the arch_zoo architecture to load into (``preset:NAME``, a YAML path, a mapping or a
     ModelConfig); by default it is derived from ``hf_config``. ``changes`` are merged on top, e.g.
-    ``{"attention": "explicit"}``."""
+    ``{"attention_kernel": "explicit"}``."""
     from ..models import build_model
 
     arch = architecture(hf_config, where)

@@ -7,7 +7,7 @@ from typing import List, Optional
 import torch
 from torch import Tensor, nn
 
-from ..components.attention import ATTENTION, AttentionShape, KVCache, MultiHeadAttention
+from ..components.attention import KVCache, MultiHeadAttention
 from ..components.feedforward import FEEDFORWARD, FFNContext
 from ..components.init import mark_residual_out
 from ..components.masks import AttentionMask, cross_attention_mask, self_attention_mask
@@ -48,13 +48,8 @@ class StackInputs:
     need_weights: bool = False
 
 
-def _attention_shape(cfg: ModelConfig) -> AttentionShape:
-    return AttentionShape(cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.dim_per_head, cfg.bias,
-                          cfg.rate("attention_dropout"))
-
-
 def _attention(cfg: ModelConfig, cross: bool) -> MultiHeadAttention:
-    attn = MultiHeadAttention(_attention_shape(cfg), ATTENTION.build(cfg.attention, cfg.attention_scale), cross=cross)
+    attn = MultiHeadAttention.from_config(cfg, cross=cross)
     mark_residual_out(attn.out)
     return attn
 
@@ -70,9 +65,7 @@ class TransformerLayer(nn.Module):
 
         self.self_attn = wrap(_attention(cfg, cross=False))
         self.cross_attn = wrap(_attention(cfg, cross=True)) if cross else None
-        ffn = FEEDFORWARD.build(cfg.ffn, FFNContext(cfg.d_model, cfg.d_ff, cfg.bias, cfg.dropout))
-        mark_residual_out(ffn.down)
-        self.ffn = wrap(ffn)
+        self.ffn = wrap(FEEDFORWARD.build(cfg.ffn, FFNContext(cfg.d_model, cfg.d_ff, cfg.bias, cfg.dropout)))
 
     def forward(self, x: Tensor, inputs: StackInputs, cache: Optional[LayerCache] = None) -> Tensor:
         x = self.self_attn(x, inputs.self_mask, inputs.self_rotate, cache=cache and cache.self_kv,

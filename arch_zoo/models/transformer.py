@@ -83,6 +83,12 @@ class TransformerModel(nn.Module):
         if self.config.tie_embeddings and hasattr(self.head, "tie"):
             self.head.tie(self.embed)
 
+    def logits(self, hidden: Tensor, attention_mask: Optional[Tensor] = None) -> Tensor:
+        """The head's output, soft-capped to (-cap, cap) when model.final_logit_softcap is set (Gemma 2)."""
+        out = self.head(hidden, attention_mask)
+        cap = self.config.final_logit_softcap
+        return out if cap is None else torch.tanh(out / cap) * cap
+
     def embed_tokens(self, input_ids: Tensor, token_type_ids: Optional[Tensor] = None) -> Tensor:
         """Token embeddings plus token-type embeddings (type 0 where ``token_type_ids`` is None, as in BERT)."""
         x = self.embed(input_ids)
@@ -117,7 +123,7 @@ class EncoderModel(TransformerModel):
                 token_type_ids: Optional[Tensor] = None) -> ModelOutput:
         hidden = self.encoder(self.embed_tokens(input_ids, token_type_ids), attention_mask, positions,
                               need_weights=need_weights)
-        return ModelOutput(self.head(hidden, attention_mask), hidden,
+        return ModelOutput(self.logits(hidden, attention_mask), hidden,
                            attentions=self._attentions(self.encoder, need_weights))
 
 
@@ -149,7 +155,7 @@ class DecoderModel(TransformerModel):
             if positions is None:
                 positions = default_positions(attention_mask, input_ids.shape[1], cache.length, input_ids.device)
             cache.extend(positions)
-        return ModelOutput(self.head(_last(hidden, logits_to_keep)), hidden, cache,
+        return ModelOutput(self.logits(_last(hidden, logits_to_keep)), hidden, cache,
                            self._attentions(self.decoder, need_weights))
 
 
@@ -189,7 +195,7 @@ class EncoderDecoderModel(TransformerModel):
                 decoder_positions = default_positions(decoder_attention_mask, decoder_input_ids.shape[1],
                                                       cache.length, decoder_input_ids.device)
             cache.extend(decoder_positions)
-        return ModelOutput(self.head(_last(hidden, logits_to_keep)), hidden, cache,
+        return ModelOutput(self.logits(_last(hidden, logits_to_keep)), hidden, cache,
                            self._attentions(self.decoder, need_weights))
 
     def forward(self, input_ids: Tensor, decoder_input_ids: Tensor, attention_mask: Optional[Tensor] = None,

@@ -43,7 +43,11 @@ class ArchZooModule(pl.LightningModule):
     def training_step(self, batch, batch_idx):
         logits, labels = objectives.forward(self.compiled or self.model, batch, self.objective)
         loss = objectives.loss_fn(logits, labels, self.cfg.train.label_smoothing)
-        self.log("train/loss", loss, prog_bar=True, batch_size=labels.shape[0])
+        self.log("train/loss", loss, prog_bar=True, batch_size=labels.shape[0])  # the task's alone: comparable
+        aux = objectives.aux_loss(self.model, batch, self.objective)
+        if aux is not None:  # mixture-of-experts: the weighted load-balancing loss trains the routers
+            self.log("train/aux_loss", aux, prog_bar=False, batch_size=labels.shape[0])
+            loss = loss + aux
         self.log("lr", self.trainer.optimizers[0].param_groups[0]["lr"], prog_bar=False)
         return loss
 
