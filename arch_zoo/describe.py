@@ -5,9 +5,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
-from .config import D_FF_RULE, ExperimentConfig
+from .catalog import all_registries
+from .config import ExperimentConfig
 from .errors import ConfigError
-from .registry import Registry, all_registries
+from .registry import Registry
+from .validation import D_FF_RULE
 from .training.rundir import CONFIG as RUN_CONFIG
 
 DEFAULT_VOCAB = 32000
@@ -57,7 +59,7 @@ def describe_source(source: str, overrides: Sequence[str] = (), vocab_size: Opti
                     seq_len: Optional[int] = None) -> str:
     """``arch-zoo describe``: a YAML config, ``preset:NAME`` or a run directory. The vocabulary is the
     run's saved tokenizer's, else the task's (built as training would build it), else assumed."""
-    from .config import PRESET_PREFIX, load
+    from .loading import PRESET_PREFIX, load
 
     path, run_dir = Path(source), None
     if not source.startswith(PRESET_PREFIX) and path.is_dir():

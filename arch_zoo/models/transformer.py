@@ -14,10 +14,11 @@ import torch
 from torch import Tensor, nn
 
 from ..components.init import INITS
-from ..config import ExperimentConfig, ModelConfig, model_config
+from ..config import ExperimentConfig, ModelConfig
+from ..loading import model_config
 from ..errors import ConfigError
 from .blocks import LayerCache, Stack
-from .heads import HEADS, HeadContext
+from ..components.heads import HEADS, HeadContext
 
 
 @dataclass

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..data.tasks.base import IGNORE
-from ..models.heads import SEQUENCE_CLASSES, TOKEN_CLASSES, VOCAB_LOGITS
+from ..components.heads import SEQUENCE_CLASSES, TOKEN_CLASSES, VOCAB_LOGITS
 
 # What each objective needs a head to produce (checked before a run starts; see models.heads).
 NEEDS = {"lm": VOCAB_LOGITS, "seq2seq": VOCAB_LOGITS, "mlm": VOCAB_LOGITS, "classification": SEQUENCE_CLASSES,
