@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Dict
 
-from .components import attention, feedforward, heads, init, norms, positions
+from .components import attention, feedforward, heads, init, norms, placements, positions
 from .data import tasks, tokenizers
 from .registry import Registry
 
 
 def all_registries() -> Dict[str, Registry]:
-    regs = [positions.POSITIONS, norms.NORMS, attention.ATTENTION, feedforward.FEEDFORWARD, init.INITS,
+    regs = [positions.POSITIONS, norms.NORMS, placements.PLACEMENTS, attention.ATTENTION, feedforward.FEEDFORWARD, init.INITS,
             heads.HEADS, tasks.TASKS, tokenizers.TOKENIZERS]
     return {r.family: r for r in regs}

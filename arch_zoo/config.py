@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, List, Literal, Optional
 
-from .registry import ComponentSpec, component_field
+from .registry import ComponentSpec, component_field, family_registry
 
 
 def component(registry: str, default: Optional[str]):
@@ -34,8 +34,8 @@ class ModelConfig:
     position: ComponentSpec = component("positions", "sinusoidal")
     cross_attention_position: bool = False  # also apply the scheme's rotate/bias in cross-attention
     norm: ComponentSpec = component("norms", "layernorm")
-    norm_placement: Literal["pre", "post"] = "pre"
-    final_norm: Optional[bool] = None  # norm after the last layer; default: true for pre, false for post
+    norm_placement: ComponentSpec = component("placements", "pre")  # pre, post, sandwich, deepnorm, parallel
+    final_norm: Optional[bool] = None  # norm after the last layer; default: the placement's (pre: yes, post: no)
     ffn: ComponentSpec = component("feedforward", "gelu")
     attention: ComponentSpec = component("attention", "sdpa")  # the kernel only: never changes the function
     attention_scale: Optional[float] = None  # multiplier on q.k; null: 1/sqrt(head_dim); T5: 1.0
@@ -71,7 +71,9 @@ class ModelConfig:
 
     @property
     def use_final_norm(self) -> bool:
-        return self.final_norm if self.final_norm is not None else self.norm_placement == "pre"
+        if self.final_norm is not None:
+            return self.final_norm
+        return family_registry("placements").get(self.norm_placement.name).factory.final_norm
 
     def rate(self, name: str) -> float:
         value = getattr(self, name)

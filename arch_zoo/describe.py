@@ -103,7 +103,7 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
 
     with torch.device("meta"):  # counts and FLOPs need shapes only, so a 7B preset costs no memory
         model = build_model(m, vocab_size)
-    placement = "x + f(norm(x))" if m.norm_placement == "pre" else "norm(x + f(x))"
+    placement = registry_of("placements").get(m.norm_placement.name).factory.formula
     gated = registry_of("feedforward").get(m.ffn.name).factory.gated
     lines = [
         f"{cfg.name}: {m.kind.replace('_', '-')} model",
@@ -112,7 +112,7 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         "",
         "components",
         f"  position      {m.position.describe()}" + (", also in cross-attention" if m.cross_attention_position else ""),
-        f"  norm          {m.norm.describe()}, {m.norm_placement}-norm: {placement}; "
+        f"  norm          {m.norm.describe()}, placement {m.norm_placement.describe()}: {placement}; "
         f"final norm {'yes' if m.use_final_norm else 'no'}",
         f"  attention     {m.attention.describe()} kernel, q.k scaled by "
         f"{'1/sqrt(head_dim)' if m.attention_scale is None else m.attention_scale}",

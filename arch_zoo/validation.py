@@ -11,6 +11,7 @@ from typing import List, Optional, Union
 
 from .components.feedforward import FEEDFORWARD
 from .components.heads import HEADS
+from .components.placements import PLACEMENTS
 from .components.positions import POSITIONS, PositionContext
 from .config import ExperimentConfig, ModelConfig, TrainConfig
 from .data.tasks import TASKS
@@ -75,6 +76,11 @@ def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
             able = [e.name for e in POSITIONS.entries() if e.factory.acts_in_attention]
             raise ConfigError(f"{key}.cross_attention_position", f"position '{m.position.name}' only adds to "
                               f"embeddings, so it cannot act in cross-attention; schemes that can: {', '.join(able)}")
+    placement = PLACEMENTS.get(m.norm_placement.name).factory
+    if m.kind == "encoder_decoder" and not getattr(placement, "cross_attention", True):
+        raise ConfigError(f"{key}.norm_placement", f"placement '{m.norm_placement.name}' has no form with "
+                          f"cross-attention; for encoder_decoder choose one of: "
+                          f"{', '.join(e.name for e in PLACEMENTS.entries() if getattr(e.factory, 'cross_attention', True))}")
     head = HEADS.get(m.head.name)
     if m.kind not in head.factory.kinds:
         fits = [e.name for e in HEADS.entries() if m.kind in e.factory.kinds]

@@ -140,7 +140,7 @@ import arch_zoo.config
 cfg = arch_zoo.config.ExperimentConfig()
 bad = [m for m in sys.modules if m.startswith(('arch_zoo.components', 'arch_zoo.models', 'arch_zoo.validation',
                                                'arch_zoo.loading', 'omegaconf', 'torch'))]
-print(cfg.model.norm_placement, bad)
+print(cfg.model.norm_placement.name, bad)
 """)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["pre", "[]"]

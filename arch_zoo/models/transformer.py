@@ -81,6 +81,9 @@ class TransformerModel(nn.Module):
     def _finish(self) -> None:
         n_layers = sum(len(m.layers) for m in self.modules() if isinstance(m, Stack))
         INITS.build(self.config.init, n_layers)(self)
+        for stack in (m for m in self.modules() if isinstance(m, Stack)):
+            for layer in stack.layers:
+                layer.placement.after_init(layer.slots())
         if self.config.tie_embeddings and hasattr(self.head, "tie"):
             self.head.tie(self.embed)
 
