@@ -62,7 +62,7 @@ def _describe(args) -> int:
 
 
 def _train(args) -> int:
-    from .config import load
+    from .loading import load
 
     cfg = load(args.config, args.overrides)
     out = _output_dir(args.out if args.out else Path("runs") / cfg.name, "--out")

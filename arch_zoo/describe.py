@@ -5,10 +5,12 @@ import dataclasses
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
+from .catalog import all_registries
 from .components.feedforward import is_gated
-from .config import D_FF_RULE, ExperimentConfig
+from .config import ExperimentConfig
 from .errors import ConfigError
-from .registry import Registry, all_registries
+from .registry import Registry
+from .validation import D_FF_RULE
 from .training.rundir import CONFIG as RUN_CONFIG
 
 DEFAULT_VOCAB = 32000
@@ -60,7 +62,7 @@ def describe_source(source: str, overrides: Sequence[str] = (), vocab_size: Opti
                     seq_len: Optional[int] = None) -> str:
     """``arch-zoo describe``: a YAML config, ``preset:NAME`` or a run directory. The vocabulary is the
     run's saved tokenizer's, else the task's (built as training would build it), else assumed."""
-    from .config import PRESET_PREFIX, load
+    from .loading import PRESET_PREFIX, load
 
     path, run_dir = Path(source), None
     if not source.startswith(PRESET_PREFIX) and path.is_dir():
@@ -104,7 +106,7 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
 
     with torch.device("meta"):  # counts and FLOPs need shapes only, so a 7B preset costs no memory
         model = build_model(m, vocab_size)
-    placement = "x + f(norm(x))" if m.norm_placement == "pre" else "norm(x + f(x))"
+    placement = registry_of("placements").get(m.norm_placement.name).factory.formula
     gated = is_gated(m.ffn)
     lines = [
         f"{cfg.name}: {m.kind.replace('_', '-')} model",
@@ -113,7 +115,7 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         "",
         "components",
         f"  position      {m.position.describe()}" + (", also in cross-attention" if m.cross_attention_position else ""),
-        f"  norm          {m.norm.describe()}, {m.norm_placement}-norm: {placement}; "
+        f"  norm          {m.norm.describe()}, placement {m.norm_placement.describe()}: {placement}; "
         f"final norm {'yes' if m.use_final_norm else 'no'}",
         f"  attention     {m.attention.describe()}, {m.attention_kernel.describe()} kernel, q.k scaled by "
         f"{'1/sqrt(head_dim)' if m.attention_scale is None else m.attention_scale}"

@@ -33,7 +33,7 @@ class FFNContext:
 class MLP(nn.Module):
     """act(x W1 + b1) W2 + b2."""
 
-    gated = False  # two matrices; the default d_ff follows from this (config.default_d_ff)
+    gated = False  # two matrices; the default d_ff follows from this (validation.default_d_ff)
 
     @staticmethod
     def act(x: Tensor) -> Tensor:

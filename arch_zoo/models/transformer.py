@@ -14,10 +14,11 @@ import torch
 from torch import Tensor, nn
 
 from ..components.init import INITS
-from ..config import ExperimentConfig, ModelConfig, model_config
+from ..config import ExperimentConfig, ModelConfig
+from ..loading import model_config
 from ..errors import ConfigError
 from .blocks import LayerCache, Stack
-from .heads import HEADS, HeadContext
+from ..components.heads import HEADS, HeadContext
 
 
 @dataclass
@@ -80,6 +81,9 @@ class TransformerModel(nn.Module):
     def _finish(self) -> None:
         n_layers = sum(len(m.layers) for m in self.modules() if isinstance(m, Stack))
         INITS.build(self.config.init, n_layers)(self)
+        for stack in (m for m in self.modules() if isinstance(m, Stack)):
+            for layer in stack.layers:
+                layer.placement.after_init(layer.slots())
         if self.config.tie_embeddings and hasattr(self.head, "tie"):
             self.head.tie(self.embed)
 

@@ -71,7 +71,7 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
     launch = make_launcher(launcher, workers, ray_address, ray_init, threads)
     launch.start()  # workers import the stack while this process plans
     try:
-        from ..registry import all_registries
+        from ..catalog import all_registries
 
         all_registries()  # the components, tasks and torch: timed apart from the planning itself
         imported = time.perf_counter()

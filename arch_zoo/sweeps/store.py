@@ -66,7 +66,7 @@ class Store:
     def check_conflicts(self, plan: Plan) -> None:
         """A run id that already holds a different config is an error naming the run: the spec
         changed something its runs share. Nothing is ever overwritten."""
-        from ..config import load
+        from ..loading import load
         from ..config_types import to_dict
 
         for run in plan.runs:

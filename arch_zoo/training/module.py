@@ -9,7 +9,8 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
-from ..config import ExperimentConfig, to_yaml
+from ..config import ExperimentConfig
+from ..loading import to_yaml
 from ..data.tasks.base import TaskData
 from ..models import build_model
 from . import objectives

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from ..components.moe import router_aux_loss
 from ..data.tasks.base import IGNORE
-from ..models.heads import SEQUENCE_CLASSES, TOKEN_CLASSES, VOCAB_LOGITS
+from ..components.heads import SEQUENCE_CLASSES, TOKEN_CLASSES, VOCAB_LOGITS
 
 # What each objective needs a head to produce (checked before a run starts; see models.heads).
 NEEDS = {"lm": VOCAB_LOGITS, "seq2seq": VOCAB_LOGITS, "mlm": VOCAB_LOGITS, "classification": SEQUENCE_CLASSES,

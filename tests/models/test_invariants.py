@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from arch_zoo.models import build_model
-from arch_zoo.registry import all_registries
+from arch_zoo.catalog import all_registries
 from tests.conftest import tiny
 
 REG = all_registries()
