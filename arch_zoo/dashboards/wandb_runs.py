@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from ..run_names import short_names, tags
 from .fingerprint import fingerprint
 from .identity import RunIdentity, final_metrics, read_summary
 
@@ -53,8 +54,6 @@ def wandb_id(run_dir: Path) -> str:
 
 
 def identity_tags(identity: RunIdentity) -> List[str]:
-    from ..sweeps.values import short_names, tags
-
     return tags(identity.settings, short_names(identity.settings))
 
 

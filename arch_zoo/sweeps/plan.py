@@ -16,7 +16,7 @@ from ..loading import load
 from ..config_types import to_dict
 from ..errors import ConfigError
 from .spec import SweepSpec, Variant, expand
-from .values import plain, run_id, short_names, tags, variant_name, yaml_value
+from ..run_names import plain, run_id, short_names, tags, variant_name, yaml_value
 
 
 @dataclass

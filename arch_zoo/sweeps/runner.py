@@ -10,7 +10,7 @@ from ..formatting import plural, si
 from .plan import Plan, make_plan
 from .spec import BUDGETS, SweepSpec, load_spec
 from .store import Store, read_json
-from .values import plain
+from ..run_names import plain
 from .worker import FINISHED, Result, Task
 
 DEFAULT_OUT = "runs/sweeps"

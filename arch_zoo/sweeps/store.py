@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterator, Optional
 
 from ..errors import ConfigError
 from .plan import Plan
-from .values import plain
+from ..run_names import plain
 
 RUN_JSON, LOCK, INDEX, SPEC = "run.json", ".lock", "index.csv", "sweep.yaml"
 STATUS, CONFIG = "status.json", "config.yaml"  # run_one's (training/rundir.py), named here so that
