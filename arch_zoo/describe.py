@@ -9,7 +9,8 @@ from .catalog import all_registries
 from .config import ExperimentConfig
 from .errors import ConfigError
 from .registry import Registry
-from .validation import D_FF_RULE
+from .layer_configs import layout
+from .validation import D_FF_RULE, stacks
 from .training.rundir import CONFIG as RUN_CONFIG
 
 DEFAULT_VOCAB = 32000
@@ -134,6 +135,10 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         lines.append(f"  decoder x {m.decoder_layers}: self-attention (causal) -> feed-forward")
     if m.kind == "encoder_decoder":
         lines.append(f"  decoder x {m.decoder_layers}: self-attention (causal) -> cross-attention -> feed-forward")
+    if m.layers is not None:
+        for stack, depth in stacks(m):
+            for indices, diff in layout(m, stack, depth):
+                lines.append(f"  {stack} {'layers' if ('-' in indices or ',' in indices) else 'layer'} {indices}: {diff}")
     total = count_parameters(model)
     lines += ["", f"parameters  {total:,} total"]
     for part, n in parameter_breakdown(model).items():

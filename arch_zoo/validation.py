@@ -16,6 +16,7 @@ from .components.positions import POSITIONS, PositionContext
 from .config import ExperimentConfig, ModelConfig, TrainConfig
 from .data.tasks import TASKS
 from .errors import ConfigError, choice_error
+from .layer_configs import resolve
 
 
 def _positive(key: str, value: Optional[Union[int, float]], allow_zero: bool = False) -> None:
@@ -81,12 +82,31 @@ def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
         raise ConfigError(f"{key}.norm_placement", f"placement '{m.norm_placement.name}' has no form with "
                           f"cross-attention; for encoder_decoder choose one of: "
                           f"{', '.join(e.name for e in PLACEMENTS.entries() if getattr(e.factory, 'cross_attention', True))}")
+    for stack, depth in stacks(m):
+        layer_models(m, stack, depth, key)
     head = HEADS.get(m.head.name)
     if m.kind not in head.factory.kinds:
         fits = [e.name for e in HEADS.entries() if m.kind in e.factory.kinds]
         raise ConfigError(f"{key}.head", f"head '{m.head.name}' does not fit kind '{m.kind}'; "
                           f"heads for {m.kind}: {', '.join(fits)}")
     return m
+
+
+def stacks(m: ModelConfig) -> List[tuple]:
+    """(stack, depth) of each stack the model has."""
+    return [(s, d) for s, d, kinds in (("encoder", m.encoder_layers, ("encoder", "encoder_decoder")),
+                                        ("decoder", m.decoder_layers, ("decoder", "encoder_decoder"))) if m.kind in kinds]
+
+
+def layer_models(m: ModelConfig, stack: str, depth: int, key: str = "model") -> List[ModelConfig]:
+    """The validated config of each layer of ``stack``: ``m`` where ``model.layers`` changes nothing."""
+    if m.layers is None:
+        return [m] * depth
+    layers, checked = resolve(m, stack, depth, key), {}
+    for cfg, k in layers:
+        if id(cfg) not in checked:
+            checked[id(cfg)] = validate_model(cfg, k)
+    return [checked[id(cfg)] for cfg, _ in layers]
 
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")

@@ -17,6 +17,7 @@ from ..components.norms import NORMS
 from ..components.placements import PLACEMENTS, Slot
 from ..components.positions import POSITIONS, PositionContext, PositionScheme
 from ..config import ModelConfig
+from ..validation import layer_models
 
 
 @dataclass
@@ -112,8 +113,8 @@ class Stack(nn.Module):
         self.embedding_norm = NORMS.build(cfg.norm, cfg.d_model) if cfg.embedding_norm else nn.Identity()
         self.dropout = nn.Dropout(cfg.rate("embedding_dropout"))
         self.layers = nn.ModuleList(
-            TransformerLayer(cfg, LayerContext(i, n_layers, stack, cfg.kind, n_enc, n_dec, cfg.d_model))
-            for i in range(n_layers))
+            TransformerLayer(layer_cfg, LayerContext(i, n_layers, stack, cfg.kind, n_enc, n_dec, cfg.d_model))
+            for i, layer_cfg in enumerate(layer_models(cfg, stack, n_layers)))
         self.final_norm = NORMS.build(cfg.norm, cfg.d_model) if cfg.use_final_norm else nn.Identity()
 
     def _with_bias(self, mask: AttentionMask, q_pos: Tensor, k_pos: Tensor, cross: bool) -> AttentionMask:
