@@ -12,7 +12,7 @@ from typing import List, Optional, Union
 from .components.feedforward import FEEDFORWARD
 from .components.heads import HEADS
 from .components.placements import PLACEMENTS
-from .components.positions import POSITIONS, PositionContext
+from .components.positions import POSITIONS, PositionContext, PositionScheme
 from .config import ExperimentConfig, ModelConfig, TrainConfig
 from .data.tasks import TASKS
 from .errors import ConfigError, choice_error
@@ -106,6 +106,11 @@ def layer_models(m: ModelConfig, stack: str, depth: int, key: str = "model") -> 
     for cfg, k in layers:
         if id(cfg) not in checked:
             checked[id(cfg)] = validate_model(cfg, k)
+            scheme = POSITIONS.get(cfg.position.name).factory
+            if cfg.position != m.position and scheme.embed is not PositionScheme.embed:
+                raise ConfigError(f"{k}.position", f"'{cfg.position.name}' adds to the embeddings, which the whole "
+                                  f"stack shares; per layer, choose a scheme that acts in attention or none: "
+                                  f"{', '.join(e.name for e in POSITIONS.entries() if e.factory.embed is PositionScheme.embed)}")
     return [checked[id(cfg)] for cfg, _ in layers]
 
 

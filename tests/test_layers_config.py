@@ -110,3 +110,35 @@ def test_a_sweep_can_vary_the_layer_layout(tmp_path):
     configs = [run.config for run in plan.runs]
     assert [c.model.layers for c in configs] == [None, local_global]
     assert len({run.run_id for run in plan.runs}) == 2
+
+
+def test_a_position_scheme_in_some_layers_only_acts_in_those_layers():
+    """README: ALiBi in some layers only. Layer 1 with alibi in a NoPE model is the same network as
+    an ALiBi model whose layer 0 has none (neither scheme has parameters, so the seeds line up)."""
+    torch.manual_seed(0)
+    a = build_model(tiny(n_layers=2, position="none", layers=[{"range": 1, "position": "alibi"}]), 11)
+    torch.manual_seed(0)
+    b = build_model(tiny(n_layers=2, position="alibi", layers=[{"range": 0, "position": "none"}]), 11)
+    torch.manual_seed(0)
+    nope = build_model(tiny(n_layers=2, position="none"), 11)
+    ids = torch.randint(1, 11, (2, 7))
+    torch.testing.assert_close(a(ids).logits, b(ids).logits, rtol=0, atol=0)
+    assert not torch.allclose(a(ids).logits, nope(ids).logits)
+
+
+@pytest.mark.parametrize("scheme", ["alibi", "rope", "t5_bias"])
+def test_cached_decoding_with_a_per_layer_scheme_equals_the_full_forward(scheme):
+    torch.manual_seed(0)
+    model = build_model(tiny(n_layers=3, position="rope", layers=[{"pattern": [{}, {"position": scheme}]}]), 11).eval()
+    ids = torch.randint(1, 11, (2, 6))
+    full = model(ids).logits
+    cache, steps = model.new_cache(), []
+    for t in range(ids.shape[1]):
+        steps.append(model(ids[:, t:t + 1], cache=cache).logits)
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-5, atol=1e-5)
+
+
+def test_a_per_layer_scheme_that_adds_to_embeddings_is_refused():
+    with pytest.raises(ConfigError) as err:
+        model_config(tiny(n_layers=2, layers=[{"range": 1, "position": "learned"}]))
+    assert err.value.key == "model.layers[0].position" and "alibi" in str(err.value)
