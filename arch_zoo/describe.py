@@ -104,7 +104,8 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
 
     with torch.device("meta"):  # counts and FLOPs need shapes only, so a 7B preset costs no memory
         model = build_model(m, vocab_size)
-    placement = registry_of("placements").get(m.norm_placement.name).factory.formula
+    entry = registry_of("placements").get(m.norm_placement.name)
+    placement = entry.factory.formula or entry.description
     gated = registry_of("feedforward").get(m.ffn.name).factory.gated
     lines = [
         f"{cfg.name}: {m.kind.replace('_', '-')} model",

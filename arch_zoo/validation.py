@@ -78,10 +78,10 @@ def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
             raise ConfigError(f"{key}.cross_attention_position", f"position '{m.position.name}' only adds to "
                               f"embeddings, so it cannot act in cross-attention; schemes that can: {', '.join(able)}")
     placement = PLACEMENTS.get(m.norm_placement.name).factory
-    if m.kind == "encoder_decoder" and not getattr(placement, "cross_attention", True):
+    if m.kind == "encoder_decoder" and not placement.cross_attention:
         raise ConfigError(f"{key}.norm_placement", f"placement '{m.norm_placement.name}' has no form with "
                           f"cross-attention; for encoder_decoder choose one of: "
-                          f"{', '.join(e.name for e in PLACEMENTS.entries() if getattr(e.factory, 'cross_attention', True))}")
+                          f"{', '.join(e.name for e in PLACEMENTS.entries() if e.factory.cross_attention)}")
     for stack, depth in stacks(m):
         layer_models(m, stack, depth, key)
     head = HEADS.get(m.head.name)

@@ -125,7 +125,7 @@ def test_the_final_norm_default_is_declared_by_the_placement(name):
 
 @pytest.mark.parametrize("name", PLACEMENTS.choices())
 def test_every_placement_trains_a_step_and_keeps_gradients_finite(name):
-    kind = "encoder_decoder" if getattr(PLACEMENTS.get(name).factory, "cross_attention", True) else "decoder"
+    kind = "encoder_decoder" if PLACEMENTS.get(name).factory.cross_attention else "decoder"
     torch.manual_seed(0)
     model = build_model(tiny(kind=kind, norm_placement=name), 11)
     ids = torch.randint(1, 11, (2, 6))
