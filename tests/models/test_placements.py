@@ -157,3 +157,18 @@ def test_describe_shows_the_placement_formula():
 
     text = describe_text(ExperimentConfig(model=model_config(tiny(norm_placement="sandwich"))), vocab_size=11)
     assert "placement sandwich: x + post_norm(f(norm(x))); final norm yes" in text
+
+
+def test_the_shipped_blocks_spec_plans_every_placement_parameter_matched():
+    """README (Sweeps): "`blocks` (pre / post / sandwich / deepnorm / parallel, parameter-matched)"."""
+    from pathlib import Path
+
+    from arch_zoo.sweeps import load_spec, make_plan
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "sweeps" / "blocks.yaml", ["task.max_chars=20000"])
+    plan = make_plan(spec)  # the corpus shrunk: the plan needs only its tokenizer
+    first_seed = [r for r in plan.runs if r.seed == 0]
+    assert [r.config.model.norm_placement.name for r in first_seed] == ["pre", "post", "sandwich", "deepnorm", "parallel"]
+    baseline = next(r.params for r in first_seed if r.is_baseline)
+    assert all(abs(r.params - baseline) <= 0.01 * baseline for r in plan.runs)
+    assert {r.config.model.d_ff for r in first_seed} != {512}  # some variant was adjusted to match
