@@ -7,7 +7,7 @@ the registries live in ``validation``; reading YAML lives in ``loading``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, List, Literal, Optional
+from typing import Any, Dict, List, Literal, Optional
 
 from .registry import ComponentSpec, component_field, family_registry
 
@@ -55,6 +55,7 @@ class ModelConfig:
     tie_embeddings: bool = True  # output projection shares the token embedding
     tie_encoder_decoder_embeddings: bool = False
     pad_token_id: int = 0
+    layers: Optional[List[Dict[str, Any]]] = None  # per-layer changes: ranges / repeating patterns (layer_configs)
 
     # Resolved views of the defaults above.
     @property

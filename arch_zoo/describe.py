@@ -10,7 +10,8 @@ from .components.feedforward import is_gated
 from .config import ExperimentConfig
 from .errors import ConfigError
 from .registry import Registry
-from .validation import D_FF_RULE
+from .layer_configs import layout
+from .validation import D_FF_RULE, stacks
 from .training.rundir import CONFIG as RUN_CONFIG
 
 DEFAULT_VOCAB = 32000
@@ -106,7 +107,8 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
 
     with torch.device("meta"):  # counts and FLOPs need shapes only, so a 7B preset costs no memory
         model = build_model(m, vocab_size)
-    placement = registry_of("placements").get(m.norm_placement.name).factory.formula
+    entry = registry_of("placements").get(m.norm_placement.name)
+    placement = entry.factory.formula or entry.description
     gated = is_gated(m.ffn)
     lines = [
         f"{cfg.name}: {m.kind.replace('_', '-')} model",
@@ -141,6 +143,10 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         lines.append(f"  decoder x {m.decoder_layers}: self-attention (causal) -> feed-forward")
     if m.kind == "encoder_decoder":
         lines.append(f"  decoder x {m.decoder_layers}: self-attention (causal) -> cross-attention -> feed-forward")
+    if m.layers is not None:
+        for stack, depth in stacks(m):
+            for indices, diff in layout(m, stack, depth):
+                lines.append(f"  {stack} {'layers' if ('-' in indices or ',' in indices) else 'layer'} {indices}: {diff}")
     total = count_parameters(model)
     active = active_parameters(model)
     lines += ["", f"parameters  {total:,} total" + (f", {active:,} active per token (experts not routed to "

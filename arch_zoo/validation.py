@@ -12,10 +12,11 @@ from typing import List, Optional, Union
 from .components.feedforward import is_gated
 from .components.heads import HEADS
 from .components.placements import PLACEMENTS
-from .components.positions import POSITIONS, PositionContext
+from .components.positions import POSITIONS, PositionContext, PositionScheme
 from .config import ExperimentConfig, ModelConfig, TrainConfig
 from .data.tasks import TASKS
 from .errors import ConfigError, choice_error
+from .layer_configs import resolve
 
 
 def _positive(key: str, value: Optional[Union[int, float]], allow_zero: bool = False) -> None:
@@ -78,16 +79,40 @@ def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
             raise ConfigError(f"{key}.cross_attention_position", f"position '{m.position.name}' only adds to "
                               f"embeddings, so it cannot act in cross-attention; schemes that can: {', '.join(able)}")
     placement = PLACEMENTS.get(m.norm_placement.name).factory
-    if m.kind == "encoder_decoder" and not getattr(placement, "cross_attention", True):
+    if m.kind == "encoder_decoder" and not placement.cross_attention:
         raise ConfigError(f"{key}.norm_placement", f"placement '{m.norm_placement.name}' has no form with "
                           f"cross-attention; for encoder_decoder choose one of: "
-                          f"{', '.join(e.name for e in PLACEMENTS.entries() if getattr(e.factory, 'cross_attention', True))}")
+                          f"{', '.join(e.name for e in PLACEMENTS.entries() if e.factory.cross_attention)}")
+    for stack, depth in stacks(m):
+        layer_models(m, stack, depth, key)
     head = HEADS.get(m.head.name)
     if m.kind not in head.factory.kinds:
         fits = [e.name for e in HEADS.entries() if m.kind in e.factory.kinds]
         raise ConfigError(f"{key}.head", f"head '{m.head.name}' does not fit kind '{m.kind}'; "
                           f"heads for {m.kind}: {', '.join(fits)}")
     return m
+
+
+def stacks(m: ModelConfig) -> List[tuple]:
+    """(stack, depth) of each stack the model has."""
+    return [(s, d) for s, d, kinds in (("encoder", m.encoder_layers, ("encoder", "encoder_decoder")),
+                                        ("decoder", m.decoder_layers, ("decoder", "encoder_decoder"))) if m.kind in kinds]
+
+
+def layer_models(m: ModelConfig, stack: str, depth: int, key: str = "model") -> List[ModelConfig]:
+    """The validated config of each layer of ``stack``: ``m`` where ``model.layers`` changes nothing."""
+    if m.layers is None:
+        return [m] * depth
+    layers, checked = resolve(m, stack, depth, key), {}
+    for cfg, k in layers:
+        if id(cfg) not in checked:
+            checked[id(cfg)] = validate_model(cfg, k)
+            scheme = POSITIONS.get(cfg.position.name).factory
+            if cfg.position != m.position and scheme.embed is not PositionScheme.embed:
+                raise ConfigError(f"{k}.position", f"'{cfg.position.name}' adds to the embeddings, which the whole "
+                                  f"stack shares; per layer, choose a scheme that acts in attention or none: "
+                                  f"{', '.join(e.name for e in POSITIONS.entries() if e.factory.embed is PositionScheme.embed)}")
+    return [checked[id(cfg)] for cfg, _ in layers]
 
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")

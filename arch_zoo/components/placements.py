@@ -37,6 +37,8 @@ class Placement:
     """Sequential placements apply ``residual`` to each sublayer in turn."""
 
     final_norm = True  # the stack ends with a norm unless model.final_norm says otherwise
+    cross_attention = True  # has a form with cross-attention (encoder-decoder models)
+    formula = ""  # shown by describe; empty: the registration's description
 
     def __init__(self, options, ctx: LayerContext):
         self.options, self.ctx = options, ctx

@@ -2,6 +2,7 @@
 (``components.placements``); each layer is built from its own config and ``LayerContext``."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -18,6 +19,7 @@ from ..components.norms import NORMS
 from ..components.placements import PLACEMENTS, Slot
 from ..components.positions import POSITIONS, PositionContext, PositionScheme
 from ..config import ModelConfig
+from ..validation import layer_models
 
 
 @dataclass
@@ -106,15 +108,26 @@ class Stack(nn.Module):
         self.position: PositionScheme = POSITIONS.build(cfg.position, ctx)
         self.embedding_norm = NORMS.build(cfg.norm, cfg.d_model) if cfg.embedding_norm else nn.Identity()
         self.dropout = nn.Dropout(cfg.rate("embedding_dropout"))
+        layer_cfgs = layer_models(cfg, stack, n_layers)
         self.layers = nn.ModuleList(
-            TransformerLayer(cfg, LayerContext(i, n_layers, stack, cfg.kind, n_enc, n_dec, cfg.d_model))
-            for i in range(n_layers))
+            TransformerLayer(layer_cfg, LayerContext(i, n_layers, stack, cfg.kind, n_enc, n_dec, cfg.d_model))
+            for i, layer_cfg in enumerate(layer_cfgs))
+        # A layer whose config names another position scheme uses it in its attention (rotate, score
+        # bias); embeddings stay the stack's. Index 0 is the stack's scheme, k > 0 layer_positions[k-1].
+        specs = [cfg.position]
+        for layer_cfg in layer_cfgs:
+            if layer_cfg.position not in specs:
+                specs.append(layer_cfg.position)
+        self.layer_positions = nn.ModuleList(POSITIONS.build(spec, ctx) for spec in specs[1:])
+        self.scheme_of = [specs.index(layer_cfg.position) for layer_cfg in layer_cfgs]
         self.final_norm = NORMS.build(cfg.norm, cfg.d_model) if cfg.use_final_norm else nn.Identity()
 
-    def _with_bias(self, mask: AttentionMask, q_pos: Tensor, k_pos: Tensor, cross: bool) -> AttentionMask:
-        if not _acts(self.position, "score_bias"):
+    def _with_bias(self, mask: AttentionMask, q_pos: Tensor, k_pos: Tensor, cross: bool,
+                   scheme: Optional[PositionScheme] = None) -> AttentionMask:
+        scheme = scheme if scheme is not None else self.position
+        if not _acts(scheme, "score_bias"):
             return mask
-        bias = self.position.score_bias(q_pos, k_pos, cross=cross)
+        bias = scheme.score_bias(q_pos, k_pos, cross=cross)
         return mask.with_bias(bias, q_pos.shape[-1], k_pos.shape[-1])
 
     def forward(self, x: Tensor, attention_mask: Optional[Tensor] = None, positions: Optional[Tensor] = None,
@@ -141,7 +154,12 @@ class Stack(nn.Module):
                     memory_positions = default_positions(memory_mask, memory.shape[1], 0, x.device)
                 inputs.cross_mask = self._with_bias(inputs.cross_mask, positions, memory_positions, cross=True)
                 inputs.cross_rotate = self.position.rotator(positions, memory_positions)
+        per_scheme = [inputs]
+        for scheme in self.layer_positions:
+            per_scheme.append(dataclasses.replace(
+                inputs, self_mask=self._with_bias(mask, positions, k_pos, cross=False, scheme=scheme),
+                self_rotate=scheme.rotator(positions, positions)))
         x = self.dropout(self.embedding_norm(self.position.embed(x, positions)))
         for i, layer in enumerate(self.layers):
-            x = layer(x, inputs, caches[i] if caches is not None else None)
+            x = layer(x, per_scheme[self.scheme_of[i]], caches[i] if caches is not None else None)
         return self.final_norm(x)

@@ -13,6 +13,7 @@ import pytorch_lightning as pl
 import torch
 
 from arch_zoo import restore
+from arch_zoo.components.placements import PLACEMENTS
 from arch_zoo.loading import load
 from arch_zoo.training import run_one
 from arch_zoo.training.run import RunInterrupted
@@ -65,7 +66,8 @@ SLOW = pytest.mark.slow
 @pytest.mark.parametrize("position, placement", [
     ("rope", "pre"),
     *[pytest.param(p, pl_, marks=SLOW) for p in ("alibi", "learned", "none", "rope", "sinusoidal", "t5_bias")
-      for pl_ in ("pre", "post") if (p, pl_) != ("rope", "pre")]])
+      for pl_ in ("pre", "post") if (p, pl_) != ("rope", "pre")],
+    *[pytest.param("rope", pl_, marks=SLOW) for pl_ in PLACEMENTS.choices() if pl_ not in ("pre", "post")]])
 def test_compiled_training_matches_eager(tmp_path, position, placement):
     """Claim: "`train.compile: true` trains to the eager run's losses (within 1e-4) for every position
     scheme and norm placement, as one graph"."""
