@@ -49,6 +49,13 @@ def _output_dir(value, flag: str) -> Path:
 
 def _components(args) -> int:
     from .describe import components_text
+    from .plugins import load_plugins, resolve
+
+    if args.config:  # the plugins a config names, as `train` would import them
+        from .config import load
+
+        load(args.config)
+    load_plugins(resolve(args.plugin, Path.cwd()))
 
     sys.stdout.write(components_text())
     return 0
@@ -237,6 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("components", help="list every registered component with its options")
+    p.add_argument("config", nargs="?", default=None, help="also the plugins this config names")
+    p.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_PY",
+                   help="also list what this plugin registers (repeatable); installed entry points always are")
     p.set_defaults(func=_components)
 
     p = sub.add_parser("describe", help="show the architecture a config assembles")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Union
 
+from . import plugins as user_plugins
 from .config_types import from_dict, to_dict
 from .errors import ConfigError, choice_error, yaml_error
 from .registry import ComponentSpec, component_field
@@ -137,10 +138,18 @@ class LoggingConfig:
 class ExperimentConfig:
     name: str = "experiment"
     seed: int = 0  # fixes initialisation, data generation and data order
+    plugins: List[str] = field(default_factory=list)  # modules or .py files registering components (arch_zoo.plugins)
     model: ModelConfig = field(default_factory=ModelConfig)
     task: Optional[ComponentSpec] = component("tasks", None)  # required to train, not to describe
     train: TrainConfig = field(default_factory=TrainConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+    def __reduce_ex__(self, protocol):
+        """A config with plugins travels as plain data: the process that unpickles it (a sweep
+        worker) imports the plugins before their options classes are looked up."""
+        if not self.plugins:
+            return super().__reduce_ex__(protocol)
+        return user_plugins.rebuild, (type(self), to_dict(self))
 
 
 PRESET_PREFIX = "preset:"
@@ -412,13 +421,14 @@ def load_dict(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) 
         source = str(source)
         path = _source_path(source, Path.cwd(), "config")
         data, here = _read_yaml(path, "config"), path.parent
+    data = user_plugins.resolve_in(data, here)  # paths in a file are relative to it
     if not _is_experiment(data):  # a model-only file (configs/models/*.yaml, presets)
         data = {"name": Path(str(source)).stem.replace(PRESET_PREFIX, ""), "model": data}
     if "model" in data:
         data["model"] = _expand_model(data["model"], here, "model")
     merged, set_here = data, frozenset()
     for item in overrides:  # one at a time, so a component's name and options combine in any order
-        over = parse_overrides([item])
+        over = user_plugins.resolve_in(parse_overrides([item]), Path.cwd())  # on the command line: to the cwd
         if "model" in over:
             over["model"] = _expand_model(over["model"], here, "model")
         merged = _merge(ExperimentConfig, merged, over, set_here)
@@ -430,7 +440,9 @@ def load_dict(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) 
 
 
 def load(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) -> ExperimentConfig:
-    return validate(from_dict(ExperimentConfig, load_dict(source, overrides)))
+    data = load_dict(source, overrides)
+    user_plugins.load_plugins(user_plugins.checked(data.get("plugins")))  # before validation names their components
+    return validate(from_dict(ExperimentConfig, data))
 
 
 def model_config(data: Union[str, Path, Mapping, ModelConfig]) -> ModelConfig:
@@ -442,6 +454,7 @@ def model_config(data: Union[str, Path, Mapping, ModelConfig]) -> ModelConfig:
         return load(data).model
     if not isinstance(data, Mapping):
         raise ConfigError("model", f"expected preset:NAME, a YAML path, a mapping or a ModelConfig, got {data!r}")
+    user_plugins.load_entry_points()
     return validate_model(from_dict(ModelConfig, _expand_model(dict(data), Path.cwd(), "model"), "model"))
 
 

@@ -9,6 +9,12 @@ from typing import Any, Callable, Dict, Mapping, Optional, Type
 
 from .errors import ConfigError, choice_error, did_you_mean
 
+LOADING: list = []  # the plugin being imported now (arch_zoo.plugins sets it): where registrations come from
+
+
+class AlreadyRegistered(ValueError):
+    """A name registered twice in one family (a plugin reusing a built-in's name, say)."""
+
 
 @dataclass(frozen=True)
 class NoOptions:
@@ -21,6 +27,7 @@ class Entry:
     factory: Callable[..., Any]
     options: Type
     description: str
+    source: Optional[str] = None  # the plugin that registered it; None: built in
 
     def option_fields(self) -> Dict[str, dataclasses.Field]:
         return {f.name: f for f in dataclasses.fields(self.options)}
@@ -46,9 +53,13 @@ class Registry:
 
         def decorate(factory):
             if name in self._entries:
-                raise ValueError(f"{self.family}: '{name}' registered twice")
+                where = self._entries[name].source
+                raise AlreadyRegistered(f"{self.kind} '{name}' already exists "
+                                        f"({f'from {where}' if where else 'built in'}); register it under another name")
             doc = description or (inspect.getdoc(factory) or "").split("\n")[0]
-            self._entries[name] = Entry(name, factory, options, doc)
+            builtin = factory.__module__.startswith("arch_zoo.")  # a plugin's import may import built-ins first
+            source = None if builtin else LOADING[-1] if LOADING else factory.__module__
+            self._entries[name] = Entry(name, factory, options, doc, source)
             return factory
 
         return decorate
