@@ -42,6 +42,7 @@ def resolve(plugins: Any, here: Path, key: str = "plugins") -> Any:
         return plugins
     out = []
     for p in plugins:
+        p = str(p) if isinstance(p, Path) else p
         if isinstance(p, str) and is_path(p):
             path = Path(p).expanduser()
             p = str((path if path.is_absolute() else here / path).resolve())
@@ -72,17 +73,21 @@ def _import_file(path: Path):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look the module up by name
+    writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ left beside the user's file
     try:
         spec.loader.exec_module(module)
     except BaseException:
         del sys.modules[name]
         raise
+    finally:
+        sys.dont_write_bytecode = writes
     return module
 
 
 def _import(plugin: str, label: str):
     """Import one plugin with its registrations attributed to ``label``; one-line ConfigError on failure."""
     registry.LOADING.append(label)
+    added = len(registry.ADDED)
     try:
         if is_path(plugin):
             path = Path(plugin)
@@ -93,16 +98,19 @@ def _import(plugin: str, label: str):
         if cwd not in sys.path:  # as `python -m` has it: a module beside the user's configs imports
             sys.path.append(cwd)
         return importlib.import_module(plugin)
-    except ConfigError:
-        raise
-    except registry.AlreadyRegistered as exc:
-        raise ConfigError("plugins", f"{label}: {exc}") from None
-    except SyntaxError as exc:
-        where = f" ({exc.filename}, line {exc.lineno})" if exc.filename else ""
-        raise ConfigError("plugins", f"{label}: cannot import{where}: SyntaxError: {exc.msg}") from None
     except Exception as exc:  # noqa: BLE001 - anything the user's module raises is a mistake to name
+        for reg, name in registry.ADDED[added:]:  # no half-loaded plugin: what it registered goes too
+            reg._entries.pop(name, None)
+        if isinstance(exc, ConfigError):
+            raise
+        if isinstance(exc, registry.AlreadyRegistered):
+            raise ConfigError("plugins", f"{label}: {exc}") from None
+        if isinstance(exc, SyntaxError):
+            where = f" ({'' if exc.filename == plugin else f'{exc.filename}, '}line {exc.lineno})"
+            raise ConfigError("plugins", f"{label}: cannot import{where}: SyntaxError: {exc.msg}") from None
         raise ConfigError("plugins", f"{label}: cannot import: {_first_line(exc)}") from None
     finally:
+        del registry.ADDED[added:]
         registry.LOADING.pop()
 
 
@@ -114,6 +122,7 @@ def _record(label: str, module, **extra) -> Dict[str, Any]:
 def load_plugins(plugins: Sequence[str]) -> List[Dict[str, Any]]:
     """Import each plugin once per process (with the installed entry points); their records."""
     load_entry_points()
+    plugins = resolve(list(plugins), Path.cwd())  # from Python: paths relative to the current directory
     for plugin in plugins:
         if not isinstance(plugin, str) or not plugin:
             raise ConfigError("plugins", f"expected a module name or a .py path, got {plugin!r}")

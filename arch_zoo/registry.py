@@ -10,6 +10,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Type
 from .errors import ConfigError, choice_error, did_you_mean
 
 LOADING: list = []  # the plugin being imported now (arch_zoo.plugins sets it): where registrations come from
+ADDED: list = []  # (registry, name) registered while a plugin loads: undone if its import fails
 
 
 class AlreadyRegistered(ValueError):
@@ -60,6 +61,8 @@ class Registry:
             builtin = factory.__module__.startswith("arch_zoo.")  # a plugin's import may import built-ins first
             source = None if builtin else LOADING[-1] if LOADING else factory.__module__
             self._entries[name] = Entry(name, factory, options, doc, source)
+            if LOADING:
+                ADDED.append((self, name))
             return factory
 
         return decorate
