@@ -252,3 +252,19 @@ def test_an_installed_entry_point_is_loaded_by_every_command(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"\n  scalenorm +one learned scale .*  \(plugin: entry point 'lab' \(lab-ep 0.1\)\)", proc.stdout)
     assert re.search(r"\n  squared_relu .*\(plugin: entry point 'lab'", proc.stdout)
+
+
+def test_a_plugin_that_fails_registers_nothing(tmp_path):
+    """README: a plugin that fails to import "is one line naming the plugin and exit 2, and
+    registers nothing": a second attempt fails the same way, not on a half-registered name."""
+    from arch_zoo.errors import ConfigError
+    from arch_zoo.plugins import load_plugins
+
+    (tmp_path / "half.py").write_text("from arch_zoo.components.norms import NORMS, RMSNorm\n"
+                                      "NORMS.register('half_done')(RMSNorm)\n"
+                                      "raise RuntimeError('no GPU here')\n")
+    for _ in range(2):
+        with pytest.raises(ConfigError, match=r"half.py: cannot import: RuntimeError: no GPU here$"):
+            load_plugins([tmp_path / "half.py"])
+        assert "half_done" not in all_registries()["norms"].choices()
+    assert not (tmp_path / "__pycache__").exists()
