@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import List, Optional
 
@@ -143,7 +144,10 @@ def _generate(args) -> int:
         raise ConfigError("--prompt", "is empty; give the text to continue or translate")
     if args.strategy not in STRATEGIES:  # before any warning about the options it would use
         raise choice_error("--strategy", "strategy", args.strategy, STRATEGIES)
-    cfg, model, tokenizer = restore(args.run)
+    with warnings.catch_warnings(record=True) as caught:  # a changed plugin: one line, not a warnings trace
+        cfg, model, tokenizer = restore(args.run)
+    for w in caught:
+        _warn(str(w.message))
     ids = prompt_ids(cfg, tokenizer, args.prompt)
     if not ids:
         raise ConfigError("--prompt", f"'{args.prompt}' has no tokens under the run's tokenizer")

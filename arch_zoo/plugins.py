@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from . import registry
+from .config_types import from_dict
 from .errors import ConfigError
 
 GROUP = "arch_zoo.plugins"
@@ -143,18 +144,17 @@ def load_entry_points(force: bool = False) -> None:
         label = f"entry point '{ep.name}'" + (f" ({dist.name} {dist.version})" if dist else "")
         if label in _loaded:
             continue
-        module_name = ep.value.split(":")[0].strip()
-        module = _import(module_name, label)
-        target = ep.load() if ":" in ep.value else module
-        if callable(target) and not isinstance(target, type(sys)):
+        module = _import(ep.module, label)
+        if ep.attr:  # module:function, called once; what it registers is the entry point's
             registry.LOADING.append(label)
             try:
-                target()
+                ep.load()()
             except Exception as exc:  # noqa: BLE001
                 raise ConfigError("plugins", f"{label}: {ep.value} failed: {_first_line(exc)}") from None
             finally:
                 registry.LOADING.pop()
-        _loaded[label] = _record(label, module, entry_point=ep.name, dist=f"{dist.name} {dist.version}" if dist else None)
+        _loaded[label] = _record(label, module, entry_point=ep.name,
+                                 dist=f"{dist.name} {dist.version}" if dist else None)
 
 
 def records(plugins: Sequence[str] = ()) -> List[Dict[str, Any]]:
@@ -165,8 +165,6 @@ def records(plugins: Sequence[str] = ()) -> List[Dict[str, Any]]:
 
 def rebuild(cls: type, data: Dict[str, Any]):
     """Unpickling a config (a sweep's task in a worker process): its plugins first, then the schema."""
-    from .config_types import from_dict
-
     load_plugins(data.get("plugins") or ())
     return from_dict(cls, data)
 
@@ -178,3 +176,15 @@ def checked(value: Any) -> List[str]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(p, str) and p for p in value):
         raise ConfigError("plugins", f"expected a list of module names or .py paths, got {value!r}")
     return list(value)
+
+
+def changed_since(recorded: Any) -> List[str]:
+    """One line per plugin whose file differs from the one a run recorded (its ``plugins`` records)."""
+    now = {r["plugin"]: r for r in _loaded.values()}
+    out = []
+    for old in recorded if isinstance(recorded, list) else []:
+        new = now.get(old.get("plugin")) if isinstance(old, dict) else None
+        if new is not None and old.get("sha256") and new["sha256"] != old["sha256"]:
+            out.append(f"plugin {old['plugin']} changed since the run was trained (sha256 {old['sha256'][:12]} "
+                       f"then, {str(new['sha256'])[:12]} now): the model may not be the one that was trained")
+    return out

@@ -81,7 +81,8 @@ def test_readme_example_tested_with_arch_zoo_testing(example):
     from arch_zoo.plugins import load_plugins
 
     load_plugins([directory / "leaky.py"])
-    with pytest.raises(AssertionError, match=r"causal mask leaks the future \(position=\{'name': 'leaky'\}, kind=decoder"):
+    leak = r"causal mask leaks the future \(position=\{'name': 'leaky'\}, kind=decoder"
+    with pytest.raises(AssertionError, match=leak):
         testing.check_component("positions", "leaky", kinds=["decoder"])
 
 
@@ -121,7 +122,8 @@ def test_readme_example_describe_train_sweep_report_generate(example, tmp_path, 
     run = tmp_path / "run"
     assert main(["train", str(files["experiment.yaml"]), "--out", str(run), "--quiet", *TINY]) == 0
     summary = json.loads((run / "summary.json").read_text())
-    record = {"plugin": plugin, "path": plugin, "sha256": hashlib.sha256(files["my_positions.py"].read_bytes()).hexdigest()}
+    digest = hashlib.sha256(files["my_positions.py"].read_bytes()).hexdigest()
+    record = {"plugin": plugin, "path": plugin, "sha256": digest}
     assert {k: summary["plugins"][0][k] for k in record} == record
     assert summary["plugins"][0]["module"].startswith("arch_zoo_plugin_my_positions")
     assert json.loads((run / "status.json").read_text())["plugins"] == summary["plugins"]
@@ -151,6 +153,18 @@ def test_readme_example_describe_train_sweep_report_generate(example, tmp_path, 
     assert proc.returncode == 0, proc.stderr
     assert list(elsewhere.iterdir()) == []
 
+    source = files["my_positions.py"].read_text()  # the plugin edited since: generate says so, in one line
+    try:
+        files["my_positions.py"].write_text(source + "# edited\n")
+        proc = subprocess.run([sys.executable, "-m", "arch_zoo", "generate", str(run), "--prompt", "def ",
+                               "--max-new-tokens", "3"], cwd=elsewhere, env=env, capture_output=True, text=True,
+                              timeout=300)
+    finally:
+        files["my_positions.py"].write_text(source)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith(f"arch-zoo: warning: plugin {plugin} changed since the run was trained (sha256 "
+                                  f"{record['sha256'][:12]} then, "), proc.stderr
+
 
 LAB_BLOCKS = """
 from dataclasses import dataclass
@@ -168,7 +182,7 @@ class ScaleNormOptions:
     eps: float = 1e-5
 
 
-@NORMS.register("scalenorm", ScaleNormOptions, "one learned scale over the l2-normalised vector (Nguyen & Salazar 2019)")
+@NORMS.register("scalenorm", ScaleNormOptions, "one learned scale over the unit vector (Nguyen & Salazar 2019)")
 class ScaleNorm(nn.Module):
     def __init__(self, options, dim):
         super().__init__()
