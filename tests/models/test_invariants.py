@@ -35,9 +35,11 @@ def _axes():
     hints = typing.get_type_hints(ModelConfig)
     for f in dataclasses.fields(ModelConfig):
         marker = f.metadata.get("registry")
-        if marker is not None and f.default is not None and f.name != "head":
+        if marker is not None and f.name != "head":
             family = marker().family
             axes[f.name] = [{"name": n, **testing.example_options(family, n)} for n in marker().choices()]
+            if f.default is None:  # an optional component (e.g. a norm over q and k): off is a choice too
+                axes[f.name].insert(0, None)
         elif typing.get_origin(hints[f.name]) is typing.Literal and f.name != "kind":
             axes[f.name] = list(typing.get_args(hints[f.name]))
     return axes
