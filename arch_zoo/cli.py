@@ -53,7 +53,7 @@ def _components(args) -> int:
     from .plugins import load_plugins, resolve
 
     if args.config:  # the plugins a config names, as `train` would import them
-        from .config import load
+        from .loading import load
 
         load(args.config)
     load_plugins(resolve(args.plugin, Path.cwd()))
@@ -70,10 +70,13 @@ def _describe(args) -> int:
 
 
 def _train(args) -> int:
-    from .config import load
+    from .loading import load
 
     cfg = load(args.config, args.overrides)
     out = _output_dir(args.out if args.out else Path("runs") / cfg.name, "--out")
+    from .dashboards.deps import check_logging
+
+    check_logging(cfg.logging)
     from .training import run_one  # Lightning: seconds, after the checks that need none
     from .training.report import summary_text
     from .training.run import RunInterrupted
@@ -182,8 +185,16 @@ def _report(args) -> int:
 
     if args.out:
         _output_dir(args.out, "--out")
-    result = write_report(args.sweep_dir, args.out, formats=args.format, metric=args.metric, baseline=args.baseline,
-                          command=command_line(args.argv), ci=args.ci, min_effect=args.min_effect)
+    options = dict(formats=args.format, metric=args.metric, baseline=args.baseline, command=command_line(args.argv),
+                   ci=args.ci, min_effect=args.min_effect)
+    if args.watch:
+        from .reports.watch import watch
+
+        if args.interval <= 0:
+            raise ConfigError("--interval", f"must be positive seconds, got {args.interval}")
+        result = watch(args.sweep_dir, args.out, args.interval, **options)
+    else:
+        result = write_report(args.sweep_dir, args.out, **options)
     sys.stdout.write(terminal_table([g["variants"] for g in result["groups"]]))
     print(f"report: {result['out_dir']}/ ({plural(len(result['files']), 'file')})")
     return 0
@@ -203,6 +214,23 @@ def _compare(args) -> int:
     if args.out:
         print(f"report: {args.out}/")
     return 0
+
+
+def _export(args) -> int:
+    from .dashboards.export import export
+
+    if args.tracking_uri and args.to != "mlflow":
+        raise ConfigError("--tracking-uri", f"is for --to mlflow; --to {args.to} writes next to the runs")
+    result = export(args.paths, args.to, tracking_uri=args.tracking_uri)
+    for line in result.lines():
+        print(line)
+    return 0
+
+
+def _dashboard(args) -> int:
+    from .dashboards.serve import dashboard
+
+    return dashboard(Path(args.sweep_dir), args.tool, args.port, say=lambda line: print(line, flush=True))
 
 
 def _sweep(args) -> int:
@@ -315,6 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", default=None, help="metric to rank and test on (default: the sweep's, else val/loss)")
     p.add_argument("--baseline", nargs="+", action="extend", default=None, metavar="KEY=VALUE",
                    help="the variant Δ is measured against (default: the sweep's baseline)")
+    p.add_argument("--watch", action="store_true", help="rewrite the report as runs progress (the HTML page "
+                   "reloads itself) until every run has finished; prints each variant's runs done/running/waiting")
+    p.add_argument("--interval", type=float, default=10.0, help="--watch: seconds between checks (default 10)")
     _stats_options(p)
     p.set_defaults(func=_report)
 
@@ -326,6 +357,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="also write a report (md, csv, tex, parquet, html) here")
     _stats_options(p)
     p.set_defaults(func=_compare)
+
+    p = sub.add_parser("export", help="write finished runs (metrics.csv, summary.json) into TensorBoard, MLflow "
+                                      "or wandb; rerunning adds only what is new")
+    p.add_argument("paths", nargs="+", metavar="RUN_OR_SWEEP_DIR", help="sweep or run directories")
+    p.add_argument("--to", required=True, help="tensorboard, mlflow or wandb")
+    p.add_argument("--tracking-uri", default=None, help="mlflow: a server URL or a store URI (default: "
+                   "sqlite:///<sweep dir>/mlflow.db)")
+    p.set_defaults(func=_export)
+
+    p = sub.add_parser("dashboard", help="export a sweep and serve it in TensorBoard or MLflow on 127.0.0.1")
+    p.add_argument("sweep_dir", help="a sweep directory (or one run directory)")
+    p.add_argument("--tool", default="tensorboard", help="tensorboard (default) or mlflow")
+    p.add_argument("--port", type=int, default=None, help="port (default: 6006 / 5000 when free, else any free one)")
+    p.set_defaults(func=_dashboard)
     return parser
 
 

@@ -112,9 +112,7 @@ def from_dict(cls: type, data: Any, key: str = "") -> Any:
 
 def to_dict(obj: Any) -> Any:
     """Inverse of ``from_dict``: plain data fit for YAML (component specs become {name, **opts})."""
-    from .registry import ComponentSpec
-
-    if isinstance(obj, ComponentSpec):
+    if callable(getattr(type(obj), "to_dict", None)):  # a component spec ({name, **options})
         return obj.to_dict()
     if dataclasses.is_dataclass(obj):
         return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}

@@ -5,9 +5,12 @@ import dataclasses
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
-from .config import D_FF_RULE, ExperimentConfig
+from .catalog import all_registries
+from .components.feedforward import is_gated
+from .config import ExperimentConfig
 from .errors import ConfigError
-from .registry import Registry, all_registries
+from .registry import Registry
+from .validation import D_FF_RULE
 from .training.rundir import CONFIG as RUN_CONFIG
 
 DEFAULT_VOCAB = 32000
@@ -30,6 +33,8 @@ def _options(entry) -> str:
 
 def _traits(entry) -> str:
     """What a component declares beyond its options (a feed-forward's gating sets d_ff's default)."""
+    if hasattr(entry.factory, "gated_for"):
+        return "  (d_ff default follows its options: an MoE's, its expert's)"
     gated = getattr(entry.factory, "gated", None)
     if gated is None:
         return ""
@@ -58,7 +63,7 @@ def describe_source(source: str, overrides: Sequence[str] = (), vocab_size: Opti
                     seq_len: Optional[int] = None) -> str:
     """``arch-zoo describe``: a YAML config, ``preset:NAME`` or a run directory. The vocabulary is the
     run's saved tokenizer's, else the task's (built as training would build it), else assumed."""
-    from .config import PRESET_PREFIX, load
+    from .loading import PRESET_PREFIX, load
 
     path, run_dir = Path(source), None
     if not source.startswith(PRESET_PREFIX) and path.is_dir():
@@ -89,7 +94,7 @@ def _vocab(cfg: ExperimentConfig, run_dir: Optional[Path], task_changed: bool) -
 def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_len: Optional[int] = None,
                   run_dir: Optional[Path] = None, task_changed: bool = False) -> str:
     from .models import build_model
-    from .models.summary import count_parameters, flops_per_token, parameter_breakdown
+    from .models.summary import active_parameters, count_parameters, flops_per_token, parameter_breakdown
 
     m = cfg.model
     vocab_note = ""
@@ -102,8 +107,8 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
 
     with torch.device("meta"):  # counts and FLOPs need shapes only, so a 7B preset costs no memory
         model = build_model(m, vocab_size)
-    placement = "x + f(norm(x))" if m.norm_placement == "pre" else "norm(x + f(x))"
-    gated = registry_of("feedforward").get(m.ffn.name).factory.gated
+    placement = registry_of("placements").get(m.norm_placement.name).factory.formula
+    gated = is_gated(m.ffn)
     lines = [
         f"{cfg.name}: {m.kind.replace('_', '-')} model",
         f"  d_model {m.d_model}, heads {m.n_heads} (kv heads {m.kv_heads}, head_dim {m.dim_per_head}), "
@@ -111,12 +116,16 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         "",
         "components",
         f"  position      {m.position.describe()}" + (", also in cross-attention" if m.cross_attention_position else ""),
-        f"  norm          {m.norm.describe()}, {m.norm_placement}-norm: {placement}; "
+        f"  norm          {m.norm.describe()}, placement {m.norm_placement.describe()}: {placement}; "
         f"final norm {'yes' if m.use_final_norm else 'no'}",
-        f"  attention     {m.attention.describe()} kernel, q.k scaled by "
-        f"{'1/sqrt(head_dim)' if m.attention_scale is None else m.attention_scale}",
+        f"  attention     {m.attention.describe()}, {m.attention_kernel.describe()} kernel, q.k scaled by "
+        f"{'1/sqrt(head_dim)' if m.attention_scale is None else m.attention_scale}"
+        + (f", qk-norm {m.qk_norm.describe()}" if m.qk_norm is not None else "")
+        + (f", logits soft-capped at {m.attn_logit_softcap} (sdpa runs the explicit math)"
+           if m.attn_logit_softcap is not None else ""),
         f"  feed-forward  {m.ffn.describe()}{', gated' if gated else ''}, bias {'yes' if m.bias else 'no'}",
-        f"  head          {m.head.describe()}" + (", tied to token embeddings" if m.tie_embeddings else ""),
+        f"  head          {m.head.describe()}" + (", tied to token embeddings" if m.tie_embeddings else "")
+        + (f", output soft-capped at {m.final_logit_softcap}" if m.final_logit_softcap is not None else ""),
         f"  init          {m.init.describe()}",
         f"  embeddings    scale by sqrt(d_model): {'yes' if m.scale_embeddings else 'no'}"
         + (", shared by encoder and decoder" if m.tie_encoder_decoder_embeddings else "")
@@ -134,13 +143,15 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
     if m.kind == "encoder_decoder":
         lines.append(f"  decoder x {m.decoder_layers}: self-attention (causal) -> cross-attention -> feed-forward")
     total = count_parameters(model)
-    lines += ["", f"parameters  {total:,} total"]
+    active = active_parameters(model)
+    lines += ["", f"parameters  {total:,} total" + (f", {active:,} active per token (experts not routed to "
+                                                      f"excluded)" if active != total else "")]
     for part, n in parameter_breakdown(model).items():
         lines.append(f"  {part:<26}{n:>14,}  {100 * n / total:5.1f}%")
     flops = flops_per_token(model, seq_len)
     per = "per source+target token pair" if m.kind == "encoder_decoder" else "per token"
     lines += ["", f"forward FLOPs {per} at length {seq_len}  {_fmt(flops['total'])} "
-                  f"(a training step is ~3x)"]
+                  f"(a training step is ~3x{'; active experts only' if active != total else ''})"]
     for part, n in flops.items():
         if part != "total":
             lines.append(f"  {part:<26}{_fmt(n):>14}")

@@ -7,8 +7,10 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Type
 
+from .config_types import coerce
 from .errors import ConfigError, choice_error, did_you_mean
 
+_FAMILIES: Dict[str, "Registry"] = {}  # family -> registry, filled as each family's module is imported
 LOADING: list = []  # the plugin being imported now (arch_zoo.plugins sets it): where registrations come from
 ADDED: list = []  # (registry, name) registered while a plugin loads: undone if its import fails
 
@@ -45,8 +47,9 @@ class Registry:
     def __init__(self, family: str, kind: str, moved: Optional[Dict[str, str]] = None):
         self.family = family  # e.g. "positions"
         self.kind = kind  # e.g. "position scheme", used in error messages
-        self.moved = dict(moved or {})  # options that left this family: option -> where they live now
+        self.moved = dict(moved or {})  # options or names that left this family -> where they live now
         self._entries: Dict[str, Entry] = {}
+        _FAMILIES.setdefault(family, self)
 
     def register(self, name: str, options: Type = NoOptions, description: Optional[str] = None):
         if not dataclasses.is_dataclass(options):
@@ -74,6 +77,8 @@ class Registry:
         return [self._entries[n] for n in self.choices()]
 
     def get(self, name: str, key: str = "") -> Entry:
+        if name not in self._entries and name in self.moved:  # a name that now belongs to another key
+            raise ConfigError(key or self.family, f"'{name}' is not one of the {self.kind}s any more: set {self.moved[name]}")
         if name not in self._entries:
             raise choice_error(key or self.family, self.kind, name, self._entries)
         return self._entries[name]
@@ -102,8 +107,6 @@ class Registry:
                     f"{key}.{opt}",
                     f"unknown option for {self.kind} '{name}'{did_you_mean(opt, fields)}; options: {allowed}",
                 )
-        from .config_types import coerce  # local: config_types imports nothing from here
-
         kwargs = {k: coerce(v, fields[k].type, f"{key}.{k}") for k, v in raw.items()}
         try:
             options = entry.options(**kwargs)
@@ -138,15 +141,12 @@ def component_field(family: str, default: Any) -> Any:
     """A dataclass field naming a component of registry ``family`` (``model.position``, a task's
     ``tokenizer``). Config merging reads the marker: a changed name drops the old options, and
     overrides of a name and its options combine in either order."""
-    return dataclasses.field(default=default, metadata={"registry": lambda: all_registries()[family]})
+    return dataclasses.field(default=default, metadata={"registry": lambda: family_registry(family)})
 
 
-def all_registries() -> Dict[str, Registry]:
-    """Every component family, importing the modules that fill them."""
-    from .components import attention, feedforward, init, norms, positions
-    from .data import tasks, tokenizers
-    from .models import heads
-
-    regs = [positions.POSITIONS, norms.NORMS, attention.ATTENTION, feedforward.FEEDFORWARD, init.INITS,
-            heads.HEADS, tasks.TASKS, tokenizers.TOKENIZERS]
-    return {r.family: r for r in regs}
+def family_registry(family: str) -> Registry:
+    """The registry of ``family``, once the module that defines it is imported (``arch_zoo.catalog``
+    imports every built-in family)."""
+    if family not in _FAMILIES:
+        raise LookupError(f"no registry '{family}' is loaded; import arch_zoo.catalog first")
+    return _FAMILIES[family]

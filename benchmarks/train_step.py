@@ -59,7 +59,7 @@ def _arch_zoo(s: Shape, **arch) -> nn.Module:
     from arch_zoo.models import build_model
 
     cfg = dict(kind="decoder", d_model=s.d_model, n_layers=s.n_layers, n_heads=s.n_heads, d_ff=s.d_ff,
-               max_seq_len=s.seq, norm_placement="pre", attention="sdpa", dropout=0.0, tie_embeddings=True,
+               max_seq_len=s.seq, norm_placement="pre", attention_kernel="sdpa", dropout=0.0, tie_embeddings=True,
                **arch)
     return build_model(cfg, s.vocab)
 

@@ -175,6 +175,20 @@ CASES = [
     ("compare-out-is-a-file", "compare {ws}/sweep --out {ws}/file.txt", "--out: {ws}/file.txt exists and is not a"),
     ("compare-unknown-metric", "compare {ws}/sweep --out {ws}/rep --metric nope",
      "metric: 'nope' was logged by no run"),
+    # dashboards: export targets, tools, tracking URIs (nothing listens on port 9, discard), --watch
+    ("export-missing-dir", "export {ws}/nope --to tensorboard", "{ws}/nope does not exist"),
+    ("export-not-a-run-or-sweep", "export {ws}/a_dir --to tensorboard", "{ws}/a_dir is not a sweep directory"),
+    ("export-unknown-tool", "export {ws}/sweep --to grafana", "--to: unknown dashboard 'grafana'; choices: mlflow,"),
+    ("export-unreachable-tracking-uri", "export {ws}/sweep --to mlflow --tracking-uri http://127.0.0.1:9",
+     "--tracking-uri: cannot reach the MLflow tracking server at http://127.0.0.1:9"),
+    ("export-tracking-uri-without-mlflow", "export {ws}/sweep --to tensorboard --tracking-uri http://127.0.0.1:9",
+     "--tracking-uri: is for --to mlflow; --to tensorboard writes next to the runs"),
+    ("train-unreachable-tracking-uri", "train {ws}/exp.yaml --out {ws}/r logging.mlflow.enabled=true "
+     "logging.mlflow.tracking_uri=http://127.0.0.1:9", "logging.mlflow.tracking_uri: cannot reach the MLflow"),
+    ("dashboard-not-a-sweep", "dashboard {ws}/a_dir", "{ws}/a_dir is not a sweep directory"),
+    ("dashboard-unknown-tool", "dashboard {ws}/sweep --tool grafana", "--tool: unknown dashboard 'grafana'"),
+    ("report-watch-zero-interval", "report {ws}/sweep --out {ws}/rep --watch --interval 0",
+     "--interval: must be positive seconds, got 0.0"),
     # the command line itself
     ("unknown-command", "fly", "argument command: invalid choice: 'fly'"),
     ("unknown-option", "describe {ws}/exp.yaml --colour", "unrecognized arguments: --colour"),
@@ -218,4 +232,51 @@ def test_the_console_script_reports_a_mistake_in_one_line(case, ws):
                           cwd=ws, timeout=300)
     check_one_line(proc.returncode, proc.stderr, expected.format(ws=ws))
     assert proc.stdout == ""
+    assert tree(ws) == before
+
+
+def test_a_dashboard_port_in_use_exits_2_with_one_line(ws, capsys, monkeypatch):
+    """README (Dashboards): `--port N` that another process holds is a one-line error, before any export."""
+    import socket
+
+    monkeypatch.chdir(ws)
+    before = tree(ws)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        capsys.readouterr()
+        code = main(["dashboard", str(ws / "sweep"), "--port", str(port)])
+    check_one_line(code, capsys.readouterr().err, f"--port: port {port} on 127.0.0.1 is in use")
+    assert tree(ws) == before
+
+
+# Runs the CLI with one module made unimportable, as on a machine without that extra installed.
+BLOCKED = """
+import sys
+class Missing:
+    def find_spec(self, name, path=None, target=None):
+        if name == {module!r} or name.startswith({module!r} + "."):
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, Missing())
+sys.argv = ["arch-zoo", *{argv!r}]
+from arch_zoo.cli import run
+run()
+"""
+
+
+@pytest.mark.parametrize("module, argv, expected", [
+    ("mlflow", "export {ws}/sweep --to mlflow",
+     "--to: mlflow is not installed; install it with: pip install 'arch-zoo[mlflow]'"),
+    ("tensorboard", "export {ws}/sweep --to tensorboard",
+     "--to: tensorboard is not installed; install it with: pip install 'arch-zoo[tensorboard]'"),
+    ("mlflow", "train {ws}/exp.yaml --out {ws}/r logging.mlflow.enabled=true",
+     "logging.mlflow: mlflow is not installed; install it with: pip install 'arch-zoo[mlflow]'"),
+], ids=["export-mlflow", "export-tensorboard", "train-mlflow-logger"])
+def test_a_missing_optional_dependency_names_the_extra_to_install(module, argv, expected, ws):
+    """README (Dashboards): without the extra, the command says `pip install 'arch-zoo[mlflow]'` in one line."""
+    before = tree(ws)
+    code = BLOCKED.format(module=module, argv=[a.format(ws=ws) for a in argv.split(" ")])
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ws, timeout=300)
+    check_one_line(proc.returncode, proc.stderr, expected.format(ws=ws))
     assert tree(ws) == before

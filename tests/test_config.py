@@ -2,7 +2,8 @@ import re
 
 import pytest
 
-from arch_zoo.config import ModelConfig, load, model_config, save
+from arch_zoo.config import ModelConfig
+from arch_zoo.loading import load, model_config, save
 from arch_zoo.errors import ConfigError
 from arch_zoo.models import build_model
 from tests.conftest import tiny
@@ -89,7 +90,7 @@ def test_missing_file_and_bad_override():
 # A component and its option set on one command line, for every family a config can name. The
 # base names another component (with options of its own) so a name change is really tested.
 BASE = {"model": {"kind": "encoder", "position": {"name": "rope", "base": 500}, "norm": "rmsnorm",
-                  "attention": "sdpa", "head": "lm", "init": "xavier", "ffn": "gelu"}}
+                  "attention_kernel": "sdpa", "head": "lm", "init": "xavier", "ffn": "gelu"}}
 TASK_BASE = {"model": {"kind": "decoder"}, "task": {"name": "char_lm", "max_chars": 1000, "tokenizer": "char"}}
 COMPONENT_OPTIONS = [  # (base, component key, new name, option, value, what the option reads back as)
     (BASE, "model.position", "alibi", "max_bias", "4", 4.0),
@@ -175,9 +176,20 @@ def test_the_default_d_ff_follows_overrides_and_is_saved_as_a_number(tmp_path):
 
 
 def test_a_config_that_sets_the_old_attention_scale_option_is_told_where_it_moved():
-    """Configs saved before the scale became a model key (T5's `attention: {name: sdpa, scale: 1.0}`)
-    get one line that names the new key, not a bare 'unknown option'."""
+    """Configs saved before the scale became a model key (T5's `{name: sdpa, scale: 1.0}`, the kernel's
+    options) get one line that names the new key, not a bare 'unknown option'."""
     with pytest.raises(ConfigError) as err:
-        model_config({**tiny(), "attention": {"name": "sdpa", "scale": 1.0}})
-    assert str(err.value) == ("model.attention.scale: not an option of the attention backend any more: "
+        model_config({**tiny(), "attention_kernel": {"name": "sdpa", "scale": 1.0}})
+    assert str(err.value) == ("model.attention_kernel.scale: not an option of the attention kernel any more: "
                               "set model.attention_scale instead")
+
+
+@pytest.mark.parametrize("kernel", ["sdpa", "explicit"])
+def test_a_config_that_names_a_kernel_under_the_old_attention_key_is_told_where_it_moved(kernel):
+    """README model keys: `attention` is the pattern, `attention_kernel` the kernel; a config written
+    when `attention` named the kernel gets one line naming the new key."""
+    with pytest.raises(ConfigError) as err:
+        model_config({**tiny(), "attention": kernel})
+    assert str(err.value) == (f"model.attention: '{kernel}' is not one of the attention patterns any more: set "
+                              f"model.attention_kernel={kernel} (the kernel has its own key; model.attention "
+                              f"is the pattern)")

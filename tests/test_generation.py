@@ -15,13 +15,13 @@ from arch_zoo.components.attention import KVCache
 from arch_zoo.config import ModelConfig
 from arch_zoo.generation import generate, left_pad, sample_logits, top_k_filter, top_p_filter
 from arch_zoo.models.transformer import build_model
-from arch_zoo.registry import all_registries
+from arch_zoo.catalog import all_registries
 from tests.conftest import run_with_torch_only
 
 VOCAB = 40
 REGISTRIES = all_registries()
 SMALL = dict(d_model=32, n_layers=2, n_heads=4, d_ff=64, max_seq_len=48, tie_embeddings=False)  # untied: no echo
-DEFAULTS = {field: getattr(ModelConfig(), field).name for field in ("attention", "norm", "ffn")}
+DEFAULTS = {field: getattr(ModelConfig(), field).name for field in ("attention", "attention_kernel", "norm", "ffn")}
 
 
 def _grid():
@@ -34,14 +34,18 @@ def _grid():
                 grid[f"{kind}-{pos}-{label}"] = dict(SMALL, kind=kind, position=pos, n_kv_heads=kv)
             if kind == "encoder_decoder" and REGISTRIES["positions"].get(pos).factory.acts_in_attention:
                 grid[f"{kind}-{pos}-cross"] = dict(SMALL, kind=kind, position=pos, cross_attention_position=True)
-    for field, family in (("attention", "attention"), ("norm", "norms"), ("ffn", "feedforward")):
+    for field, family in (("attention", "attention"), ("attention_kernel", "attention_kernel"), ("norm", "norms"),
+                          ("ffn", "feedforward")):
         for name in REGISTRIES[family].choices():
             if name != DEFAULTS[field]:
                 grid[f"decoder-{field}-{name}"] = dict(SMALL, kind="decoder", position="rope", **{field: name})
     grid["decoder-post-norm"] = dict(SMALL, kind="decoder", position="learned", norm_placement="post")
+    for kind in ("decoder", "encoder_decoder"):  # a window shorter than prompt + output: the cache is trimmed
+        grid[f"{kind}-sliding-window-3"] = dict(SMALL, kind=kind, position="rope",
+                                                attention={"name": "sliding_window", "window": 3})
     grid["decoder-mqa"] = dict(SMALL, kind="decoder", position="alibi", n_kv_heads=1)
     grid["encoder_decoder-explicit-gqa"] = dict(SMALL, kind="encoder_decoder", position="t5_bias",
-                                                attention="explicit", n_kv_heads=2)
+                                                attention_kernel="explicit", n_kv_heads=2)
     return grid
 
 
@@ -49,7 +53,8 @@ GRID = _grid()
 # The cache invariants run on the whole grid; the strategies (whose code is shared by all models)
 # on every position scheme and model kind, plus GQA.
 ALL = pytest.mark.parametrize("name", sorted(GRID))
-STRATEGY_GRID = sorted(n for n in GRID if n.endswith("-mha")) + ["decoder-rope-gqa", "encoder_decoder-alibi-gqa"]
+STRATEGY_GRID = sorted(n for n in GRID if n.endswith("-mha")) + ["decoder-rope-gqa", "encoder_decoder-alibi-gqa",
+                                                                  "decoder-sliding-window-3"]
 STRATEGY = pytest.mark.parametrize("name", STRATEGY_GRID)
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17]]  # different lengths: left padding is exercised
 STEPS = 8

@@ -23,7 +23,7 @@ import yaml
 
 from arch_zoo import testing
 from arch_zoo.cli import main
-from arch_zoo.registry import all_registries
+from arch_zoo.catalog import all_registries
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.d_ff=32", "model.max_seq_len=32",
@@ -226,7 +226,7 @@ def _package(root: Path, name: str) -> Path:
 def test_a_module_plugin_adds_a_norm_and_an_ffn(tmp_path, monkeypatch, capsys):
     """README: "module names (my_lab.blocks) work too"; what a plugin registers is validated like a
     built-in (typed options, did-you-mean) and passes the grid's invariants (arch_zoo.testing)."""
-    from arch_zoo.config import load
+    from arch_zoo.loading import load
     from arch_zoo.errors import ConfigError
 
     blocks = _package(tmp_path / "lab", "my_lab")

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from arch_zoo.cli import main
-from arch_zoo.config import load, model_config, preset_names
+from arch_zoo.loading import load, model_config, preset_names
 from arch_zoo.errors import ConfigError
 from arch_zoo.models import build_model
 from tests.conftest import tiny
@@ -45,7 +45,7 @@ def test_full_presets_have_the_reference_size(name, vocab, total, feature, capsy
 
 def test_a_preset_is_a_base_for_one_override():
     cfg = load("preset:llama", ["model.norm_placement=post"]).model
-    assert cfg.norm_placement == "post" and cfg.ffn.name == "swiglu" and cfg.position.name == "rope"
+    assert cfg.norm_placement.name == "post" and cfg.ffn.name == "swiglu" and cfg.position.name == "rope"
 
 
 @pytest.mark.parametrize("changes,key,message", [

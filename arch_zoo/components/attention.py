@@ -1,8 +1,11 @@
-"""Multi-head attention (MHA, GQA, MQA) with pluggable score backends and a key/value cache.
+"""Multi-head attention (MHA, GQA, MQA) with pluggable score kernels and a key/value cache.
 
-A backend is a kernel: it computes softmax(scale * q k^T + mask) v and nothing else, so switching
-backends never changes the model's function. The scale is the model's (``model.attention_scale``),
-handed to whichever backend runs it.
+A kernel (``model.attention_kernel``) computes softmax(softcap(scale * q k^T) + mask) v and nothing
+else, so switching kernels never changes the model's function. The scale and the logit soft-cap are
+the model's (``model.attention_scale``, ``model.attn_logit_softcap``), handed to whichever kernel runs
+it. Which keys a query may see, and what the cache keeps, is the attention pattern's
+(``model.attention``, attention_patterns.py); QK-norm (``model.qk_norm``) normalises each head's q and
+k before positions rotate them (OLMo 2, Qwen3).
 
 Tensors inside attention are (batch, heads, length, head_dim); scores are (batch, heads, q_len, k_len).
 """
@@ -17,29 +20,57 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..registry import NoOptions, Registry
+from .attention_patterns import ATTENTION, AttentionPattern, GlobalAttention
 from .masks import AttentionMask
+from .norms import NORMS
 
 # The q.k scale is the model's function, not the kernel's (configs saved before 0.2 had it here).
-ATTENTION = Registry("attention", "attention backend", moved={"scale": "model.attention_scale instead"})
+KERNELS = Registry("attention_kernel", "attention kernel", moved={"scale": "model.attention_scale instead"})
 
 
 class Backend:
-    """softmax(scale * q k^T + mask) v for (B, H, L, D) inputs; kv heads may be fewer (GQA).
-    ``scale`` None means 1/sqrt(head_dim)."""
+    """softmax(softcap(scale * q k^T) + mask) v for (B, H, L, D) inputs; kv heads may be fewer (GQA).
+    ``scale`` None means 1/sqrt(head_dim); ``softcap`` None means none, else cap * tanh(s / cap) (Gemma 2)."""
 
     returns_weights = False
 
-    def __init__(self, options: NoOptions = NoOptions(), scale: Optional[float] = None):
+    def __init__(self, options: NoOptions = NoOptions(), scale: Optional[float] = None,
+                 softcap: Optional[float] = None):
         self.scale = scale
+        self.softcap = softcap
 
     def __call__(self, q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, dropout: float
                  ) -> Tuple[Tensor, Optional[Tensor]]:
         raise TypeError("Backend is abstract; use a registered backend")
 
 
-@ATTENTION.register("sdpa", NoOptions, "torch scaled_dot_product_attention (fused kernels where available)")
+def explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, dropout: float,
+                       scale: Optional[float], softcap: Optional[float]) -> Tuple[Tensor, Tensor]:
+    if k.shape[1] != q.shape[1]:
+        groups = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    scores = (q @ k.transpose(-2, -1)).float() * scale
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    allowed = mask.materialize(q.shape[-2], k.shape[-2], q.device)
+    if allowed is not None:
+        if allowed.dtype == torch.bool:
+            scores = scores.masked_fill(~allowed, float("-inf"))
+        else:
+            scores = scores + allowed.float()
+    weights = scores.softmax(dim=-1).to(q.dtype)
+    if dropout > 0:
+        weights = F.dropout(weights, dropout)
+    return weights @ v, weights
+
+
+@KERNELS.register("sdpa", NoOptions, "torch scaled_dot_product_attention (fused kernels where available); "
+                  "layers with a logit soft-cap run the explicit math, which no fused kernel computes")
 class SDPABackend(Backend):
     def __call__(self, q, k, v, mask, dropout):
+        if self.softcap is not None:  # tanh of the scores before the mask: no additive mask can express it
+            return explicit_attention(q, k, v, mask, dropout, self.scale, self.softcap)[0], None
         attn_mask = mask.allowed
         if attn_mask is not None and attn_mask.dtype != torch.bool:
             attn_mask = attn_mask.to(q.dtype)
@@ -50,26 +81,12 @@ class SDPABackend(Backend):
         return out, None
 
 
-@ATTENTION.register("explicit", NoOptions, "softmax(QK^T/sqrt(d_k))V written out; can return the weights")
+@KERNELS.register("explicit", NoOptions, "softmax(QK^T/sqrt(d_k))V written out; can return the weights")
 class ExplicitBackend(Backend):
     returns_weights = True
 
     def __call__(self, q, k, v, mask, dropout):
-        if k.shape[1] != q.shape[1]:
-            groups = q.shape[1] // k.shape[1]
-            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
-        scale = self.scale if self.scale is not None else 1.0 / math.sqrt(q.shape[-1])
-        scores = (q @ k.transpose(-2, -1)).float() * scale
-        allowed = mask.materialize(q.shape[-2], k.shape[-2], q.device)
-        if allowed is not None:
-            if allowed.dtype == torch.bool:
-                scores = scores.masked_fill(~allowed, float("-inf"))
-            else:
-                scores = scores + allowed.float()
-        weights = scores.softmax(dim=-1).to(q.dtype)
-        if dropout > 0:
-            weights = F.dropout(weights, dropout)
-        return weights @ v, weights
+        return explicit_attention(q, k, v, mask, dropout, self.scale, self.softcap)
 
 
 class KVCache:
@@ -78,45 +95,61 @@ class KVCache:
 
     Keys and values live in buffers that double when full, so appending a position copies that
     position rather than the whole cache (as torch.cat would); ``k`` and ``v`` are views of the
-    filled part. While autograd records, appends use torch.cat instead: writing into a buffer
-    would overwrite tensors saved for the backward pass."""
+    live part, ``[start, len)``. ``trim(n)`` drops all but the newest n keys (a sliding window's
+    cache): the dropped ones are only skipped until the buffer is next full, when the live part moves
+    to a fresh buffer of twice its size, so a trimmed cache's memory stays bounded and each step
+    copies O(1) positions on average. While autograd records, appends use torch.cat instead: writing
+    into a buffer would overwrite tensors saved for the backward pass."""
 
     def __init__(self):
         self._k: Optional[Tensor] = None  # (B, kv_heads, capacity, head_dim)
         self._v: Optional[Tensor] = None
+        self._start = 0
         self._len = 0
 
     @property
     def k(self) -> Optional[Tensor]:
-        return None if self._k is None else self._k[:, :, : self._len]
+        return None if self._k is None else self._k[:, :, self._start: self._len]
 
     @property
     def v(self) -> Optional[Tensor]:
-        return None if self._v is None else self._v[:, :, : self._len]
+        return None if self._v is None else self._v[:, :, self._start: self._len]
+
+    @property
+    def capacity(self) -> int:
+        """Positions the buffers hold room for (live or not): what the cache costs in memory."""
+        return 0 if self._k is None else self._k.shape[-2]
 
     def __len__(self) -> int:
-        return self._len
+        return self._len - self._start
 
     def append(self, k: Tensor, v: Tensor) -> Tuple[Tensor, Tensor]:
         if self._k is None or (torch.is_grad_enabled() and (k.requires_grad or v.requires_grad)):
             if self._k is not None:
                 k, v = torch.cat((self.k, k), dim=-2), torch.cat((self.v, v), dim=-2)
-            self._k, self._v, self._len = k, v, k.shape[-2]  # full to capacity: the next append copies
+            self._k, self._v, self._start, self._len = k, v, 0, k.shape[-2]  # full: the next append moves it
             return k, v
         end = self._len + k.shape[-2]
         if end > self._k.shape[-2]:
-            self._k, self._v = self._grow(self._k, end), self._grow(self._v, end)
+            self._k, self._v = self._moved(self._k, k.shape[-2]), self._moved(self._v, k.shape[-2])
+            self._len, self._start = len(self), 0
+            end = self._len + k.shape[-2]
         self._k[:, :, self._len: end] = k
         self._v[:, :, self._len: end] = v
         self._len = end
         return self.k, self.v
 
-    def _grow(self, buffer: Tensor, needed: int) -> Tensor:
+    def _moved(self, buffer: Tensor, incoming: int) -> Tensor:
+        live = len(self)
         shape = list(buffer.shape)
-        shape[-2] = max(needed, 2 * shape[-2])
-        grown = buffer.new_empty(shape)
-        grown[:, :, : self._len] = buffer[:, :, : self._len]
-        return grown
+        shape[-2] = max(live + incoming, 2 * live)
+        moved = buffer.new_empty(shape)
+        moved[:, :, :live] = buffer[:, :, self._start: self._len]
+        return moved
+
+    def trim(self, keep: int) -> None:
+        """Keep only the newest ``keep`` keys."""
+        self._start = max(self._start, self._len - keep)
 
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows ``index`` (beam search)."""
@@ -138,13 +171,18 @@ Rotate = Callable[[Tensor, Tensor], Tuple[Tensor, Tensor]]
 
 
 class MultiHeadAttention(nn.Module):
-    """Self-attention (fused QKV projection) or cross-attention (Q from x, fused KV from memory)."""
+    """Self-attention (fused QKV projection) or cross-attention (Q from x, fused KV from memory).
 
-    def __init__(self, shape: AttentionShape, backend, cross: bool = False):
+    ``pattern`` (self-attention only) narrows the mask and trims the cache; ``qk_norm`` builds a
+    norm over head_dim, one for q and one for k, each shared by all heads (as Qwen3)."""
+
+    def __init__(self, shape: AttentionShape, backend, cross: bool = False,
+                 pattern: Optional[AttentionPattern] = None, qk_norm: Optional[Callable[[int], nn.Module]] = None):
         super().__init__()
         self.shape = shape
         self.cross = cross
         self.backend = backend
+        self.pattern = GlobalAttention() if cross or pattern is None else pattern
         h, kv, d = shape.n_heads, shape.n_kv_heads, shape.head_dim
         if cross:
             self.q = nn.Linear(shape.d_model, h * d, bias=shape.bias)
@@ -152,10 +190,26 @@ class MultiHeadAttention(nn.Module):
         else:
             self.qkv = nn.Linear(shape.d_model, (h + 2 * kv) * d, bias=shape.bias)
         self.out = nn.Linear(h * d, shape.d_model, bias=shape.bias)
+        self.q_norm = qk_norm(d) if qk_norm is not None else None
+        self.k_norm = qk_norm(d) if qk_norm is not None else None
         self.last_weights: Optional[Tensor] = None
+
+    @classmethod
+    def from_config(cls, cfg, cross: bool) -> "MultiHeadAttention":
+        """The attention sublayer a ModelConfig (one layer's) describes."""
+        shape = AttentionShape(cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.dim_per_head, cfg.bias,
+                               cfg.rate("attention_dropout"))
+        backend = KERNELS.build(cfg.attention_kernel, cfg.attention_scale, cfg.attn_logit_softcap)
+        qk_norm = (lambda dim: NORMS.build(cfg.qk_norm, dim)) if cfg.qk_norm is not None else None
+        return cls(shape, backend, cross=cross, pattern=ATTENTION.build(cfg.attention), qk_norm=qk_norm)
 
     def _heads(self, x: Tensor, n: int) -> Tensor:
         return x.unflatten(-1, (n, self.shape.head_dim)).transpose(1, 2)  # (B, n, L, D)
+
+    def _norm_qk(self, q: Tensor, k: Optional[Tensor]) -> Tuple[Tensor, Optional[Tensor]]:
+        if self.q_norm is None:
+            return q, k
+        return self.q_norm(q), (None if k is None else self.k_norm(k))
 
     def forward(self, x: Tensor, mask: AttentionMask, rotate: Optional[Rotate] = None,
                 memory: Optional[Tensor] = None, cache: Optional[KVCache] = None,
@@ -165,10 +219,12 @@ class MultiHeadAttention(nn.Module):
             q = self._heads(self.q(x), h)
             if cache is not None and len(cache):
                 k, v = cache.k, cache.v
-                if rotate is not None:  # memory keys were rotated when cached
+                q, _ = self._norm_qk(q, None)  # memory keys were normed and rotated when cached
+                if rotate is not None:
                     q, _ = rotate(q, None)
             else:
                 k, v = (self._heads(t, kv) for t in self.kv(memory).split(kv * d, dim=-1))
+                q, k = self._norm_qk(q, k)
                 if rotate is not None:
                     q, k = rotate(q, k)
                 if cache is not None:
@@ -176,17 +232,31 @@ class MultiHeadAttention(nn.Module):
         else:
             q, k, v = self.qkv(x).split((h * d, kv * d, kv * d), dim=-1)
             q, k, v = self._heads(q, h), self._heads(k, kv), self._heads(v, kv)
+            q, k = self._norm_qk(q, k)
             if rotate is not None:
                 q, k = rotate(q, k)
                 # q and k are fresh tensors now, but v is still a view of the fused qkv output: kept for
                 # backward (or in the cache) it would keep all of it alive. Its own copy frees the rest.
                 v = v.contiguous()
+            # the stack's mask spans every key it has seen; a trimmed cache holds only the newest of them
+            full_keys = (len(cache) if cache is not None else 0) + q.shape[-2]
+            mask = self.pattern.restrict(mask, q.shape[-2], mask_keys(mask, full_keys), q.device)
             if cache is not None:
                 k, v = cache.append(k, v)
+                mask = mask.last_keys(k.shape[-2])
         if need_weights and not self.backend.returns_weights:
-            raise ValueError("attention weights need the 'explicit' attention backend")
+            raise ValueError("attention weights need the 'explicit' attention kernel")
         out, weights = self.backend(q, k, v, mask, self.shape.dropout if self.training else 0.0)
         self.last_weights = weights if need_weights else None
+        if not self.cross and cache is not None and (keep := self.pattern.cache_keep()) is not None:
+            cache.trim(keep)
         if mask.keep is not None:
             out = out * mask.keep.to(out.dtype)
         return self.out(out.transpose(1, 2).flatten(2))
+
+
+def mask_keys(mask: AttentionMask, at_least: int) -> int:
+    """How many keys the stack's mask spans: its last dimension, else (implicit causal, or none) ``at_least``."""
+    if mask.allowed is not None and mask.allowed.shape[-1] > 1:
+        return mask.allowed.shape[-1]
+    return at_least

@@ -9,9 +9,17 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from ..registry import NoOptions, Registry
+from ..registry import ComponentSpec, NoOptions, Registry
+from .init import mark_residual_out
 
 FEEDFORWARD = Registry("feedforward", "feed-forward")
+
+
+def is_gated(spec: ComponentSpec) -> bool:
+    """Whether a feed-forward has three d_model x d_ff matrices (sets d_ff's default); a component whose
+    answer depends on its options (an MoE, by its expert) says so through ``gated_for(options)``."""
+    factory = FEEDFORWARD.get(spec.name).factory
+    return factory.gated_for(spec.options) if hasattr(factory, "gated_for") else factory.gated
 
 
 @dataclass(frozen=True)
@@ -25,7 +33,7 @@ class FFNContext:
 class MLP(nn.Module):
     """act(x W1 + b1) W2 + b2."""
 
-    gated = False  # two matrices; the default d_ff follows from this (config.default_d_ff)
+    gated = False  # two matrices; the default d_ff follows from this (validation.default_d_ff)
 
     @staticmethod
     def act(x: Tensor) -> Tensor:
@@ -34,7 +42,7 @@ class MLP(nn.Module):
     def __init__(self, options, ctx: FFNContext):
         super().__init__()
         self.up = nn.Linear(ctx.d_model, ctx.d_ff, bias=ctx.bias)
-        self.down = nn.Linear(ctx.d_ff, ctx.d_model, bias=ctx.bias)
+        self.down = mark_residual_out(nn.Linear(ctx.d_ff, ctx.d_model, bias=ctx.bias))
         self.dropout = nn.Dropout(ctx.dropout)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -84,7 +92,7 @@ class GatedMLP(nn.Module):
         super().__init__()
         self.gate = nn.Linear(ctx.d_model, ctx.d_ff, bias=ctx.bias)
         self.up = nn.Linear(ctx.d_model, ctx.d_ff, bias=ctx.bias)
-        self.down = nn.Linear(ctx.d_ff, ctx.d_model, bias=ctx.bias)
+        self.down = mark_residual_out(nn.Linear(ctx.d_ff, ctx.d_model, bias=ctx.bias))
         self.dropout = nn.Dropout(ctx.dropout)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -33,6 +33,31 @@ class AttentionMask:
             bias = bias.masked_fill(~allowed, float("-inf"))
         return AttentionMask(bias, False, self.keep)
 
+    def restrict(self, band: Tensor) -> "AttentionMask":
+        """This mask and a (q_len, k_len) bool ``band`` (an attention pattern's). A query row left with
+        nothing to attend attends everywhere and is zeroed through ``keep``, as in ``_finish``. Without
+        padding (``keep`` None) no row can empty: every band here includes the query's own key."""
+        q_len, k_len = band.shape
+        allowed = self.materialize(q_len, k_len, band.device)
+        if allowed is None:
+            return AttentionMask(band.view(1, 1, q_len, k_len), False, None)
+        if allowed.dtype == torch.bool:
+            allowed = allowed & band
+            nonempty = allowed.any(-1, keepdim=True)
+            allowed = allowed | ~nonempty if self.keep is not None else allowed
+        else:
+            allowed = allowed.masked_fill(~band, float("-inf"))
+            nonempty = (allowed > float("-inf")).any(-1, keepdim=True)
+            allowed = allowed.masked_fill(~nonempty, 0.0) if self.keep is not None else allowed
+        keep = None if self.keep is None else self.keep * nonempty.to(self.keep.dtype)
+        return AttentionMask(allowed, False, keep)
+
+    def last_keys(self, n: int) -> "AttentionMask":
+        """The mask over the newest ``n`` keys only (a cache that kept just those)."""
+        if self.allowed is None or self.allowed.shape[-1] <= n:
+            return self
+        return AttentionMask(self.allowed[..., -n:], self.is_causal, self.keep)
+
     def materialize(self, q_len: int, k_len: int, device) -> Optional[Tensor]:
         """The boolean form, building the causal triangle if it was left implicit."""
         if self.is_causal:

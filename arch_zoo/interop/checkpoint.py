@@ -15,7 +15,8 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 import torch
 from torch import Tensor, nn
 
-from ..config import ModelConfig, _merge, load, model_config
+from ..config import ModelConfig
+from ..loading import _merge, load, model_config
 from ..config_types import to_dict
 from ..errors import ConfigError
 

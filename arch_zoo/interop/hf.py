@@ -76,7 +76,7 @@ def convert(hf_config: Mapping[str, Any], state: Mapping[str, Tensor], config: C
 
     ``config``: the arch_zoo architecture to load into (``preset:NAME``, a YAML path, a mapping or a
     ModelConfig); by default it is derived from ``hf_config``. ``changes`` are merged on top, e.g.
-    ``{"attention": "explicit"}``."""
+    ``{"attention_kernel": "explicit"}``."""
     from ..models import build_model
 
     arch = architecture(hf_config, where)
@@ -89,7 +89,7 @@ def convert(hf_config: Mapping[str, Any], state: Mapping[str, Tensor], config: C
 
 def model_config_from_hf(hf_model) -> ModelConfig:
     """The arch_zoo config equivalent to a Hugging Face model (GPT2LMHeadModel, BertModel, ...)."""
-    from ..config import model_config
+    from ..loading import model_config
 
     hf_config = hf_model.config.to_dict()
     arch = architecture(hf_config)

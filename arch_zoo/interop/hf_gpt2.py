@@ -18,7 +18,7 @@ def gpt2_config(c: dict, weights: WeightMap) -> dict:
         "norm": {"name": "layernorm", "eps": c.get("layer_norm_epsilon", 1e-5)},
         "norm_placement": "pre", "final_norm": True,
         "ffn": ffn_name("gpt2", c.get("activation_function", "gelu_new")),
-        "attention": "sdpa", "attention_scale": None if c.get("scale_attn_weights", True) else 1.0,
+        "attention_kernel": "sdpa", "attention_scale": None if c.get("scale_attn_weights", True) else 1.0,
         "bias": True,
         "tie_embeddings": c.get("tie_word_embeddings", True),
         "init": {"name": "normal", "std": c.get("initializer_range", 0.02), "scaled_residual": True},

@@ -23,7 +23,7 @@ def t5_config(c: dict, weights: WeightMap) -> dict:
         "position": {"name": "t5_bias", "num_buckets": c.get("relative_attention_num_buckets", 32),
                      "max_distance": c.get("relative_attention_max_distance", 128)},
         "cross_attention_position": False,
-        "attention": "sdpa",
+        "attention_kernel": "sdpa",
         "attention_scale": 1.0,
         "norm": {"name": "rmsnorm", "eps": c.get("layer_norm_epsilon", 1e-6)},
         "norm_placement": "pre", "final_norm": True,

@@ -1,4 +1,5 @@
-"""Transformer layers and stacks. Norm placement (pre/post) lives here, once, in ``Residual``."""
+"""Transformer layers and stacks. How a layer combines its sublayers is its placement's job
+(``components.placements``); each layer is built from its own config and ``LayerContext``."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,27 +8,16 @@ from typing import List, Optional
 import torch
 from torch import Tensor, nn
 
-from ..components.attention import ATTENTION, AttentionShape, KVCache, MultiHeadAttention
+from ..components import moe  # noqa: F401  (registers the 'moe' feed-forward)
+from ..components.attention import KVCache, MultiHeadAttention
+from ..components.context import LayerContext
 from ..components.feedforward import FEEDFORWARD, FFNContext
 from ..components.init import mark_residual_out
 from ..components.masks import AttentionMask, cross_attention_mask, self_attention_mask
 from ..components.norms import NORMS
+from ..components.placements import PLACEMENTS, Slot
 from ..components.positions import POSITIONS, PositionContext, PositionScheme
 from ..config import ModelConfig
-
-
-class Residual(nn.Module):
-    """Wraps a sublayer f: ``x + drop(f(norm(x)))`` (pre) or ``norm(x + drop(f(x)))`` (post)."""
-
-    def __init__(self, sublayer: nn.Module, norm: nn.Module, placement: str, dropout: float):
-        super().__init__()
-        self.sublayer, self.norm, self.pre = sublayer, norm, placement == "pre"
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x: Tensor, *args, **kwargs) -> Tensor:
-        if self.pre:
-            return x + self.dropout(self.sublayer(self.norm(x), *args, **kwargs))
-        return self.norm(x + self.dropout(self.sublayer(x, *args, **kwargs)))
 
 
 @dataclass
@@ -48,13 +38,8 @@ class StackInputs:
     need_weights: bool = False
 
 
-def _attention_shape(cfg: ModelConfig) -> AttentionShape:
-    return AttentionShape(cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.dim_per_head, cfg.bias,
-                          cfg.rate("attention_dropout"))
-
-
 def _attention(cfg: ModelConfig, cross: bool) -> MultiHeadAttention:
-    attn = MultiHeadAttention(_attention_shape(cfg), ATTENTION.build(cfg.attention, cfg.attention_scale), cross=cross)
+    attn = MultiHeadAttention.from_config(cfg, cross=cross)
     mark_residual_out(attn.out)
     return attn
 
@@ -62,25 +47,37 @@ def _attention(cfg: ModelConfig, cross: bool) -> MultiHeadAttention:
 class TransformerLayer(nn.Module):
     """Self-attention, optional cross-attention over encoder memory, then the feed-forward network."""
 
-    def __init__(self, cfg: ModelConfig, cross: bool):
+    def __init__(self, cfg: ModelConfig, ctx: LayerContext):
         super().__init__()
+        self.placement = PLACEMENTS.build(cfg.norm_placement, ctx)
 
-        def wrap(sublayer):
-            return Residual(sublayer, NORMS.build(cfg.norm, cfg.d_model), cfg.norm_placement, cfg.dropout)
+        def slot(index: int, sublayer: nn.Module) -> Slot:
+            norms = {name: NORMS.build(cfg.norm, cfg.d_model) for name in self.placement.norm_slots(index)}
+            return Slot(sublayer, norms, cfg.dropout)
 
-        self.self_attn = wrap(_attention(cfg, cross=False))
-        self.cross_attn = wrap(_attention(cfg, cross=True)) if cross else None
-        ffn = FEEDFORWARD.build(cfg.ffn, FFNContext(cfg.d_model, cfg.d_ff, cfg.bias, cfg.dropout))
-        mark_residual_out(ffn.down)
-        self.ffn = wrap(ffn)
+        self.self_attn = slot(0, _attention(cfg, cross=False))
+        self.cross_attn = slot(1, _attention(cfg, cross=True)) if ctx.cross else None
+        ffn = FEEDFORWARD.build(cfg.ffn, FFNContext(cfg.d_model, cfg.d_ff, cfg.bias, cfg.dropout))  # marks its own output
+        self.ffn = slot(2 if ctx.cross else 1, ffn)
+
+    def slots(self) -> List[Slot]:
+        return [s for s in (self.self_attn, self.cross_attn, self.ffn) if s is not None]
 
     def forward(self, x: Tensor, inputs: StackInputs, cache: Optional[LayerCache] = None) -> Tensor:
-        x = self.self_attn(x, inputs.self_mask, inputs.self_rotate, cache=cache and cache.self_kv,
-                           need_weights=inputs.need_weights)
-        if self.cross_attn is not None:
-            x = self.cross_attn(x, inputs.cross_mask, inputs.cross_rotate, memory=inputs.memory,
-                                cache=cache and cache.cross_kv, need_weights=inputs.need_weights)
-        return self.ffn(x)
+        def self_attn(h):
+            return self.self_attn.dropout(self.self_attn.sublayer(
+                h, inputs.self_mask, inputs.self_rotate, cache=cache and cache.self_kv, need_weights=inputs.need_weights))
+
+        def cross_attn(h):
+            return self.cross_attn.dropout(self.cross_attn.sublayer(
+                h, inputs.cross_mask, inputs.cross_rotate, memory=inputs.memory, cache=cache and cache.cross_kv,
+                need_weights=inputs.need_weights))
+
+        def ffn(h):
+            return self.ffn.dropout(self.ffn.sublayer(h))
+
+        branches = [self_attn, cross_attn, ffn] if self.cross_attn is not None else [self_attn, ffn]
+        return self.placement.forward(x, self.slots(), branches)
 
 
 def _acts(scheme: PositionScheme, hook: str) -> bool:
@@ -100,13 +97,18 @@ class Stack(nn.Module):
 
     def __init__(self, cfg: ModelConfig, n_layers: int, causal: bool, cross: bool):
         super().__init__()
+        n_enc = cfg.encoder_layers if cfg.kind != "decoder" else 0
+        n_dec = cfg.decoder_layers if cfg.kind != "encoder" else 0
+        stack = "decoder" if causal else "encoder"
         self.causal = causal
         self.cross_positions = cross and cfg.cross_attention_position
         ctx = PositionContext(cfg.d_model, cfg.n_heads, cfg.dim_per_head, cfg.max_seq_len, causal)
         self.position: PositionScheme = POSITIONS.build(cfg.position, ctx)
         self.embedding_norm = NORMS.build(cfg.norm, cfg.d_model) if cfg.embedding_norm else nn.Identity()
         self.dropout = nn.Dropout(cfg.rate("embedding_dropout"))
-        self.layers = nn.ModuleList(TransformerLayer(cfg, cross) for _ in range(n_layers))
+        self.layers = nn.ModuleList(
+            TransformerLayer(cfg, LayerContext(i, n_layers, stack, cfg.kind, n_enc, n_dec, cfg.d_model))
+            for i in range(n_layers))
         self.final_norm = NORMS.build(cfg.norm, cfg.d_model) if cfg.use_final_norm else nn.Identity()
 
     def _with_bias(self, mask: AttentionMask, q_pos: Tensor, k_pos: Tensor, cross: bool) -> AttentionMask:

@@ -47,15 +47,32 @@ def count_parameters(model: nn.Module) -> int:
     return _count(model.parameters(), set())
 
 
+def active_parameters(model: nn.Module) -> int:
+    """Parameters one token runs through: the total less the experts a mixture-of-experts layer
+    skips (a module with ``active_modules()`` says which of its parts a token uses, how often)."""
+    skipped = 0
+    for m in model.modules():
+        if hasattr(m, "active_modules"):
+            used = sum(n * count_parameters(part) for part, n in m.active_modules())
+            skipped += count_parameters(m) - used
+    return count_parameters(model) - skipped
+
+
 def _linear_flops(module: nn.Module) -> int:
-    return sum(2 * m.in_features * m.out_features for m in module.modules() if isinstance(m, nn.Linear))
+    """2 * in * out per linear layer a token runs through (only the active experts of an MoE)."""
+    if hasattr(module, "active_modules"):
+        return sum(n * _linear_flops(part) for part, n in module.active_modules())
+    if isinstance(module, nn.Linear):
+        return 2 * module.in_features * module.out_features
+    return sum(_linear_flops(child) for child in module.children())
 
 
 def flops_per_token(model: TransformerModel, seq_len: int) -> Dict[str, float]:
     """Forward FLOPs per token at context length ``seq_len`` (multiply by ~3 for a training step).
 
     Matmuls count 2 FLOPs per multiply-add; attention adds 4 * heads * head_dim per visible key
-    (q.k and weights.v). A causal query sees (seq_len + 1) / 2 keys on average. For an
+    (q.k and weights.v) over the keys its layer's attention pattern lets a query see on average
+    (causal and global: (seq_len + 1) / 2; a sliding window: fewer). For an
     encoder-decoder the source and target are both ``seq_len`` long and the total is per
     (source token + target token) pair."""
     cfg = model.config
@@ -65,10 +82,10 @@ def flops_per_token(model: TransformerModel, seq_len: int) -> Dict[str, float]:
         stack = getattr(model, name, None)
         if not isinstance(stack, Stack):
             continue
-        keys = (seq_len + 1) / 2 if stack.causal else seq_len
+        keys = sum(l.self_attn.sublayer.pattern.visible_keys(seq_len, stack.causal) for l in stack.layers)
         cross_layers = sum(1 for l in stack.layers if l.cross_attn is not None)
         out[f"{name} matmuls"] = float(_linear_flops(stack))
-        out[f"{name} attention"] = float(per_key * (len(stack.layers) * keys + cross_layers * seq_len))
+        out[f"{name} attention"] = float(per_key * (keys + cross_layers * seq_len))
     out["head"] = float(_linear_flops(model.head))
     out["total"] = sum(out.values())
     return out

@@ -14,10 +14,11 @@ import torch
 from torch import Tensor, nn
 
 from ..components.init import INITS
-from ..config import ExperimentConfig, ModelConfig, model_config
+from ..config import ExperimentConfig, ModelConfig
+from ..loading import model_config
 from ..errors import ConfigError
 from .blocks import LayerCache, Stack
-from .heads import HEADS, HeadContext
+from ..components.heads import HEADS, HeadContext
 
 
 @dataclass
@@ -80,8 +81,17 @@ class TransformerModel(nn.Module):
     def _finish(self) -> None:
         n_layers = sum(len(m.layers) for m in self.modules() if isinstance(m, Stack))
         INITS.build(self.config.init, n_layers)(self)
+        for stack in (m for m in self.modules() if isinstance(m, Stack)):
+            for layer in stack.layers:
+                layer.placement.after_init(layer.slots())
         if self.config.tie_embeddings and hasattr(self.head, "tie"):
             self.head.tie(self.embed)
+
+    def logits(self, hidden: Tensor, attention_mask: Optional[Tensor] = None) -> Tensor:
+        """The head's output, soft-capped to (-cap, cap) when model.final_logit_softcap is set (Gemma 2)."""
+        out = self.head(hidden, attention_mask)
+        cap = self.config.final_logit_softcap
+        return out if cap is None else torch.tanh(out / cap) * cap
 
     def embed_tokens(self, input_ids: Tensor, token_type_ids: Optional[Tensor] = None) -> Tensor:
         """Token embeddings plus token-type embeddings (type 0 where ``token_type_ids`` is None, as in BERT)."""
@@ -117,7 +127,7 @@ class EncoderModel(TransformerModel):
                 token_type_ids: Optional[Tensor] = None) -> ModelOutput:
         hidden = self.encoder(self.embed_tokens(input_ids, token_type_ids), attention_mask, positions,
                               need_weights=need_weights)
-        return ModelOutput(self.head(hidden, attention_mask), hidden,
+        return ModelOutput(self.logits(hidden, attention_mask), hidden,
                            attentions=self._attentions(self.encoder, need_weights))
 
 
@@ -149,7 +159,7 @@ class DecoderModel(TransformerModel):
             if positions is None:
                 positions = default_positions(attention_mask, input_ids.shape[1], cache.length, input_ids.device)
             cache.extend(positions)
-        return ModelOutput(self.head(_last(hidden, logits_to_keep)), hidden, cache,
+        return ModelOutput(self.logits(_last(hidden, logits_to_keep)), hidden, cache,
                            self._attentions(self.decoder, need_weights))
 
 
@@ -189,7 +199,7 @@ class EncoderDecoderModel(TransformerModel):
                 decoder_positions = default_positions(decoder_attention_mask, decoder_input_ids.shape[1],
                                                       cache.length, decoder_input_ids.device)
             cache.extend(decoder_positions)
-        return ModelOutput(self.head(_last(hidden, logits_to_keep)), hidden, cache,
+        return ModelOutput(self.logits(_last(hidden, logits_to_keep)), hidden, cache,
                            self._attentions(self.decoder, need_weights))
 
     def forward(self, input_ids: Tensor, decoder_input_ids: Tensor, attention_mask: Optional[Tensor] = None,

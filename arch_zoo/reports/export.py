@@ -16,13 +16,13 @@ import pandas as pd
 
 from ..errors import ConfigError
 from .aggregate import Baseline, check_options, summarize
+from .html import page
 from .load import goal_for, load_groups
 from .provenance import provenance_lines, sample_rows
-from .tables import display, footnotes, main_and_more, num, other_metrics, title
+from .tables import display, footnotes, main_and_more, other_metrics, runs_display, title
 
 FORMATS = ("md", "csv", "tex", "parquet", "html", "plots")
 DEFAULT_FORMATS = ("md", "csv", "tex", "parquet", "html")
-RUN_COLUMNS = ["run_id", "variant", "seed", "status", "reason", "step", "params"]
 
 
 def parse_formats(text: Union[str, Iterable[str], None]) -> List[str]:
@@ -70,15 +70,6 @@ def write_tables(runs: pd.DataFrame, table: pd.DataFrame, out: Path, formats: Se
 def md_escape(text: object) -> str:
     """Markdown renderers pass raw HTML through and '|' ends a table cell."""
     return html.escape(" ".join(str(text).split()), quote=False).replace("|", r"\|")
-
-
-def runs_display(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
-    cols = [c for c in RUN_COLUMNS if c in runs.columns] + ([metric] if metric in runs.columns else [])
-    shown = runs[cols].copy()
-    for col in shown.columns:
-        shown[col] = [" ".join(v.split()) if isinstance(v, str) else
-                      num(int(v)) if isinstance(v, float) and v.is_integer() else num(v) for v in shown[col]]
-    return shown
 
 
 def _md_table(frame: pd.DataFrame) -> str:
@@ -178,10 +169,10 @@ def latex(table: pd.DataFrame) -> str:
 def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_dir: Union[str, Path, None] = None,
                  formats: Union[str, Iterable[str], None] = None, metric: Optional[str] = None,
                  baseline: Baseline = None, command: Optional[str] = None, ci: str = "t",
-                 min_effect: Optional[float] = None) -> Dict[str, object]:
+                 min_effect: Optional[float] = None, refresh_s: Optional[int] = None) -> Dict[str, object]:
     """Load a sweep (or several sweep/run dirs), summarize, and write every requested format.
     ``command`` (the `arch-zoo report` call) is printed in the report's provenance; ``ci`` and
-    ``min_effect`` are ``summarize``'s.
+    ``min_effect`` are ``summarize``'s; ``refresh_s`` makes the HTML page reload itself (``--watch``).
 
     Runs of different tasks or evaluations are not ranked together: each task gets its own report
     in ``out_dir/<task>/``, and ``out_dir/report.md`` shows each task's table under its name.
@@ -196,14 +187,14 @@ def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_di
     out = Path(out_dir) if out_dir is not None else Path("reports") / str(groups[0].attrs.get("name") or "report")
     out.mkdir(parents=True, exist_ok=True)
     if len(groups) == 1:
-        files = _write_one(groups[0], tables[0], out, fmts, command)
+        files = _write_one(groups[0], tables[0], out, fmts, command, refresh_s)
     else:
         files, parts = [], [f"# {md_escape(groups[0].attrs.get('name') or 'report')}: "
                             f"{len(groups)} tasks, each ranked on its own", ""]
         for runs, table in zip(groups, tables):
             sub = out / _slug(str(runs.attrs["task"]))
             sub.mkdir(parents=True, exist_ok=True)
-            files += _write_one(runs, table, sub, fmts, command)
+            files += _write_one(runs, table, sub, fmts, command, refresh_s)
             parts += [f"## Task: {md_escape(runs.attrs['task'])} ({len(runs)} runs; full report in "
                       f"{md_escape(sub.name)}/)", "", f"{md_escape(title(table))}", "", *_md_tables(table), ""]
         if "md" in fmts:
@@ -218,7 +209,7 @@ def _slug(text: str) -> str:
 
 
 def _write_one(runs: pd.DataFrame, table: pd.DataFrame, out: Path, fmts: Sequence[str],
-               command: Optional[str]) -> List[Path]:
+               command: Optional[str], refresh_s: Optional[int] = None) -> List[Path]:
     files = write_tables(runs, table, out, fmts)
     if "md" in fmts:
         (out / "report.md").write_text(markdown(runs, table, command), encoding="utf-8")
@@ -228,13 +219,14 @@ def _write_one(runs: pd.DataFrame, table: pd.DataFrame, out: Path, fmts: Sequenc
         files.append(out / "table.tex")
     plots: List[Path] = []
     if "html" in fmts or "plots" in fmts:
-        from .plots import write_plots
+        from .plots import write_plots  # matplotlib: half a second that tables-only callers never pay
 
         plots = write_plots(runs, table, out / "plots")
         files += [p for png in plots for p in (png, png.with_suffix(".svg"))]
     if "html" in fmts:
-        from .html import page
-
-        (out / "report.html").write_text(page(runs, table, plots, command), encoding="utf-8")
+        # replaced whole: a browser reloading it (--watch) never reads half a page
+        tmp = out / "report.html.tmp"
+        tmp.write_text(page(runs, table, plots, command, refresh_s), encoding="utf-8")
+        tmp.replace(out / "report.html")
         files.append(out / "report.html")
     return files

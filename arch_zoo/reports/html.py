@@ -1,7 +1,9 @@
-"""The self-contained HTML report: tables and base64 PNG plots in one file, no script, no network.
+"""The self-contained HTML report: sortable tables, interactive curves (interactive.py) and base64
+PNG plots in one file that needs no network.
 
-Every user string goes through ``html.escape``; a Content-Security-Policy forbids scripts and any
-fetch besides ``data:`` images, so a missed escape still cannot run code.
+Every user string goes through ``html.escape``; a Content-Security-Policy forbids any fetch besides
+``data:`` images and any script but the page's own inline ones (allowed by hash), so a missed
+escape still cannot run code.
 """
 from __future__ import annotations
 
@@ -12,9 +14,9 @@ from typing import List, Optional
 
 import pandas as pd
 
-from .export import runs_display
+from .interactive import progress, section, unfinished
 from .provenance import provenance_lines, sample_rows
-from .tables import footnotes, main_and_more, title
+from .tables import footnotes, main_and_more, runs_display, title
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1400px;
@@ -23,6 +25,9 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: 1em 0; font-variant-numeric: tabular-nums; }
 th, td { padding: 4px 10px; border-bottom: 1px solid #ddd; text-align: left; vertical-align: top; }
 th { border-bottom: 2px solid #444; white-space: nowrap; }
+table.sortable th { cursor: pointer; } th[aria-sort=ascending]::after { content: " ▲"; }
+th[aria-sort=descending]::after { content: " ▼"; }
+#az-variants label { margin-right: 1em; white-space: nowrap; }
 td { white-space: nowrap; } td.wrap { white-space: normal; min-width: 16em; }
 div.scroll { overflow-x: auto; }
 tr.baseline td { background: #f3f6fb; }
@@ -33,14 +38,14 @@ figure { display: inline-block; margin: 1em 1em 1em 0; } figure img { max-width:
 figcaption { font-size: .9em; color: #555; }
 """
 WRAP = ("notes", "reason", "variant")
-CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src {scripts}"
 
 
 def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _table(frame: pd.DataFrame, row_classes: List[str] = (), status_col: str = "") -> str:
+def _table(frame: pd.DataFrame, row_classes: List[str] = (), status_col: str = "", sortable: bool = True) -> str:
     """An escaped table; free-text columns wrap, numbers do not."""
     if frame.empty:
         return "<p>(no runs)</p>"
@@ -54,7 +59,8 @@ def _table(frame: pd.DataFrame, row_classes: List[str] = (), status_col: str = "
                 ' class="wrap"' if col in WRAP else ""
             cells.append(f"<td{attr}>{esc(row[col])}</td>")
         body.append(f"<tr{cls}>{''.join(cells)}</tr>")
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+    cls = ' class="sortable"' if sortable else ""
+    return f'<div class="scroll"><table{cls}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
 def _figure(png: Path) -> str:
@@ -69,20 +75,31 @@ def _code_spans(line: str) -> str:
     return "".join(f"<code>{esc(p)}</code>" if i % 2 else esc(p) for i, p in enumerate(pieces))
 
 
-def page(runs: pd.DataFrame, table: pd.DataFrame, plots: List[Path], command: Optional[str] = None) -> str:
+def page(runs: pd.DataFrame, table: pd.DataFrame, plots: List[Path], command: Optional[str] = None,
+         refresh_s: Optional[int] = None) -> str:
+    """``refresh_s``: reload every so many seconds (``arch-zoo report --watch`` while runs remain)."""
     main, more = main_and_more(table)
     classes = ["baseline" if b else "" for b in table["baseline"]] if "baseline" in table.columns else []
-    run_rows = runs_display(runs, table.attrs.get("metric", ""))
+    metric = table.attrs.get("metric", "")
+    run_rows = runs_display(runs, metric)
+    order = [str(v) for v in table["variant"]] if "variant" in table.columns else []
+    interactive, scripts = section(runs, metric, esc, order)
     parts = [
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">',
+        f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP.format(scripts=" ".join(scripts)))}">',
+        *([f'<meta http-equiv="refresh" content="{int(refresh_s)}">'] if refresh_s else []),
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         '<link rel="icon" href="data:,">', f"<title>{esc(title(table))}</title>", f"<style>{CSS}</style>",
         "</head>", "<body>", f"<h1>{esc(title(table))}</h1>",
         *(f"<p>{esc(p)}</p>" for p in runs.attrs.get("description", "").strip().split("\n\n") if p),
+    ]
+    if unfinished(runs):
+        parts += ["<h2>Progress</h2>", _table(progress(runs))]
+    parts += [
         _table(main, classes),
         *([f"<h2>Costs and other metrics</h2>", _table(more, classes)] if len(more.columns) > 1 else []),
         '<ul class="notes">' + "".join(f"<li>{esc(line)}</li>" for line in footnotes(table)) + "</ul>",
+        *interactive[:-1],
     ]
     if plots:
         parts += ["<h2>Plots</h2>", "<div>" + "".join(_figure(p) for p in plots) + "</div>"]
@@ -92,5 +109,5 @@ def page(runs: pd.DataFrame, table: pd.DataFrame, plots: List[Path], command: Op
     if provenance:
         parts += ["<h2>Provenance</h2>",
                   '<ul class="notes">' + "".join(f"<li>{_code_spans(line)}</li>" for line in provenance) + "</ul>"]
-    parts += ["<h2>Runs</h2>", _table(run_rows, status_col="status"), "</body>", "</html>"]
+    parts += ["<h2>Runs</h2>", _table(run_rows, status_col="status"), interactive[-1], "</body>", "</html>"]
     return "\n".join(parts) + "\n"

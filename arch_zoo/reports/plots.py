@@ -17,6 +17,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from .curves import read_curves
 from .load import read_yaml
 
 LENGTH = re.compile(r"^val@(\d+)/loss$")
@@ -203,16 +204,3 @@ def write_plots(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path) -> List[
     written.append(bar_plot(table, metric, out_dir, colors))
     written.append(length_plot(runs, table, out_dir, colors, _train_len(runs)))
     return [p for p in written if p is not None]
-
-
-def read_curves(run_dir: str, metric: str) -> pd.DataFrame:
-    """(step, value) rows of one metric from a run's metrics.csv; empty when it has none."""
-    try:
-        data = pd.read_csv(Path(run_dir) / "metrics.csv")
-    except (OSError, ValueError, pd.errors.EmptyDataError):
-        return pd.DataFrame(columns=["step", "value"])
-    if metric not in data.columns or "step" not in data.columns:
-        return pd.DataFrame(columns=["step", "value"])
-    out = data[["step", metric]].rename(columns={metric: "value"})
-    out = out[pd.to_numeric(out["value"], errors="coerce").notna()].astype(float)
-    return out.groupby("step", as_index=False).last()

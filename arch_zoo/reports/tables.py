@@ -14,8 +14,11 @@ from typing import Any, Dict, List, Optional, Union
 import pandas as pd
 
 from ..formatting import number, setting, si
-from .load import MAX_LABEL_SETTINGS as MAX_SETTING_COLUMNS, goal_for
+from .aggregate import summarize
+from .load import MAX_LABEL_SETTINGS as MAX_SETTING_COLUMNS, goal_for, load_runs
 from .stats import ALPHA, MAX_SEEDS, POWER
+
+RUN_COLUMNS = ["run_id", "variant", "seed", "status", "reason", "step", "params"]
 
 MAX_OTHER_METRICS = 6
 PM = "±"
@@ -168,9 +171,6 @@ def terminal_table(sweep_dir: Union[str, Path, pd.DataFrame, List[pd.DataFrame]]
     """The table ``arch-zoo sweep`` and ``arch-zoo report`` print: a sweep dir (or a per-variant frame)."""
     from tabulate import tabulate
 
-    from .aggregate import summarize
-    from .load import load_runs
-
     if isinstance(sweep_dir, list):  # one table per task (load_groups)
         return "\n".join(terminal_table(t) for t in sweep_dir)
     table = sweep_dir if isinstance(sweep_dir, pd.DataFrame) else \
@@ -181,3 +181,13 @@ def terminal_table(sweep_dir: Union[str, Path, pd.DataFrame, List[pd.DataFrame]]
     body = tabulate(shown[keep], headers="keys", tablefmt="simple", showindex=False, disable_numparse=True) \
         if len(shown) else "(no runs)"
     return "\n".join([title(table), body, *footnotes(table)]) + "\n"
+
+
+def runs_display(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The per-run table of every report format: ids, status, reason and the ranked metric."""
+    cols = [c for c in RUN_COLUMNS if c in runs.columns] + ([metric] if metric in runs.columns else [])
+    shown = runs[cols].copy()
+    for col in shown.columns:
+        shown[col] = [" ".join(v.split()) if isinstance(v, str) else
+                      num(int(v)) if isinstance(v, float) and v.is_integer() else num(v) for v in shown[col]]
+    return shown

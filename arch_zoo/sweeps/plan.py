@@ -11,11 +11,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..config import ExperimentConfig, load
+from ..config import ExperimentConfig
+from ..loading import load
 from ..config_types import to_dict
 from ..errors import ConfigError
 from .spec import SweepSpec, Variant, expand
-from .values import plain, run_id, short_names, tags, variant_name, yaml_value
+from ..run_names import plain, run_id, short_names, tags, variant_name, yaml_value
 
 
 @dataclass

@@ -10,7 +10,7 @@ from ..formatting import plural, si
 from .plan import Plan, make_plan
 from .spec import BUDGETS, SweepSpec, load_spec
 from .store import Store, read_json
-from .values import plain
+from ..run_names import plain
 from .worker import FINISHED, Result, Task
 
 DEFAULT_OUT = "runs/sweeps"
@@ -71,7 +71,7 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
     launch = make_launcher(launcher, workers, ray_address, ray_init, threads)
     launch.start()  # workers import the stack while this process plans
     try:
-        from ..registry import all_registries
+        from ..catalog import all_registries
 
         all_registries()  # the components, tasks and torch: timed apart from the planning itself
         imported = time.perf_counter()

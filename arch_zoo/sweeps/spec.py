@@ -114,7 +114,7 @@ def _axis_key(key: Any, where: str) -> str:
 
 def parse_overrides(value: Any, key: str = "overrides") -> List[str]:
     """A list of ``key=value`` strings or a mapping ``{dotted.key: value}`` -> a dotlist."""
-    from .values import yaml_value
+    from ..run_names import yaml_value
 
     if value is None:
         return []

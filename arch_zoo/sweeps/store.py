@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterator, Optional
 
 from ..errors import ConfigError
 from .plan import Plan
-from .values import plain
+from ..run_names import plain
 
 RUN_JSON, LOCK, INDEX, SPEC = "run.json", ".lock", "index.csv", "sweep.yaml"
 STATUS, CONFIG = "status.json", "config.yaml"  # run_one's (training/rundir.py), named here so that
@@ -66,7 +66,7 @@ class Store:
     def check_conflicts(self, plan: Plan) -> None:
         """A run id that already holds a different config is an error naming the run: the spec
         changed something its runs share. Nothing is ever overwritten."""
-        from ..config import load
+        from ..loading import load
         from ..config_types import to_dict
 
         for run in plan.runs:

@@ -21,7 +21,7 @@ from typing import Any, Dict, Mapping, Optional
 from ..errors import ConfigError
 from .spec import Distribution, SweepSpec, _check_keys, _distribution, _finish, _mapping, _name, _values, \
     parse_overrides, resolve_base
-from .values import yaml_value
+from ..run_names import yaml_value
 
 DISTRIBUTIONS = ("categorical", "uniform", "int_uniform", "log_uniform_values")
 # `sh -c` gives the agent's command a per-run directory: wandb fills its own macros only once per agent.

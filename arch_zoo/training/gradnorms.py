@@ -17,7 +17,8 @@ from typing import Dict, List, Optional, Sequence
 import pandas as pd
 import torch
 
-from ..config import ExperimentConfig, load
+from ..config import ExperimentConfig
+from ..loading import load
 from ..data.tasks.base import collate
 from ..models import build_model
 from . import objectives

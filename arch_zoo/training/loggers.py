@@ -1,4 +1,5 @@
-"""Lightning loggers: always CSV in the run dir; wandb when ``logging.wandb.enabled``."""
+"""Lightning loggers: always CSV in the run dir (the source of truth); wandb, TensorBoard and MLflow
+when enabled, each a view of the same run grouped the same way (arch_zoo.dashboards)."""
 from __future__ import annotations
 
 import os
@@ -6,32 +7,16 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from lightning_fabric.loggers.logger import rank_zero_experiment
-from pytorch_lightning.loggers import CSVLogger, Logger
+from pytorch_lightning.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoardLogger
 from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 
-from ..config import ExperimentConfig, WandbConfig
+from ..config import ExperimentConfig
 from ..config_types import to_dict
-
-
-def flatten(data: Any, prefix: str = "") -> Dict[str, Any]:
-    """{"model": {"d_model": 64}} -> {"model.d_model": 64}: the form wandb filters and groups by."""
-    if isinstance(data, dict):
-        out: Dict[str, Any] = {}
-        for k, v in data.items():
-            out.update(flatten(v, f"{prefix}{k}."))
-        return out
-    return {prefix[:-1]: data}
-
-
-def wandb_mode(w: WandbConfig) -> str:
-    """Explicit config wins; else $WANDB_MODE; else online only when an API key is configured."""
-    if w.mode:
-        return w.mode
-    if os.environ.get("WANDB_MODE"):
-        return os.environ["WANDB_MODE"]
-    has_key = bool(os.environ.get("WANDB_API_KEY")) or (Path.home() / ".netrc").exists() and \
-        "api.wandb.ai" in (Path.home() / ".netrc").read_text(errors="ignore")
-    return "online" if has_key else "offline"
+from ..dashboards import mlflow_runs, tensorboard_logs
+from ..dashboards.deps import require
+from ..dashboards.identity import RunIdentity, final_metrics, from_run_dir
+from ..dashboards.wandb_runs import flatten, quiet_settings, wandb_id, wandb_mode
+from ..provenance import git_commit
 
 
 class _ContinuedWriter(ExperimentWriter):
@@ -89,38 +74,89 @@ def build_loggers(cfg: ExperimentConfig, run_dir: Path, run_name: str,
                   keep_rows: Optional[int] = None) -> List[Logger]:
     """``keep_rows``: rows of an existing metrics.csv that the run resumes after (None: start it over)."""
     loggers: List[Logger] = [RunCSVLogger(run_dir, keep_rows)]
-    w = cfg.logging.wandb
-    if w.enabled:
-        from pytorch_lightning.loggers import WandbLogger
-
-        mode = wandb_mode(w)
-        logger = WandbLogger(project=w.project, entity=w.entity, group=w.group, job_type=w.job_type,
-                             tags=list(w.tags), name=run_name, save_dir=str(run_dir), mode=mode,
-                             config=flatten(to_dict(cfg)), id=_wandb_id(run_dir), resume="allow",
-                             settings=_quiet_settings(mode))
-        # Lightning always passes anonymous=None, which recent wandb answers with a deprecation
-        # warning on every run; left out, wandb uses its own default (the same behaviour)
-        init = getattr(logger, "_wandb_init", None)
-        if isinstance(init, dict) and init.get("anonymous") is None:
-            init.pop("anonymous", None)
-        loggers.append(logger)
+    log = cfg.logging
+    identity = from_run_dir(run_dir, cfg.name, cfg.seed) if log.tensorboard.enabled or log.mlflow.enabled else None
+    if log.wandb.enabled:
+        loggers.append(_wandb(cfg, run_dir, run_name))
+    if log.tensorboard.enabled:
+        require("tensorboard", "logging.tensorboard")
+        loggers.append(RunTensorBoardLogger(identity, log.tensorboard.save_dir))
+    if log.mlflow.enabled and int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", 0))) == 0:
+        # one MLflow run per run: DDP's other ranks would each open one (their metrics go through rank 0)
+        loggers.append(_mlflow(cfg, identity, resuming=keep_rows is not None))
     return loggers
 
 
-def _quiet_settings(mode: str):
-    """wandb's banner and end-of-run history (~25 lines per run) drown the run's own summary. Offline,
-    everything it says is in the run dir and the summary prints the one `wandb sync` line; online,
-    ``quiet`` keeps the run's URL, the one line worth seeing."""
-    import wandb
+def _wandb(cfg: ExperimentConfig, run_dir: Path, run_name: str) -> Logger:
+    from pytorch_lightning.loggers import WandbLogger
 
-    return wandb.Settings(silent=True) if mode in ("offline", "disabled") else wandb.Settings(quiet=True)
+    w = cfg.logging.wandb
+    mode = wandb_mode(w.mode)
+    logger = WandbLogger(project=w.project, entity=w.entity, group=w.group, job_type=w.job_type,
+                         tags=list(w.tags), name=run_name, save_dir=str(run_dir), mode=mode,
+                         config=flatten(to_dict(cfg)), id=wandb_id(run_dir), resume="allow",
+                         settings=quiet_settings(mode))
+    # Lightning always passes anonymous=None, which recent wandb answers with a deprecation
+    # warning on every run; left out, wandb uses its own default (the same behaviour)
+    init = getattr(logger, "_wandb_init", None)
+    if isinstance(init, dict) and init.get("anonymous") is None:
+        init.pop("anonymous", None)
+    return logger
 
 
-def _wandb_id(run_dir: Path) -> str:
-    """A stable id per run dir, so a resumed run continues the same wandb run."""
-    import hashlib
+def _mlflow(cfg: ExperimentConfig, identity: RunIdentity, resuming: bool) -> Logger:
+    require("mlflow", "logging.mlflow")
+    m = cfg.logging.mlflow
+    uri = m.tracking_uri or mlflow_runs.default_uri(identity)
+    mlflow_runs.check_reachable(uri, "logging.mlflow.tracking_uri")
+    _, run_id = mlflow_runs.open_run(identity, uri, m.experiment, flatten(to_dict(cfg)), git_commit(),
+                                     resume=resuming)
+    return RunMLFlowLogger(identity, tracking_uri=uri, run_id=run_id, experiment_name=m.experiment or identity.experiment)
 
-    return hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:12]
+
+class RunMLFlowLogger(MLFlowLogger):
+    """Lightning's logger on the run ``mlflow_runs.open_run`` made (found again on resume): metric
+    names MLflow accepts, and no params from Lightning (the flattened config is there already, and
+    MLflow refuses a param whose value changes)."""
+
+    def __init__(self, identity: RunIdentity, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.identity = identity
+
+    def log_hyperparams(self, params: Any) -> None:
+        pass
+
+    def log_metrics(self, metrics, step: Optional[int] = None) -> None:
+        super().log_metrics({mlflow_runs.metric_name(k): v for k, v in metrics.items()}, step)
+
+    def log_final(self, summary: Dict[str, Any]) -> None:
+        mlflow_runs.finish_run(self.experiment, self.run_id, self.identity, summary)
+
+
+class RunTensorBoardLogger(TensorBoardLogger):
+    """Lightning's logger in the run's log dir (``<sweep dir>/tensorboard/<run id>``); hparams are
+    written once, at the end, with the final metrics (Lightning's own call at fit start has no
+    metrics, and the HParams view shows only what a session's start record names)."""
+
+    def __init__(self, identity: RunIdentity, save_dir: Optional[str] = None):
+        super().__init__(save_dir=str(tensorboard_logs.log_root(identity, save_dir)), name="",
+                         version=identity.run_id, default_hp_metric=False)
+        self.identity = identity
+
+    def log_hyperparams(self, params: Any, metrics: Any = None) -> None:
+        pass
+
+    def log_final(self, summary: Dict[str, Any]) -> None:
+        tensorboard_logs.write_hparams(self.experiment, self.identity, final_metrics(summary),
+                                       int(summary.get("step") or 0))
+
+
+def finish_loggers(loggers: List[Logger], summary: Dict[str, Any], status: str) -> None:
+    """Final metrics (HParams, MLflow artifacts) into the dashboards, then each logger's finalize."""
+    for logger in loggers:
+        if hasattr(logger, "log_final"):
+            logger.log_final(summary)
+        logger.finalize(status)
 
 
 def define_summaries(loggers: List[Logger], metric_names: List[str], goal: Callable[[str], Optional[str]]) -> None:

@@ -9,7 +9,8 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
-from ..config import ExperimentConfig, to_yaml
+from ..config import ExperimentConfig
+from ..loading import to_yaml
 from ..data.tasks.base import TaskData
 from ..models import build_model
 from . import objectives
@@ -43,7 +44,11 @@ class ArchZooModule(pl.LightningModule):
     def training_step(self, batch, batch_idx):
         logits, labels = objectives.forward(self.compiled or self.model, batch, self.objective)
         loss = objectives.loss_fn(logits, labels, self.cfg.train.label_smoothing)
-        self.log("train/loss", loss, prog_bar=True, batch_size=labels.shape[0])
+        self.log("train/loss", loss, prog_bar=True, batch_size=labels.shape[0])  # the task's alone: comparable
+        aux = objectives.aux_loss(self.model, batch, self.objective)
+        if aux is not None:  # mixture-of-experts: the weighted load-balancing loss trains the routers
+            self.log("train/aux_loss", aux, prog_bar=False, batch_size=labels.shape[0])
+            loss = loss + aux
         self.log("lr", self.trainer.optimizers[0].param_groups[0]["lr"], prog_bar=False)
         return loss
 

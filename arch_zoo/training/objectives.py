@@ -3,14 +3,15 @@ counts and divided once per evaluation, so the result does not depend on how bat
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..components.moe import router_aux_loss
 from ..data.tasks.base import IGNORE
-from ..models.heads import SEQUENCE_CLASSES, TOKEN_CLASSES, VOCAB_LOGITS
+from ..components.heads import SEQUENCE_CLASSES, TOKEN_CLASSES, VOCAB_LOGITS
 
 # What each objective needs a head to produce (checked before a run starts; see models.heads).
 NEEDS = {"lm": VOCAB_LOGITS, "seq2seq": VOCAB_LOGITS, "mlm": VOCAB_LOGITS, "classification": SEQUENCE_CLASSES,
@@ -27,6 +28,13 @@ def forward(model, batch: Dict[str, Tensor], objective: str) -> Tuple[Tensor, Te
     if objective == "lm":  # next-token prediction: position i predicts token i + 1
         return logits[:, :-1], batch["labels"][:, 1:]
     return logits, batch["labels"]
+
+
+def aux_loss(model, batch: Dict[str, Tensor], objective: str) -> Optional[Tensor]:
+    """The router load-balancing loss of the forward just run (None without mixture-of-experts layers),
+    over the real tokens of each stack."""
+    decoder_mask = batch.get("decoder_attention_mask") if objective == "seq2seq" else batch.get("attention_mask")
+    return router_aux_loss(model, {"encoder": batch.get("attention_mask"), "decoder": decoder_mask})
 
 
 def loss_fn(logits: Tensor, labels: Tensor, label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:

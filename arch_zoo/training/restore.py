@@ -7,7 +7,8 @@ from typing import NamedTuple
 
 import torch
 
-from ..config import ExperimentConfig, load
+from ..config import ExperimentConfig
+from ..loading import load
 from ..data.tasks import TASKS
 from ..data.tokenizers import TOKENIZER_FILE, Tokenizer, load_tokenizer
 from ..errors import ConfigError

@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from ..config import ExperimentConfig, load, position_limit, save
+from ..config import ExperimentConfig
+from ..loading import load, save
+from ..validation import position_limit
 from ..config_types import to_dict
 from ..data.tasks import TASKS, TaskData
 from ..errors import ConfigError
-from ..models.heads import HEADS
+from ..components.heads import HEADS
 from ..plugins import records as plugin_records
 from . import rundir
 from .objectives import NEEDS

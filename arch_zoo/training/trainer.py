@@ -13,14 +13,14 @@ from ..config import ExperimentConfig
 from ..data.tasks.base import TaskData
 from ..metrics import goal_of
 from ..models.mfu import mfu_for_run
-from ..models.summary import count_parameters, flops_per_token, parameter_breakdown
+from ..models.summary import active_parameters, count_parameters, flops_per_token, parameter_breakdown
 from ..plugins import records as plugin_records
 from ..provenance import git_commit
 from . import rundir
 from .accel import compile_info, sdpa_kernels, set_matmul_precision
 from .callbacks import DivergenceGuard, RunCheckpoint, ThroughputMeter, peak_memory
 from .datamodule import TaskDataModule
-from .loggers import build_loggers, define_summaries, sync_hint
+from .loggers import build_loggers, define_summaries, finish_loggers, sync_hint
 from .module import ArchZooModule
 
 _NOISY = ("does not have many workers", "Checkpoint directory", "Experiment logs directory", "exists and is not empty",
@@ -96,6 +96,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         "goals": {k: goal_of(k) for k in final if goal_of(k)},  # how reports rank them
         "samples": module.samples,
         "parameters": count_parameters(model),
+        "active_parameters": active_parameters(model),  # per token: less than parameters with mixture-of-experts
         "parameters_by_part": {k: v for k, v in parameter_breakdown(model).items()},
         "flops_per_token": flops_per_token(model, cfg.model.max_seq_len)["total"],
         "train_tokens_per_s": meter.tokens_per_second,
@@ -118,8 +119,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
     hint = sync_hint(loggers) if writer else None
     if hint:
         summary["wandb_sync"] = hint
-    for logger in loggers:
-        logger.finalize("success" if not diverged else "failed")
+    finish_loggers(loggers, summary, "success" if not diverged else "failed")
     if cfg.logging.wandb.enabled:
         import wandb
 

@@ -3,17 +3,17 @@ import math
 import pytest
 import torch
 
-from arch_zoo.components.attention import ATTENTION, AttentionShape, MultiHeadAttention
+from arch_zoo.components.attention import KERNELS, AttentionShape, MultiHeadAttention
 from arch_zoo.components.masks import AttentionMask, self_attention_mask
 
-BACKENDS = ATTENTION.choices()
+BACKENDS = KERNELS.choices()
 
 
 def _worked_example(backend, v):
     """The chapter's example: one query whose scores on two keys are [2, 0] (D = 1, so 1/sqrt(d_k) = 1)."""
     q = torch.tensor([[[[1.0]]]])  # (B, H, Lq, D)
     k = torch.tensor([[[[2.0], [0.0]]]])
-    fn = ATTENTION.build(ATTENTION.parse(backend, "attention"))
+    fn = KERNELS.build(KERNELS.parse(backend, "attention_kernel"))
     return fn(q, k, v, AttentionMask(), 0.0)
 
 
@@ -37,8 +37,8 @@ def test_softmax_weights_of_the_worked_example_in_every_backend(backend):
 
 def _pair(n_heads=4, n_kv_heads=4, cross=False):
     shape = AttentionShape(32, n_heads, n_kv_heads, 8, True, 0.0)
-    a = MultiHeadAttention(shape, ATTENTION.build(ATTENTION.parse("sdpa", "a")), cross=cross)
-    b = MultiHeadAttention(shape, ATTENTION.build(ATTENTION.parse("explicit", "a")), cross=cross)
+    a = MultiHeadAttention(shape, KERNELS.build(KERNELS.parse("sdpa", "a")), cross=cross)
+    b = MultiHeadAttention(shape, KERNELS.build(KERNELS.parse("explicit", "a")), cross=cross)
     b.load_state_dict(a.state_dict())
     return a, b
 
@@ -111,16 +111,16 @@ def test_query_rows_with_nothing_to_attend_give_zero_not_nan():
         assert torch.isfinite(x.grad).all()
 
 
-TINY_PRESETS = [p for p in __import__("arch_zoo.config", fromlist=["preset_names"]).preset_names() if p.endswith("-tiny")]
+TINY_PRESETS = [p for p in __import__("arch_zoo.loading", fromlist=["preset_names"]).preset_names() if p.endswith("-tiny")]
 
 
 @pytest.mark.parametrize("preset", TINY_PRESETS)
 def test_switching_a_presets_attention_kernel_keeps_its_function(preset):
-    """README model keys: `attention` is the kernel only; switching it never changes the model's
+    """README model keys: `attention_kernel` is the kernel only; switching it never changes the model's
     function (T5's unscaled q.k is `attention_scale`, which the switch keeps)."""
     from dataclasses import replace
 
-    from arch_zoo.config import load
+    from arch_zoo.loading import load
     from arch_zoo.models import build_model
 
     base = load(f"preset:{preset}").model
@@ -129,8 +129,8 @@ def test_switching_a_presets_attention_kernel_keeps_its_function(preset):
     dec = torch.randint(6, 50, (2, 5))
     outputs = []
     for kernel in BACKENDS:
-        cfg = load(f"preset:{preset}", [f"model.attention={kernel}"]).model
-        assert cfg == replace(base, attention=cfg.attention)  # the kernel is all that changed
+        cfg = load(f"preset:{preset}", [f"model.attention_kernel={kernel}"]).model
+        assert cfg == replace(base, attention_kernel=cfg.attention_kernel)  # the kernel is all that changed
         model = build_model(cfg, 50).eval()
         if outputs:
             model.load_state_dict(first.state_dict())

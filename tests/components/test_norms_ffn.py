@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from arch_zoo.components.feedforward import FEEDFORWARD, FFNContext, _GatedProduct
+from arch_zoo.components.feedforward import FEEDFORWARD, FFNContext, _GatedProduct, is_gated
 from arch_zoo.components.norms import NORMS
 
 
@@ -19,10 +19,12 @@ def test_layernorm_without_bias_has_no_bias_parameter():
 
 @pytest.mark.parametrize("name", FEEDFORWARD.choices())
 def test_feedforward_shapes_and_gating(name):
-    ffn = FEEDFORWARD.build(FEEDFORWARD.parse(name, "model.ffn"), FFNContext(8, 12, True, 0.0))
-    gated = name.endswith("glu")
-    assert ffn.up.out_features == 12
-    assert hasattr(ffn, "gate") == gated and (not gated or ffn.gate.out_features == 12)
+    spec = FEEDFORWARD.parse(name, "model.ffn")
+    ffn = FEEDFORWARD.build(spec, FFNContext(8, 12, True, 0.0))
+    inner = ffn.experts[0] if hasattr(ffn, "experts") else ffn  # a mixture's experts are feed-forwards themselves
+    gated = is_gated(spec)
+    assert inner.up.out_features == 12
+    assert hasattr(inner, "gate") == gated and (not gated or inner.gate.out_features == 12)
     assert ffn(torch.randn(2, 3, 8)).shape == (2, 3, 8)
 
 

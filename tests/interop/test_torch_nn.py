@@ -32,7 +32,7 @@ def test_transformer_encoder_matches(norm_first, final_norm):
     ref = randomize(nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(D) if final_norm else None,
                                           enable_nested_tensor=False)).eval()
     model = from_torch_transformer(ref, VOCAB)
-    assert model.config.norm_placement == ("pre" if norm_first else "post")
+    assert model.config.norm_placement.name == ("pre" if norm_first else "post")
     assert model.config.use_final_norm == final_norm
     ids, mask = padded_batch([6, 9, 2], 9, "right")
     with torch.no_grad():

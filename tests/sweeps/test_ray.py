@@ -40,7 +40,7 @@ def test_ray_launcher_runs_every_run_as_a_ray_task(tmp_path):
 
 
 def test_resource_request_follows_the_config():
-    from arch_zoo.config import load
+    from arch_zoo.loading import load
 
     cpu = load({**BASE, "train": {**BASE["train"], "num_workers": 2}})
     assert resources(cpu, {"CPU": 8}) == {"num_cpus": 3, "num_gpus": 0.0}

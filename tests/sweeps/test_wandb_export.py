@@ -8,7 +8,7 @@ import sys
 import yaml
 
 from arch_zoo.cli import build_parser, main
-from arch_zoo.config import load
+from arch_zoo.loading import load
 from arch_zoo.config_types import to_dict
 from arch_zoo.sweeps import expand, load_spec, make_plan
 

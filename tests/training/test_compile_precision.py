@@ -13,7 +13,7 @@ import pytorch_lightning as pl
 import torch
 
 from arch_zoo import restore
-from arch_zoo.config import load
+from arch_zoo.loading import load
 from arch_zoo.training import run_one
 from arch_zoo.training.run import RunInterrupted
 

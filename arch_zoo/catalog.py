@@ -1,0 +1,17 @@
+"""Every built-in component family, in one place: importing this module fills the registries.
+
+Sits above the components and below validation and loading; ``arch-zoo components``,
+``describe`` and the test grid list the families through ``all_registries``."""
+from __future__ import annotations
+
+from typing import Dict
+
+from .components import attention, attention_patterns, feedforward, heads, init, moe, norms, placements, positions  # noqa: F401
+from .data import tasks, tokenizers
+from .registry import Registry
+
+
+def all_registries() -> Dict[str, Registry]:
+    regs = [positions.POSITIONS, norms.NORMS, placements.PLACEMENTS, attention_patterns.ATTENTION, attention.KERNELS, feedforward.FEEDFORWARD, init.INITS,
+            heads.HEADS, tasks.TASKS, tokenizers.TOKENIZERS]
+    return {r.family: r for r in regs}

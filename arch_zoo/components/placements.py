@@ -1,0 +1,152 @@
+"""Norm placements: how a layer combines its sublayers (attention, cross-attention, feed-forward)
+with norms and the residual stream.
+
+A sublayer knows nothing about norms. The layer hands the placement a list of ``Slot`` modules,
+one per sublayer, each holding the sublayer and the norms the placement asked for
+(``norm_slots``); the placement's ``forward`` combines them. ``final_norm`` declares whether the
+stack ends with a norm by default; ``after_init`` adjusts weights once the init scheme has run.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, List, Tuple
+
+from torch import Tensor, nn
+
+from ..registry import NoOptions, Registry
+from .context import LayerContext
+
+PLACEMENTS = Registry("placements", "norm placement")
+
+Branch = Callable[[Tensor], Tensor]  # a sublayer with its inputs bound: h -> dropout(f(h))
+
+
+class Slot(nn.Module):
+    """One sublayer plus the norms its placement uses around it (``norm``, ``post_norm``)."""
+
+    def __init__(self, sublayer: nn.Module, norms: dict, dropout: float):
+        super().__init__()
+        self.sublayer = sublayer
+        for name, norm in norms.items():
+            self.add_module(name, norm)
+        self.dropout = nn.Dropout(dropout)
+
+
+class Placement:
+    """Sequential placements apply ``residual`` to each sublayer in turn."""
+
+    final_norm = True  # the stack ends with a norm unless model.final_norm says otherwise
+
+    def __init__(self, options, ctx: LayerContext):
+        self.options, self.ctx = options, ctx
+
+    def norm_slots(self, index: int) -> Tuple[str, ...]:
+        """Names of the norms sublayer ``index`` of the layer needs."""
+        return ("norm",)
+
+    def residual(self, slot: Slot, x: Tensor, branch: Branch) -> Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: Tensor, slots: List[Slot], branches: List[Branch]) -> Tensor:
+        for slot, branch in zip(slots, branches):
+            x = self.residual(slot, x, branch)
+        return x
+
+    def after_init(self, slots: List[Slot]) -> None:
+        """Called once the init scheme has run on the whole model."""
+
+
+@PLACEMENTS.register("pre", NoOptions, "x + f(norm(x)); a final norm ends the stack (GPT-2, LLaMA, T5)")
+class Pre(Placement):
+    formula = "x + f(norm(x))"
+
+    def residual(self, slot, x, branch):
+        return x + branch(slot.norm(x))
+
+
+@PLACEMENTS.register("post", NoOptions, "norm(x + f(x)); no final norm (Vaswani et al. 2017, BERT)")
+class Post(Placement):
+    formula = "norm(x + f(x))"
+    final_norm = False
+
+    def residual(self, slot, x, branch):
+        return slot.norm(x + branch(x))
+
+
+@PLACEMENTS.register("sandwich", NoOptions, "x + norm2(f(norm1(x))): a norm before and after each sublayer (Gemma 2, CogView)")
+class Sandwich(Placement):
+    formula = "x + post_norm(f(norm(x)))"
+
+    def norm_slots(self, index):
+        return ("norm", "post_norm")
+
+    def residual(self, slot, x, branch):
+        return x + slot.post_norm(branch(slot.norm(x)))
+
+
+def deepnorm_constants(ctx: LayerContext) -> Tuple[float, float]:
+    """(alpha, beta) of Wang et al. 2022 (DeepNet), from the depth of the model: encoder-only and
+    decoder-only (2L)^(1/4), (8L)^(-1/4); encoder-decoder: encoder 0.81 (N^4 M)^(1/16),
+    0.87 (N^4 M)^(-1/16), decoder (3M)^(1/4), (12M)^(-1/4) (N encoder, M decoder layers)."""
+    n, m = ctx.n_encoder_layers, ctx.n_decoder_layers
+    if ctx.model_kind != "encoder_decoder":
+        depth = n if ctx.model_kind == "encoder" else m
+        return (2 * depth) ** 0.25, (8 * depth) ** -0.25
+    if ctx.stack == "encoder":
+        return 0.81 * (n ** 4 * m) ** (1 / 16), 0.87 * (n ** 4 * m) ** (-1 / 16)
+    return (3 * m) ** 0.25, (12 * m) ** -0.25
+
+
+@PLACEMENTS.register("deepnorm", NoOptions, "norm(alpha x + f(x)), value/output/FFN init scaled by beta; "
+                                            "both from depth (Wang et al. 2022)")
+class DeepNorm(Placement):
+    formula = "norm(alpha * x + f(x))"
+    final_norm = False
+
+    def __init__(self, options, ctx):
+        super().__init__(options, ctx)
+        self.alpha, self.beta = deepnorm_constants(ctx)
+
+    def residual(self, slot, x, branch):
+        return slot.norm(self.alpha * x + branch(x))
+
+    def after_init(self, slots):
+        """The paper scales the init of the FFN, value and output projections by beta (q and k keep
+        gain 1); here that is a multiplication of whatever the init scheme drew."""
+        for slot in slots:
+            for name, module in slot.sublayer.named_modules():
+                if not isinstance(module, nn.Linear):
+                    continue
+                weight = module.weight.data
+                if name == "qkv":  # fused [q | k | v]: only the v rows
+                    shape = slot.sublayer.shape
+                    weight[(shape.n_heads + shape.n_kv_heads) * shape.head_dim:].mul_(self.beta)
+                elif name == "kv":  # cross-attention's fused [k | v]
+                    weight[slot.sublayer.shape.n_kv_heads * slot.sublayer.shape.head_dim:].mul_(self.beta)
+                elif name != "q":
+                    weight.mul_(self.beta)
+
+
+@dataclass(frozen=True)
+class ParallelOptions:
+    shared_norm: bool = True  # one norm feeds both sublayers (GPT-J, PaLM); false: one each (GPT-NeoX)
+
+
+@PLACEMENTS.register("parallel", ParallelOptions, "x + attn(norm(x)) + ffn(norm(x)): sublayers side by side "
+                                                  "(GPT-J, GPT-NeoX, PaLM)")
+class Parallel(Placement):
+    """No cross-attention form: validation refuses it for encoder-decoder models."""
+
+    formula = "x + attn(norm(x)) + ffn(norm(x))"
+    cross_attention = False
+
+    def norm_slots(self, index):
+        return ("norm",) if index == 0 or not self.options.shared_norm else ()
+
+    def forward(self, x, slots, branches):
+        shared = slots[0].norm(x) if self.options.shared_norm else None
+        out = x
+        for slot, branch in zip(slots, branches):
+            out = out + branch(shared if shared is not None else slot.norm(x))
+        return out

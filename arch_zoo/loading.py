@@ -1,0 +1,207 @@
+"""The one place YAML is read: files, ``preset:NAME``, ``base:`` chains and key=value overrides.
+
+``load(source, overrides)`` reads a YAML file (or ``preset:NAME``), merges OmegaConf dotlist
+overrides (``model.position=rope``), and returns a validated ``ExperimentConfig``. Every error is
+a ``ConfigError`` naming the dotted key, the bad value and the choices.
+
+OmegaConf is imported on first use (an optional dependency of the model library), so
+``arch_zoo.models``, which accepts a preset or a YAML path, still imports with torch alone.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Sequence, Union
+
+from . import catalog  # noqa: F401  (fills the registries that component fields are parsed by)
+from . import plugins as user_plugins
+from .config import ExperimentConfig, ModelConfig
+from .config_types import from_dict, to_dict
+from .errors import ConfigError, choice_error, yaml_error
+from .validation import validate, validate_model
+
+PRESET_PREFIX = "preset:"
+
+
+def _omegaconf():
+    """Imported on first use, so the schema (and with it arch_zoo.models) needs torch alone."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    return OmegaConf, OmegaConfBaseException
+
+
+def preset_dir() -> Path:
+    return Path(__file__).parent / "models" / "presets"
+
+
+def preset_names() -> List[str]:
+    return sorted(p.stem for p in preset_dir().glob("*.yaml"))
+
+
+def _read_yaml(path: Path, key: str) -> Dict[str, Any]:
+    OmegaConf, OmegaConfBaseException = _omegaconf()
+    if path.is_dir():
+        raise ConfigError(key, f"{path} is a directory; give a YAML file")
+    if not path.is_file():
+        raise ConfigError(key, f"file not found: {path}")
+    import yaml
+
+    try:
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except (OmegaConfBaseException, yaml.YAMLError, ValueError, OSError) as exc:  # ValueError: not UTF-8
+        raise ConfigError(key, yaml_error(path, exc)) from None
+    if not data:  # an empty file is a mistake (a wrong path, an unsaved editor), not "all defaults"
+        raise ConfigError(key, f"{path} is empty")
+    if not isinstance(data, dict):
+        raise ConfigError(key, f"{path} must hold a mapping, not {type(data).__name__}")
+    return data
+
+
+def _source_path(source: str, here: Path, key: str) -> Path:
+    if source.startswith(PRESET_PREFIX):
+        name = source[len(PRESET_PREFIX):]
+        if name not in preset_names():
+            raise choice_error(key, "preset", name, preset_names())
+        return preset_dir() / f"{name}.yaml"
+    path = Path(source).expanduser()
+    return path if path.is_absolute() else here / path
+
+
+def _expand_model(value: Any, here: Path, key: str, depth: int = 0) -> Any:
+    """``model: preset:NAME`` / ``model: path.yaml`` / ``model: {base: ..., **changes}`` -> a plain mapping."""
+    if depth > 8:
+        raise ConfigError(key, "model 'base' chain is too deep (a cycle?)")
+    if isinstance(value, str):
+        value = {"base": value}
+    if not isinstance(value, dict) or "base" not in value:
+        return value
+    value = dict(value)
+    path = _source_path(str(value.pop("base")), here, f"{key}.base")
+    base = _read_yaml(path, f"{key}.base")
+    base = base.get("model", base) if _is_experiment(base) else base
+    base = _expand_model(base, path.parent, key, depth + 1)
+    return _merge(ModelConfig, base, value)
+
+
+def _is_experiment(data: Mapping) -> bool:
+    """A model-only file (presets, configs/models/) has model keys and no experiment keys."""
+    experiment = {f.name for f in dataclasses.fields(ExperimentConfig)}
+    model = {f.name for f in dataclasses.fields(ModelConfig)} | {"base"}
+    return any(k in experiment for k in data) or not any(k in model for k in data)
+
+
+def _merge(schema: Any, base: Any, over: Any, set_here: frozenset = frozenset(), prefix: str = "") -> Any:
+    """Deep-merge ``over`` onto ``base`` following the schema (a dataclass, or None for plain data).
+
+    A component whose name changes is replaced whole: the options ``base`` gave the old one would
+    not fit the new one. Options in ``set_here`` (dotted keys set earlier on the same command line)
+    are kept, so `x.position=alibi x.position.max_bias=4` and the reverse order mean the same."""
+    if not isinstance(over, Mapping) or not isinstance(base, Mapping):
+        return over
+    fields = {f.name: f for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else {}
+    hints = typing.get_type_hints(schema) if fields else {}
+    out = dict(base)
+    for k, v in over.items():
+        f, key = fields.get(k), f"{prefix}{k}"
+        if k not in out or f is None:
+            out[k] = _merge(None, out[k], v) if isinstance(out.get(k), Mapping) else v
+        elif "registry" in f.metadata and v is not None and out[k] is not None:
+            out[k] = _merge_component(f.metadata["registry"](), out[k], v, set_here, key)
+        elif dataclasses.is_dataclass(hints[k]):
+            out[k] = _merge(hints[k], out[k], v, set_here, f"{key}.")
+        elif isinstance(out[k], Mapping) and isinstance(v, Mapping):
+            out[k] = _merge(None, out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _merge_component(registry, base: Any, over: Any, set_here: frozenset, key: str) -> Dict[str, Any]:
+    """{name, **options} of a component field after ``over``; nested components (a task's
+    tokenizer) merge by the options dataclass of the name that results."""
+    old = dict(base) if isinstance(base, Mapping) else {"name": base}
+    new = dict(over) if isinstance(over, Mapping) else {"name": over}
+    name = new.get("name", old.get("name"))
+    if name != old.get("name"):
+        old = {k: v for k, v in old.items() if f"{key}.{k}" in set_here}
+    schema = registry.get(name).options if name in registry.choices() else None
+    return {"name": name, **_merge(schema, {k: v for k, v in old.items() if k != "name"},
+                                   {k: v for k, v in new.items() if k != "name"}, set_here, f"{key}.")}
+
+
+def _leaves(data: Any, prefix: str = "") -> List[str]:
+    if not isinstance(data, Mapping):
+        return [prefix[:-1]]
+    return [leaf for k, v in data.items() for leaf in _leaves(v, f"{prefix}{k}.")]
+
+
+def parse_overrides(overrides: Sequence[str]) -> Dict[str, Any]:
+    OmegaConf, OmegaConfBaseException = _omegaconf()
+    for item in overrides:
+        if "=" not in item or item.startswith("="):
+            raise ConfigError(item, "an override must look like key=value (e.g. model.position=rope)")
+    try:
+        return OmegaConf.to_container(OmegaConf.from_dotlist(list(overrides)), resolve=False)
+    except OmegaConfBaseException as exc:
+        raise ConfigError("overrides", str(exc).splitlines()[0]) from None
+
+
+def load_dict(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) -> Dict[str, Any]:
+    """The merged, interpolation-resolved plain data, before typing."""
+    OmegaConf, OmegaConfBaseException = _omegaconf()
+    if isinstance(source, Mapping):
+        data, here = dict(source), Path.cwd()
+    else:
+        source = str(source)
+        path = _source_path(source, Path.cwd(), "config")
+        data, here = _read_yaml(path, "config"), path.parent
+    data = user_plugins.resolve_in(data, here)  # paths in a file are relative to it
+    if not _is_experiment(data):  # a model-only file (configs/models/*.yaml, presets)
+        data = {"name": Path(str(source)).stem.replace(PRESET_PREFIX, ""), "model": data}
+    if "model" in data:
+        data["model"] = _expand_model(data["model"], here, "model")
+    merged, set_here = data, frozenset()
+    for item in overrides:  # one at a time, so a component's name and options combine in any order
+        over = user_plugins.resolve_in(parse_overrides([item]), Path.cwd())  # on the command line: to the cwd
+        if "model" in over:
+            over["model"] = _expand_model(over["model"], here, "model")
+        merged = _merge(ExperimentConfig, merged, over, set_here)
+        set_here |= set(_leaves(over))
+    try:
+        return OmegaConf.to_container(OmegaConf.create(merged), resolve=True)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(getattr(exc, "full_key", "") or "config", str(exc).splitlines()[0]) from None
+
+
+def load(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) -> ExperimentConfig:
+    data = load_dict(source, overrides)
+    user_plugins.load_plugins(user_plugins.checked(data.get("plugins")))  # before validation names their components
+    return validate(from_dict(ExperimentConfig, data))
+
+
+def model_config(data: Union[str, Path, Mapping, ModelConfig]) -> ModelConfig:
+    """A validated ModelConfig from what the CLI accepts as a model: ``preset:NAME``, a path to a
+    model (or experiment) YAML, a mapping (``base:`` allowed) or a ModelConfig."""
+    if isinstance(data, ModelConfig):
+        data = to_dict(data)  # re-parse so hand-built specs get their registered option types
+    if isinstance(data, (str, Path)):  # read as `arch-zoo describe` reads it (interpolations resolved)
+        return load(data).model
+    if not isinstance(data, Mapping):
+        raise ConfigError("model", f"expected preset:NAME, a YAML path, a mapping or a ModelConfig, got {data!r}")
+    user_plugins.load_entry_points()
+    return validate_model(from_dict(ModelConfig, _expand_model(dict(data), Path.cwd(), "model"), "model"))
+
+
+def to_yaml(cfg: Any) -> str:
+    OmegaConf, _ = _omegaconf()
+    return OmegaConf.to_yaml(OmegaConf.create(to_dict(cfg)))
+
+
+def save(cfg: ExperimentConfig, path: Union[str, Path]) -> None:
+    """Write the fully resolved config atomically (a crash never leaves half a file)."""
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(to_yaml(cfg))
+    tmp.replace(path)

@@ -1,0 +1,143 @@
+"""Checks of a typed config against the registries, and the defaults that depend on other keys.
+
+Sits above the schema (``config``) and the components; ``loading`` calls ``validate`` on what it
+reads. Every error is a ``ConfigError`` naming the dotted key.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import List, Optional, Union
+
+from .components.feedforward import is_gated
+from .components.heads import HEADS
+from .components.placements import PLACEMENTS
+from .components.positions import POSITIONS, PositionContext
+from .config import ExperimentConfig, ModelConfig, TrainConfig
+from .data.tasks import TASKS
+from .errors import ConfigError, choice_error
+
+
+def _positive(key: str, value: Optional[Union[int, float]], allow_zero: bool = False) -> None:
+    if value is not None and (value < 0 or (value == 0 and not allow_zero)):
+        raise ConfigError(key, f"must be {'>= 0' if allow_zero else 'positive'}, got {value}")
+
+
+def position_context(m: ModelConfig):
+    return PositionContext(m.d_model, m.n_heads, m.dim_per_head, m.max_seq_len, causal=m.kind != "encoder")
+
+
+def position_limit(m: ModelConfig) -> Optional[int]:
+    """The longest sequence the model's position scheme can represent (None: any length)."""
+    return POSITIONS.get(m.position.name).factory.max_length(m.position.options, position_context(m))
+
+
+FFN_MULTIPLE = 8
+D_FF_RULE = {False: "4 * d_model", True: f"8/3 * d_model, up to a multiple of {FFN_MULTIPLE}"}  # by gated
+
+
+def default_d_ff(d_model: int, gated: bool) -> int:
+    """4 * d_model (Vaswani et al. 2017, GPT-2, BERT). A gated FFN has three matrices instead of
+    two, so 8/3 * d_model keeps its parameters those of the 4x MLP (Shazeer 2020, LLaMA); rounded
+    up to a multiple of 8 for matmul-friendly shapes."""
+    if not gated:
+        return 4 * d_model
+    return FFN_MULTIPLE * -(-8 * d_model // (3 * FFN_MULTIPLE))  # ceil, in integers
+
+
+def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
+    """Cross-field checks, every error naming the key; returns ``m`` with its defaults that depend
+    on other keys (d_ff) filled in, so the saved config holds the numbers the model was built with."""
+    for name in ("d_model", "n_layers", "n_encoder_layers", "n_decoder_layers", "n_heads", "n_kv_heads",
+                 "head_dim", "d_ff", "max_seq_len", "vocab_size"):
+        _positive(f"{key}.{name}", getattr(m, name))
+    for name in ("attention_scale", "attn_logit_softcap", "final_logit_softcap"):
+        _positive(f"{key}.{name}", getattr(m, name))
+    if m.d_ff is None:
+        m = dataclasses.replace(m, d_ff=default_d_ff(m.d_model, is_gated(m.ffn)))
+    _positive(f"{key}.type_vocab_size", m.type_vocab_size, allow_zero=True)
+    if m.type_vocab_size and m.kind != "encoder":
+        raise ConfigError(f"{key}.type_vocab_size", f"token-type embeddings are built for kind 'encoder' only, "
+                          f"not '{m.kind}'; set it to 0")
+    for name in ("dropout", "attention_dropout", "embedding_dropout"):
+        value = getattr(m, name)
+        if value is not None and not 0.0 <= value < 1.0:
+            raise ConfigError(f"{key}.{name}", f"must be in [0, 1), got {value}")
+    if m.head_dim is None and m.d_model % m.n_heads:
+        raise ConfigError(f"{key}.n_heads", f"d_model ({m.d_model}) is not divisible by n_heads ({m.n_heads}); "
+                          f"change one, or set {key}.head_dim explicitly")
+    if m.n_heads % m.kv_heads:
+        raise ConfigError(f"{key}.n_kv_heads", f"n_heads ({m.n_heads}) is not divisible by n_kv_heads ({m.kv_heads})")
+    scheme = POSITIONS.get(m.position.name)
+    scheme.factory.check(m.position.options, position_context(m), f"{key}.position")
+    if m.cross_attention_position:
+        if m.kind != "encoder_decoder":
+            raise ConfigError(f"{key}.cross_attention_position", "only applies to kind 'encoder_decoder'")
+        if not scheme.factory.acts_in_attention:
+            able = [e.name for e in POSITIONS.entries() if e.factory.acts_in_attention]
+            raise ConfigError(f"{key}.cross_attention_position", f"position '{m.position.name}' only adds to "
+                              f"embeddings, so it cannot act in cross-attention; schemes that can: {', '.join(able)}")
+    placement = PLACEMENTS.get(m.norm_placement.name).factory
+    if m.kind == "encoder_decoder" and not getattr(placement, "cross_attention", True):
+        raise ConfigError(f"{key}.norm_placement", f"placement '{m.norm_placement.name}' has no form with "
+                          f"cross-attention; for encoder_decoder choose one of: "
+                          f"{', '.join(e.name for e in PLACEMENTS.entries() if getattr(e.factory, 'cross_attention', True))}")
+    head = HEADS.get(m.head.name)
+    if m.kind not in head.factory.kinds:
+        fits = [e.name for e in HEADS.entries() if m.kind in e.factory.kinds]
+        raise ConfigError(f"{key}.head", f"head '{m.head.name}' does not fit kind '{m.kind}'; "
+                          f"heads for {m.kind}: {', '.join(fits)}")
+    return m
+
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _precision_choices() -> List[str]:
+    """The precision strings the installed Lightning accepts ([] where Lightning is absent: ``restore`` needs none)."""
+    try:
+        from lightning_fabric import connector
+    except ImportError:
+        return []
+    return [*typing.get_args(connector._PRECISION_INPUT_STR), *typing.get_args(connector._PRECISION_INPUT_STR_ALIAS)]
+
+
+def validate_train(t: TrainConfig, key: str = "train") -> None:
+    for name in ("max_steps", "batch_size", "eval_batch_size", "accumulate_grad_batches", "val_every", "log_every",
+                 "val_batches"):
+        _positive(f"{key}.{name}", getattr(t, name))
+    for name in ("warmup_steps", "weight_decay", "exact_match_samples", "num_workers", "grad_clip"):
+        _positive(f"{key}.{name}", getattr(t, name), allow_zero=True)
+    _positive(f"{key}.lr", t.lr)
+    if len(t.betas) != 2 or not all(0 <= b < 1 for b in t.betas):
+        raise ConfigError(f"{key}.betas", f"expected two numbers in [0, 1), got {t.betas}")
+    if not 0 <= t.label_smoothing < 1:
+        raise ConfigError(f"{key}.label_smoothing", f"must be in [0, 1), got {t.label_smoothing}")
+    if not 0 <= t.min_lr_ratio <= 1:
+        raise ConfigError(f"{key}.min_lr_ratio", f"must be in [0, 1], got {t.min_lr_ratio}")
+    if t.schedule == "noam" and t.warmup_steps == 0:
+        raise ConfigError(f"{key}.warmup_steps", "the noam schedule needs warmup_steps > 0")
+    if t.compile_mode not in COMPILE_MODES:
+        raise choice_error(f"{key}.compile_mode", "torch.compile mode", t.compile_mode, COMPILE_MODES)
+    precisions = _precision_choices()
+    if precisions and str(t.precision) not in precisions:
+        raise choice_error(f"{key}.precision", "precision", t.precision, precisions)
+
+
+def validate_task(cfg: ExperimentConfig, key: str = "task") -> None:
+    if cfg.task is None:
+        return
+
+    task = TASKS.get(cfg.task.name, key)
+    if cfg.model.kind not in task.factory.kinds:
+        fits = [e.name for e in TASKS.entries() if cfg.model.kind in e.factory.kinds]
+        raise ConfigError(key, f"task '{cfg.task.name}' does not fit model.kind '{cfg.model.kind}' (it needs "
+                          f"{' or '.join(task.factory.kinds)}); tasks for {cfg.model.kind}: {', '.join(fits)}")
+    task.factory.check(cfg.task.options, cfg.model.kind, cfg.model.max_seq_len, key)
+
+
+def validate(cfg: ExperimentConfig) -> ExperimentConfig:
+    cfg = dataclasses.replace(cfg, model=validate_model(cfg.model))
+    validate_train(cfg.train)
+    validate_task(cfg)
+    return cfg

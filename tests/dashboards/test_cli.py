@@ -1,0 +1,45 @@
+"""`arch-zoo dashboard` in a real process: it exports, serves on 127.0.0.1, prints the URL, and
+Ctrl-C stops the server and frees the port.
+
+README (Dashboards): "`arch-zoo dashboard SWEEP_DIR [--tool tensorboard|mlflow] [--port N]` exports
+what is missing, starts the real server bound to 127.0.0.1, prints its URL; Ctrl-C stops it"."""
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+from arch_zoo.dashboards.serve import free_port, port_free
+
+from .conftest import FINISHED
+
+
+def test_dashboard_serves_the_sweep_and_stops_cleanly_on_ctrl_c(sweep):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "arch_zoo", "dashboard", str(sweep), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines, deadline = [], time.time() + 180
+    try:
+        while time.time() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line.strip())
+            if " at http://" in line:
+                break
+        url = f"http://127.0.0.1:{port}/"
+        assert lines and lines[-1] == f"tensorboard at {url}  (Ctrl-C stops it)", (lines, proc.stderr.read())
+        assert lines[0].startswith(f"tensorboard: exported {len(FINISHED)} run(s)")
+        with urllib.request.urlopen(url + "data/runs", timeout=30) as reply:
+            assert sorted(json.loads(reply.read())) == sorted(FINISHED)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert out.strip().endswith("tensorboard stopped") and "Traceback" not in err
+    assert port_free(port)  # the server (in its own process group) is gone too
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+    assert [line for line in ps if f"--port {port}" in line] == []
