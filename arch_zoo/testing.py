@@ -13,7 +13,7 @@ failed test under pytest. The checks, one function each:
   (right and left padding; the source seen through cross-attention);
 * ``cache_parity``: greedy decoding over the key/value cache gives the logits of one full forward;
 * ``kernels_agree``: every attention kernel gives the same function (to 1e-5);
-* ``trains``: every parameter gets a finite gradient and a few Adam steps cut the loss by 40%.
+* ``trains``: every parameter gets a finite gradient and a few Adam steps cut the loss by 25%.
 
 A component that needs options to be built declares them for tests as ``example_options`` (a
 dict) on its class; ``check_component`` uses them when given none.
@@ -184,10 +184,12 @@ def _token_loss(logits, labels, mask):
     return (per_token * mask).sum() / mask.sum()
 
 
-def trains(cfg: Mapping[str, Any], steps: int = TRAIN_STEPS, reduction: float = 0.6) -> float:
+def trains(cfg: Mapping[str, Any], steps: int = TRAIN_STEPS, reduction: float = 0.75) -> float:
     """Every parameter gets a finite gradient (matrices a non-zero one) and ``steps`` Adam steps on
     a tiny learnable task (each position predicts its own token, padding ignored) bring the loss
     below ``reduction`` times the first: a detached branch or a norm that zeroes its input fails.
+    Built-ins: the median model cuts it by about 80%, the slowest (sandwich placement, whose norm
+    after each branch damps the first updates) by 37%.
     Returns the final / first loss ratio."""
     model = _build(cfg)
     ids = torch.randint(1, VOCAB, (4, 5))
