@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import List, Optional
 
@@ -49,6 +50,13 @@ def _output_dir(value, flag: str) -> Path:
 
 def _components(args) -> int:
     from .describe import components_text
+    from .plugins import load_plugins, resolve
+
+    if args.config:  # the plugins a config names, as `train` would import them
+        from .loading import load
+
+        load(args.config)
+    load_plugins(resolve(args.plugin, Path.cwd()))
 
     sys.stdout.write(components_text())
     return 0
@@ -139,7 +147,10 @@ def _generate(args) -> int:
         raise ConfigError("--prompt", "is empty; give the text to continue or translate")
     if args.strategy not in STRATEGIES:  # before any warning about the options it would use
         raise choice_error("--strategy", "strategy", args.strategy, STRATEGIES)
-    cfg, model, tokenizer = restore(args.run)
+    with warnings.catch_warnings(record=True) as caught:  # a changed plugin: one line, not a warnings trace
+        cfg, model, tokenizer = restore(args.run)
+    for w in caught:
+        _warn(str(w.message))
     ids = prompt_ids(cfg, tokenizer, args.prompt)
     if not ids:
         raise ConfigError("--prompt", f"'{args.prompt}' has no tokens under the run's tokenizer")
@@ -265,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("components", help="list every registered component with its options")
+    p.add_argument("config", nargs="?", default=None, help="also the plugins this config names")
+    p.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_PY",
+                   help="also list what this plugin registers (repeatable); installed entry points always are")
     p.set_defaults(func=_components)
 
     p = sub.add_parser("describe", help="show the architecture a config assembles")

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Literal, Optional
 
+from . import plugins as user_plugins
+from .config_types import to_dict
 from .registry import ComponentSpec, component_field, family_registry
 
 
@@ -151,7 +153,15 @@ class LoggingConfig:
 class ExperimentConfig:
     name: str = "experiment"
     seed: int = 0  # fixes initialisation, data generation and data order
+    plugins: List[str] = field(default_factory=list)  # modules or .py files registering components (arch_zoo.plugins)
     model: ModelConfig = field(default_factory=ModelConfig)
     task: Optional[ComponentSpec] = component("tasks", None)  # required to train, not to describe
     train: TrainConfig = field(default_factory=TrainConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+    def __reduce_ex__(self, protocol):
+        """A config with plugins travels as plain data: the process that unpickles it (a sweep
+        worker) imports the plugins before their options classes are looked up."""
+        if not self.plugins:
+            return super().__reduce_ex__(protocol)
+        return user_plugins.rebuild, (type(self), to_dict(self))

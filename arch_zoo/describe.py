@@ -48,7 +48,8 @@ def components_text() -> str:
         lines.append(f"{family}  ({registry.kind})")
         width = max((len(n) for n in registry.choices()), default=0)
         for entry in registry.entries():
-            lines.append(f"  {entry.name:<{width}}  {entry.description}{_options(entry)}{_traits(entry)}")
+            origin = f"  (plugin: {entry.source})" if entry.source else ""
+            lines.append(f"  {entry.name:<{width}}  {entry.description}{_options(entry)}{_traits(entry)}{origin}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence, Union
 
 from . import catalog  # noqa: F401  (fills the registries that component fields are parsed by)
+from . import plugins as user_plugins
 from .config import ExperimentConfig, ModelConfig
 from .config_types import from_dict, to_dict
 from .errors import ConfigError, choice_error, yaml_error
@@ -156,13 +157,14 @@ def load_dict(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) 
         source = str(source)
         path = _source_path(source, Path.cwd(), "config")
         data, here = _read_yaml(path, "config"), path.parent
+    data = user_plugins.resolve_in(data, here)  # paths in a file are relative to it
     if not _is_experiment(data):  # a model-only file (configs/models/*.yaml, presets)
         data = {"name": Path(str(source)).stem.replace(PRESET_PREFIX, ""), "model": data}
     if "model" in data:
         data["model"] = _expand_model(data["model"], here, "model")
     merged, set_here = data, frozenset()
     for item in overrides:  # one at a time, so a component's name and options combine in any order
-        over = parse_overrides([item])
+        over = user_plugins.resolve_in(parse_overrides([item]), Path.cwd())  # on the command line: to the cwd
         if "model" in over:
             over["model"] = _expand_model(over["model"], here, "model")
         merged = _merge(ExperimentConfig, merged, over, set_here)
@@ -174,7 +176,9 @@ def load_dict(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) 
 
 
 def load(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) -> ExperimentConfig:
-    return validate(from_dict(ExperimentConfig, load_dict(source, overrides)))
+    data = load_dict(source, overrides)
+    user_plugins.load_plugins(user_plugins.checked(data.get("plugins")))  # before validation names their components
+    return validate(from_dict(ExperimentConfig, data))
 
 
 def model_config(data: Union[str, Path, Mapping, ModelConfig]) -> ModelConfig:
@@ -186,6 +190,7 @@ def model_config(data: Union[str, Path, Mapping, ModelConfig]) -> ModelConfig:
         return load(data).model
     if not isinstance(data, Mapping):
         raise ConfigError("model", f"expected preset:NAME, a YAML path, a mapping or a ModelConfig, got {data!r}")
+    user_plugins.load_entry_points()
     return validate_model(from_dict(ModelConfig, _expand_model(dict(data), Path.cwd(), "model"), "model"))
 
 

@@ -11,6 +11,12 @@ from .config_types import coerce
 from .errors import ConfigError, choice_error, did_you_mean
 
 _FAMILIES: Dict[str, "Registry"] = {}  # family -> registry, filled as each family's module is imported
+LOADING: list = []  # the plugin being imported now (arch_zoo.plugins sets it): where registrations come from
+ADDED: list = []  # (registry, name) registered while a plugin loads: undone if its import fails
+
+
+class AlreadyRegistered(ValueError):
+    """A name registered twice in one family (a plugin reusing a built-in's name, say)."""
 
 
 @dataclass(frozen=True)
@@ -24,6 +30,7 @@ class Entry:
     factory: Callable[..., Any]
     options: Type
     description: str
+    source: Optional[str] = None  # the plugin that registered it; None: built in
 
     def option_fields(self) -> Dict[str, dataclasses.Field]:
         return {f.name: f for f in dataclasses.fields(self.options)}
@@ -50,9 +57,15 @@ class Registry:
 
         def decorate(factory):
             if name in self._entries:
-                raise ValueError(f"{self.family}: '{name}' registered twice")
+                where = self._entries[name].source
+                raise AlreadyRegistered(f"{self.kind} '{name}' already exists "
+                                        f"({f'from {where}' if where else 'built in'}); register it under another name")
             doc = description or (inspect.getdoc(factory) or "").split("\n")[0]
-            self._entries[name] = Entry(name, factory, options, doc)
+            builtin = factory.__module__.startswith("arch_zoo.")  # a plugin's import may import built-ins first
+            source = None if builtin else LOADING[-1] if LOADING else factory.__module__
+            self._entries[name] = Entry(name, factory, options, doc, source)
+            if LOADING:
+                ADDED.append((self, name))
             return factory
 
         return decorate

@@ -44,6 +44,17 @@ def ws(tmp_path_factory):
                                                              "grid": {"model.position": ["rope", "rop"]}}))
     (ws / "spec_unknown_key.yaml").write_text(yaml.safe_dump({"name": "s4", **spec, "seed": [0]}))
     write_sweep(ws / "sweep")
+    (ws / "plugin_syntax.py").write_text("def broken(:\n")
+    (ws / "plugin_raises.py").write_text("from arch_zoo.components.norms import NORMS\n"
+                                         "NORMS.register('half_done')(type('Half', (), {}))\n"
+                                         "raise RuntimeError('no GPU here')\n")
+    (ws / "plugin_dup.py").write_text("from arch_zoo.components.positions import POSITIONS, PositionScheme\n"
+                                      "POSITIONS.register('rope')(type('MyRope', (PositionScheme,), {}))\n")
+    for name, plugins in (("missing", ["./nope.py"]), ("syntax", ["plugin_syntax.py"]),
+                          ("raises", ["plugin_raises.py"]), ("dup", ["plugin_dup.py"]),
+                          ("module", ["no_such_lab.blocks"]), ("notalist", {"a": 1})):
+        (ws / f"plugins_{name}.yaml").write_text(yaml.safe_dump({**EXPERIMENT, "plugins": plugins}))
+    (ws / "spec_plugin.yaml").write_text(yaml.safe_dump({"name": "s6", **spec, "base": "plugins_raises.yaml"}))
 
     assert main(["train", str(ws / "exp.yaml"), "--out", str(ws / "run"), "--quiet"]) == 0
     for name, damage in (("bad_tokenizer", "tokenizer.json"), ("bad_config", "config.yaml"),
@@ -101,6 +112,22 @@ CASES = [
      "model.normm: unknown key (did you mean 'norm'?)"),
     ("gradnorms-zero-depth", "gradnorms {ws}/exp.yaml --depths 0 --out {ws}/g", "--depths: depths must be positive"),
     ("gradnorms-empty-config", "gradnorms {ws}/empty.yaml --depths 1 --out {ws}/g", "config: {ws}/empty.yaml is empty"),
+    # plugins: named in the config (relative to it), on the command line (relative to the cwd)
+    ("plugin-missing-file", "describe {ws}/plugins_missing.yaml", "plugins: {ws}/nope.py: file not found"),
+    ("plugin-syntax-error", "train {ws}/plugins_syntax.yaml --out {ws}/r",
+     "plugins: {ws}/plugin_syntax.py: cannot import (line 1): SyntaxError: "),
+    ("plugin-raises-at-import", "describe {ws}/plugins_raises.yaml",
+     "plugins: {ws}/plugin_raises.py: cannot import: RuntimeError: no GPU here"),
+    ("plugin-registers-an-existing-name", "describe {ws}/plugins_dup.yaml",
+     "plugins: {ws}/plugin_dup.py: position scheme 'rope' already exists (built in); register it under another name"),
+    ("plugin-module-not-found", "train {ws}/plugins_module.yaml --out {ws}/r",
+     "plugins: no_such_lab.blocks: cannot import: ModuleNotFoundError: No module named 'no_such_lab'"),
+    ("plugin-not-a-list", "describe {ws}/plugins_notalist.yaml", "plugins: expected a list of module names or .py paths"),
+    ("plugin-override-relative-to-cwd", "describe {ws}/exp.yaml plugins=[plugin_raises.py]",
+     "plugins: {ws}/plugin_raises.py: cannot import: RuntimeError"),
+    ("plugin-in-sweep-base", "sweep {ws}/spec_plugin.yaml --out {ws}/store",
+     "plugin_raises.py: cannot import: RuntimeError: no GPU here"),
+    ("plugin-components-flag", "components --plugin plugin_dup.py", "plugins: {ws}/plugin_dup.py: position scheme"),
     # sweep specs
     ("sweep-malformed-spec", "sweep {ws}/malformed.yaml --out {ws}/store",
      "sweep: cannot parse {ws}/malformed.yaml (line 3, column 1)"),
@@ -190,7 +217,7 @@ def test_a_user_mistake_exits_2_with_one_line_and_leaves_nothing(argv, expected,
     assert tree(ws) == before
 
 
-REAL_PROCESS = ["describe-malformed-yaml", "train-out-is-a-file", "sweep-malformed-spec"]
+REAL_PROCESS = ["describe-malformed-yaml", "train-out-is-a-file", "sweep-malformed-spec", "plugin-raises-at-import"]
 
 
 @pytest.mark.parametrize("case", REAL_PROCESS)

@@ -1,6 +1,7 @@
 """Rebuild a trained model from what a run left behind: a run directory or a checkpoint file."""
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -12,6 +13,7 @@ from ..data.tasks import TASKS
 from ..data.tokenizers import TOKENIZER_FILE, Tokenizer, load_tokenizer
 from ..errors import ConfigError
 from ..models import TransformerModel, build_model
+from ..plugins import changed_since
 from . import rundir
 
 
@@ -34,6 +36,8 @@ def restore(path) -> Restored:
             raise ConfigError("run", f"{needed} not found; is {path} an arch_zoo run directory or its "
                               f"{rundir.CHECKPOINT}?")
     cfg = load(run_dir / rundir.CONFIG)
+    for line in changed_since((rundir.read_json(run_dir / rundir.STATUS) or {}).get("plugins")):
+        warnings.warn(line, stacklevel=2)
     try:
         tokenizer = load_tokenizer(run_dir)
     except (ValueError, KeyError, TypeError, OSError) as exc:  # JSONDecodeError is a ValueError

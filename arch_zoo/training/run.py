@@ -17,6 +17,7 @@ from ..config_types import to_dict
 from ..data.tasks import TASKS, TaskData
 from ..errors import ConfigError
 from ..components.heads import HEADS
+from ..plugins import records as plugin_records
 from . import rundir
 from .objectives import NEEDS
 
@@ -194,7 +195,8 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
         (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         save(cfg, run_dir / rundir.CONFIG)
         data.tokenizer.save(run_dir)
-        rundir.set_status(run_dir, "running", started=rundir.now(), pid=os.getpid(), reason=None)
+        rundir.set_status(run_dir, "running", started=rundir.now(), pid=os.getpid(), reason=None,
+                          plugins=plugin_records(cfg.plugins))  # a failed run is traceable to its code too
     attempt = rundir.Attempt(run_dir, writer)
     try:
         from .trainer import train

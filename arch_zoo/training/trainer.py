@@ -14,6 +14,7 @@ from ..data.tasks.base import TaskData
 from ..metrics import goal_of
 from ..models.mfu import mfu_for_run
 from ..models.summary import active_parameters, count_parameters, flops_per_token, parameter_breakdown
+from ..plugins import records as plugin_records
 from ..provenance import git_commit
 from . import rundir
 from .accel import compile_info, sdpa_kernels, set_matmul_precision
@@ -112,6 +113,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         "task": data.info,
         "versions": rundir.versions(),
         "git_commit": git_commit(),
+        "plugins": plugin_records(cfg.plugins),  # module, file and sha256 of the code behind plugin components
         "finished": rundir.now(),
     }
     hint = sync_hint(loggers) if writer else None

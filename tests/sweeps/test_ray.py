@@ -12,9 +12,18 @@ from .conftest import BASE, write_spec
 ray = pytest.importorskip("ray", reason="ray is an optional extra: pip install 'arch-zoo[ray]'")
 
 
+PLUGIN = ("from arch_zoo.components.positions import POSITIONS, Alibi, AlibiOptions\n"
+          "POSITIONS.register('alibi_plugin', AlibiOptions)(type('AlibiPlugin', (Alibi,), {}))\n")
+
+
 def test_ray_launcher_runs_every_run_as_a_ray_task(tmp_path):
-    spec = {"name": "r", "grid": {"model.position": ["rope", "alibi"]}, "seeds": [0, 1]}
-    path, out = write_spec(tmp_path, spec), tmp_path / "out"
+    """Ray workers import the base config's plugins too (README, plugins: "Ray workers import it")."""
+    from arch_zoo import plugins
+    from arch_zoo.components.positions import POSITIONS
+
+    (tmp_path / "plugin.py").write_text(PLUGIN)
+    spec = {"name": "r", "grid": {"model.position": ["rope", "alibi_plugin"]}, "seeds": [0, 1]}
+    path, out = write_spec(tmp_path, spec, base={**BASE, "plugins": ["plugin.py"]}), tmp_path / "out"
     lines = []
     try:
         outcome = run_sweep(load_spec(path), out, launcher="ray", ray_init={"num_cpus": 2}, log=lines.append)
@@ -26,6 +35,8 @@ def test_ray_launcher_runs_every_run_as_a_ray_task(tmp_path):
     finally:
         if ray.is_initialized():
             ray.shutdown()
+        POSITIONS._entries.pop("alibi_plugin", None)  # later tests in this process see the built-ins only
+        plugins._loaded.pop(str((tmp_path / "plugin.py").resolve()), None)
 
 
 def test_resource_request_follows_the_config():
