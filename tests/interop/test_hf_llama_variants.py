@@ -9,7 +9,7 @@ longer than mistral-tiny's window (8), and decoding runs past it."""
 import pytest
 import torch
 
-from arch_zoo.interop import from_hf, model_config_from_hf
+from arch_zoo.interop import CheckpointError, from_hf, model_config_from_hf
 from tests.interop.references import VOCAB, padded_batch, randomize, tiny
 from tests.interop.test_hf_parity import ATOL, both, greedy_cached
 
@@ -89,3 +89,36 @@ def test_cached_greedy_decoding_equals_hf_generate(name):
     expected = out[:, -steps:]
     assert len(set(expected.flatten().tolist())) > 1
     assert torch.equal(greedy_cached(model, ids, mask, steps), expected)
+
+
+def test_mixtral_published_checkpoint_layout():
+    """Published Mixtral checkpoints store each expert apart (block_sparse_moe.experts.N.w1/w3/w2);
+    transformers 5 fuses them on load. Both layouts convert to the same model."""
+    from arch_zoo.interop import convert
+
+    hf = reference("mixtral")
+    ff, published = hf.config.intermediate_size, {}
+    for k, v in hf.state_dict().items():
+        if ".mlp.experts.gate_up_proj" in k:
+            base = k.replace(".mlp.experts.gate_up_proj", ".block_sparse_moe.experts.")
+            for e in range(v.shape[0]):
+                published[f"{base}{e}.w1.weight"], published[f"{base}{e}.w3.weight"] = v[e, :ff], v[e, ff:]
+        elif ".mlp.experts.down_proj" in k:
+            base = k.replace(".mlp.experts.down_proj", ".block_sparse_moe.experts.")
+            for e in range(v.shape[0]):
+                published[f"{base}{e}.w2.weight"] = v[e]
+        else:
+            published[k.replace(".mlp.gate.", ".block_sparse_moe.gate.")] = v
+    assert not any(".mlp." in k for k in published)
+    model = convert(hf.config.to_dict(), published, config="preset:mixtral-tiny")
+    torch.testing.assert_close(*reversed(both("mixtral", hf, model, "right")), atol=ATOL, rtol=0)
+
+
+def test_qwen3_sliding_window_on_every_layer_converts_and_on_some_is_refused():
+    hf = reference("qwen3", use_sliding_window=True, sliding_window=4, max_window_layers=0)
+    model = from_hf(hf)
+    assert model.config.attention.options.window == 4
+    torch.testing.assert_close(*reversed(both("qwen3", hf, model, "left")), atol=ATOL, rtol=0)
+    mixed = reference("qwen3", use_sliding_window=True, sliding_window=4, max_window_layers=1)
+    with pytest.raises(CheckpointError, match="sliding window on some layers only"):
+        from_hf(mixed)
