@@ -1,6 +1,7 @@
 """Qwen3, Mistral and Mixtral presets compute what Hugging Face's models compute: same logits to 1e-4
 in fp32 on left- and right-padded batches, and cached greedy decoding picks the tokens HF ``generate``
-picks. README: "Exact parity with Hugging Face" (the preset table's qwen3, mistral, mixtral rows).
+picks. README (Models, Llama's descendants): "equal to the Hugging Face model's logits to 1e-4 with left
+and right padding, and cached greedy decoding picks the tokens HF `generate` picks".
 
 Sliding window and padding: HF's mask and arch_zoo's both count the window in sequence slots
 (``i - window < j <= i`` over cache positions, pad slots included), so with left padding a row's
