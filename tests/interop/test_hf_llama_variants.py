@@ -1,6 +1,6 @@
 """Qwen3, Mistral and Mixtral presets compute what Hugging Face's models compute: same logits to 1e-4
 in fp32 on left- and right-padded batches, and cached greedy decoding picks the tokens HF ``generate``
-picks. README (Models, Llama's descendants): "equal to the Hugging Face model's logits to 1e-4 with left
+picks. README (Configs, Llama's descendants): "equal to the Hugging Face model's logits to 1e-4 with left
 and right padding, and cached greedy decoding picks the tokens HF `generate` picks".
 
 Sliding window and padding: HF's mask and arch_zoo's both count the window in sequence slots
@@ -123,3 +123,19 @@ def test_qwen3_sliding_window_on_every_layer_converts_and_on_some_is_refused():
     mixed = reference("qwen3", use_sliding_window=True, sliding_window=4, max_window_layers=1)
     with pytest.raises(CheckpointError, match="sliding window on some layers only"):
         from_hf(mixed)
+
+
+def test_mixtral_checkpoint_directory_round_trip(tmp_path):
+    """What ``save_pretrained`` writes (transformers 5 writes the published per-expert layout) loads
+    with ``load_hf_checkpoint``, safetensors alone."""
+    from safetensors import safe_open
+
+    from arch_zoo.interop import load_hf_checkpoint
+
+    hf = reference("mixtral")
+    hf.save_pretrained(tmp_path)
+    with safe_open(tmp_path / "model.safetensors", "pt") as f:
+        assert "model.layers.0.block_sparse_moe.experts.0.w1.weight" in f.keys()
+    loaded = load_hf_checkpoint(tmp_path)
+    assert loaded.config == from_hf(hf).config
+    torch.testing.assert_close(*reversed(both("mixtral", hf, loaded, "right")), atol=ATOL, rtol=0)
