@@ -52,12 +52,10 @@ def mistral_config(c: dict, weights: WeightMap) -> dict:
 
 def mixtral_config(c: dict, weights: WeightMap) -> dict:
     cfg = variant_config("mixtral", c, weights)
-    if cfg["ffn"] != "swiglu":
-        raise unsupported("mixtral", f"hidden_act '{c.get('hidden_act')}' in the experts (supported: silu)")
-    if c.get("router_jitter_noise"):  # training-time noise on the router input; nothing to map it to
-        raise unsupported("mixtral", "router_jitter_noise")
+    # router_jitter_noise (multiplicative noise on the router input) acts in training only: the converted
+    # model computes what HF's computes in eval mode; fine-tuning it here trains without the noise.
     cfg["ffn"] = {"name": "moe", "n_experts": c["num_local_experts"], "top_k": c["num_experts_per_tok"],
-                  "expert": "swiglu", "aux_loss_weight": float(c.get("router_aux_loss_coef", 0.001))}
+                  "expert": cfg["ffn"], "aux_loss_weight": float(c.get("router_aux_loss_coef", 0.001))}
     return cfg
 
 
