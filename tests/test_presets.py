@@ -10,6 +10,7 @@ from arch_zoo.models import build_model
 from tests.conftest import tiny
 
 REFERENCE_PRESETS = ["vaswani", "bert", "gpt2", "llama", "t5"]
+REFERENCE_PRESETS += ["qwen3", "mistral", "mixtral"]
 
 
 def test_every_reference_preset_comes_with_a_tiny_size():
@@ -35,6 +36,9 @@ def test_describe_every_preset(name, capsys):
     ("bert", 30522, 109_514_298, "plus 2 token types; normalized by layernorm(eps=1e-12"),  # BertForMaskedLM
     ("llama", 32000, 6_738_415_616, "kv heads 32"),  # Llama 2 7B, described without allocating it
     ("t5", 32128, 222_903_552, "lm(bias=False, scale_input=True)"),  # t5-base
+    ("qwen3", 151936, 8_190_735_360, "qk-norm rmsnorm(eps=1e-06)"),  # Qwen3 8B
+    ("mistral", 32000, 7_241_732_096, "sliding_window(window=4096)"),  # Mistral 7B v0.1
+    ("mixtral", 32000, 46_702_792_704, "12,879,925,248 active per token"),  # Mixtral 8x7B v0.1
 ])
 def test_full_presets_have_the_reference_size(name, vocab, total, feature, capsys):
     assert main(["describe", f"preset:{name}", "--vocab-size", str(vocab)]) == 0

@@ -1,0 +1,83 @@
+"""Llama's descendants: Qwen3 (QK-norm), Mistral (sliding window) and Mixtral (mixture of experts).
+
+Each is a Llama with one change, so each converter is Llama's (``llama_config``, ``llama_weights``)
+plus that change. ``WeightMap.copy`` skips tensors a checkpoint lacks, so ``llama_weights`` maps
+everything the variants share and leaves Mixtral's missing dense MLP alone.
+"""
+from __future__ import annotations
+
+from ..config import ModelConfig
+from .checkpoint import WeightMap
+from .hf import HFArchitecture, register, unsupported
+from .hf_llama import llama_config, llama_weights
+
+ROTARY = (r"(layers\.\d+\.self_attn\.)?rotary_emb\.inv_freq",)  # recomputed, not learned
+
+
+def attention_pattern(model_type: str, c: dict) -> object:
+    """Mistral's ``sliding_window`` (None: global attention) as a ``model.attention`` value.
+    Qwen3 opts in with ``use_sliding_window`` and windows only some layers (``layer_types``)."""
+    window = c.get("sliding_window")
+    if model_type == "qwen3":
+        types = set(c.get("layer_types") or ["full_attention"])
+        if "sliding_attention" not in types:
+            return "global"
+        if types != {"sliding_attention"}:
+            raise unsupported(model_type, "sliding window on some layers only (max_window_layers)")
+    return "global" if window is None else {"name": "sliding_window", "window": int(window)}
+
+
+def variant_config(model_type: str, c: dict, weights: WeightMap) -> dict:
+    cfg = llama_config(c, weights)
+    cfg["attention"] = attention_pattern(model_type, c)
+    return cfg
+
+
+def qwen3_config(c: dict, weights: WeightMap) -> dict:
+    cfg = variant_config("qwen3", c, weights)
+    cfg["qk_norm"] = {"name": "rmsnorm", "eps": c.get("rms_norm_eps", 1e-6)}
+    return cfg
+
+
+def qwen3_weights(w: WeightMap, cfg: ModelConfig) -> None:
+    llama_weights(w, cfg)
+    for i in range(cfg.decoder_layers):
+        for x in "qk":
+            w.copy(f"decoder.layers.{i}.self_attn.sublayer.{x}_norm.weight", f"layers.{i}.self_attn.{x}_norm.weight")
+
+
+def mistral_config(c: dict, weights: WeightMap) -> dict:
+    return variant_config("mistral", c, weights)
+
+
+def mixtral_config(c: dict, weights: WeightMap) -> dict:
+    cfg = variant_config("mixtral", c, weights)
+    # router_jitter_noise (multiplicative noise on the router input) acts in training only: the converted
+    # model computes what HF's computes in eval mode; fine-tuning it here trains without the noise.
+    cfg["ffn"] = {"name": "moe", "n_experts": c["num_local_experts"], "top_k": c["num_experts_per_tok"],
+                  "expert": cfg["ffn"], "aux_loss_weight": float(c.get("router_aux_loss_coef", 0.001))}
+    return cfg
+
+
+def mixtral_weights(w: WeightMap, cfg: ModelConfig) -> None:
+    """The experts as transformers 5 holds them (``mlp.experts.gate_up_proj`` (E, 2 d_ff, d) and
+    ``down_proj`` (E, d, d_ff)) or as the published checkpoints store them
+    (``block_sparse_moe.experts.N.w1/w3/w2``: gate, up, down)."""
+    llama_weights(w, cfg)
+    d_ff = cfg.d_ff
+    for i in range(cfg.decoder_layers):
+        a, h = f"decoder.layers.{i}.ffn.sublayer.", f"layers.{i}."
+        for moe in ("mlp.", "block_sparse_moe."):
+            w.copy(f"{a}router.weight", f"{h}{moe}gate.weight")
+        for e in range(cfg.ffn.options.n_experts):
+            x = f"{a}experts.{e}."
+            w.copy(f"{x}gate.weight", f"{h}mlp.experts.gate_up_proj", lambda t, e=e: t[e, :d_ff])
+            w.copy(f"{x}up.weight", f"{h}mlp.experts.gate_up_proj", lambda t, e=e: t[e, d_ff:])
+            w.copy(f"{x}down.weight", f"{h}mlp.experts.down_proj", lambda t, e=e: t[e])
+            for dst, src in (("gate", "w1"), ("up", "w3"), ("down", "w2")):
+                w.copy(f"{x}{dst}.weight", f"{h}block_sparse_moe.experts.{e}.{src}.weight")
+
+
+register(HFArchitecture("qwen3", qwen3_config, qwen3_weights, prefix="model.", ignore=ROTARY))
+register(HFArchitecture("mistral", mistral_config, llama_weights, prefix="model.", ignore=ROTARY))
+register(HFArchitecture("mixtral", mixtral_config, mixtral_weights, prefix="model.", ignore=ROTARY))
