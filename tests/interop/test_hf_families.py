@@ -24,8 +24,14 @@ def _t5(m):
         feed_forward_proj="gated-gelu", tie_word_embeddings=False)
 
 
+def _pythia(m):
+    return tf.GPTNeoXConfig, tf.GPTNeoXForCausalLM, dict(
+        hidden_size=m.d_model, num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads,
+        intermediate_size=m.d_ff, max_position_embeddings=m.max_seq_len, rotary_pct=0.25)
+
+
 # preset -> (HF config class, HF model class, the HF config of the preset's -tiny size)
-FAMILIES = {"t5-v1_1": _t5}
+FAMILIES = {"t5-v1_1": _t5, "pythia": _pythia}
 
 
 def reference(name: str, **changes):
@@ -74,6 +80,7 @@ def test_derived_config_equals_the_reference(family):
 
 WRONG = {  # one architectural slip per preset: the parity check must notice each
     "t5-v1_1": {"ffn": "geglu"},  # exact GELU in the gate instead of gelu_new
+    "pythia": {"position": {"fraction": 0.5}},  # rotating half of each head instead of a quarter
 }
 
 
