@@ -30,8 +30,12 @@ def _pythia(m):
         intermediate_size=m.d_ff, max_position_embeddings=m.max_seq_len, rotary_pct=0.25)
 
 
+def _bloom(m):
+    return tf.BloomConfig, tf.BloomForCausalLM, dict(hidden_size=m.d_model, n_layer=m.n_layers, n_head=m.n_heads)
+
+
 # preset -> (HF config class, HF model class, the HF config of the preset's -tiny size)
-FAMILIES = {"t5-v1_1": _t5, "pythia": _pythia}
+FAMILIES = {"t5-v1_1": _t5, "pythia": _pythia, "bloom": _bloom}
 
 
 def reference(name: str, **changes):
@@ -81,6 +85,7 @@ def test_derived_config_equals_the_reference(family):
 WRONG = {  # one architectural slip per preset: the parity check must notice each
     "t5-v1_1": {"ffn": "geglu"},  # exact GELU in the gate instead of gelu_new
     "pythia": {"position": {"fraction": 0.5}},  # rotating half of each head instead of a quarter
+    "bloom": {"position": {"max_bias": 4.0}},  # ALiBi slopes 2^(-4i/n) instead of 2^(-8i/n)
 }
 
 
