@@ -1,7 +1,7 @@
 """T5 v1.1, GPT-NeoX (Pythia) and BLOOM: each -tiny preset computes what its Hugging Face reference
-computes (README, Model config: "Each preset gives the same logits as its reference implementation
-... to 1e-4"): same logits in fp32 on left- and right-padded batches, the same greedy tokens through
-the KV cache as HF ``generate``. References are random (nothing is downloaded)."""
+computes. README: "Each preset gives the same logits as its reference implementation ... to 1e-4";
+"For these the tests also check left- and right-padded batches and that cached greedy decoding
+gives the tokens of Hugging Face `generate`". References are random (nothing is downloaded)."""
 import inspect
 
 import pytest
