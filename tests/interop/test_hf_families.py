@@ -7,7 +7,7 @@ import inspect
 import pytest
 import torch
 
-from arch_zoo.interop import from_hf, model_config_from_hf
+from arch_zoo.interop import CheckpointError, from_hf, load_hf_checkpoint, model_config_from_hf
 from tests.interop.references import VOCAB, cached_greedy, padded_batch, positions, randomize, tiny
 from tests.interop.test_hf_parity import greedy_cached
 
@@ -112,3 +112,28 @@ def test_cached_greedy_decoding_gives_the_tokens_of_hf_generate(family):
         got = greedy_cached(model, ids, mask, steps)
     assert len(set(expected.flatten().tolist())) > 1  # the prompts matter
     assert torch.equal(got, expected)
+
+
+def test_neox_sequential_residual_and_hf_rotary_dims():
+    """use_parallel_residual: false is the pre placement; rotary_pct 0.3 of head_dim 16 rotates
+    int(4.8) = 4 dims, as Hugging Face does (rounding would give 5, an odd and invalid count)."""
+    ref = reference("pythia", use_parallel_residual=False, rotary_pct=0.3)
+    model = from_hf(ref)
+    assert model.config.norm_placement.name == "pre"
+    assert model.decoder.position.rot == 4
+    torch.testing.assert_close(*reversed(outputs(ref, model, "left")), atol=ATOL, rtol=0)
+
+
+def test_bloom_residual_after_the_norm_is_refused():
+    ref = reference("bloom", apply_residual_connection_post_layernorm=True)
+    with pytest.raises(CheckpointError, match="apply_residual_connection_post_layernorm"):
+        from_hf(ref)
+
+
+@pytest.mark.parametrize("name", ["pythia", "bloom"])
+def test_saved_checkpoint_directory_loads_without_transformers(name, tmp_path):
+    """A checkpoint saved by transformers (config.json + model.safetensors) loads into the preset."""
+    ref = reference(name)
+    ref.save_pretrained(tmp_path)
+    a, b = outputs(ref, load_hf_checkpoint(tmp_path, config=f"preset:{name}-tiny"), "right")
+    torch.testing.assert_close(b, a, atol=ATOL, rtol=0)
