@@ -137,3 +137,41 @@ def test_saved_checkpoint_directory_loads_without_transformers(name, tmp_path):
     ref.save_pretrained(tmp_path)
     a, b = outputs(ref, load_hf_checkpoint(tmp_path, config=f"preset:{name}-tiny"), "right")
     torch.testing.assert_close(b, a, atol=ATOL, rtol=0)
+
+
+def gemma2_reference(**changes):
+    """A random Gemma 2 whose sliding window spans its whole context (alternation needs model.layers)."""
+    sizes = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=16, max_position_embeddings=64, sliding_window=64,
+                 query_pre_attn_scalar=24, attn_logit_softcapping=5.0, final_logit_softcapping=3.0)
+    cfg = tf.Gemma2Config(vocab_size=VOCAB, **{**sizes, **changes})
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    return randomize(tf.Gemma2ForCausalLM(cfg)).eval()
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_gemma2_logits_and_greedy_tokens_equal_the_reference(side):
+    """Sandwich norms with Gemma's (1 + weight) gains, both soft-caps (small, so they bite),
+    query_pre_attn_scalar, scaled embeddings, gated tanh-GELU, GQA."""
+    ref = gemma2_reference()
+    model = from_hf(ref)
+    cfg = model.config
+    assert (cfg.norm_placement.name, cfg.ffn.name, cfg.scale_embeddings) == ("sandwich", "geglu_tanh", True)
+    assert (cfg.attn_logit_softcap, cfg.final_logit_softcap, cfg.attention_scale) == (5.0, 3.0, 24 ** -0.5)
+    a, b = outputs(ref, model, side)
+    assert a.abs().max() > 0.1
+    torch.testing.assert_close(b, a, atol=ATOL, rtol=0)
+    a, b = outputs(ref, from_hf(ref, changes={"attn_logit_softcap": None}), side)
+    assert (a - b).abs().max() > ATOL  # the attention cap matters at this size
+    if side == "left":
+        ids, mask = padded_batch([5, 8, 2], 8, "left")
+        expected = ref.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=8,
+                                min_new_tokens=8, pad_token_id=0)[:, -8:]
+        assert len(set(expected.flatten().tolist())) > 1
+        assert torch.equal(greedy_cached(model, ids, mask, 8), expected)
+
+
+def test_gemma2_local_global_alternation_is_refused_until_per_layer_attention():
+    with pytest.raises(CheckpointError, match="local/global alternation"):
+        from_hf(gemma2_reference(sliding_window=8))
