@@ -107,7 +107,8 @@ KNOWN_CYCLES = {
     frozenset({"arch_zoo.sweeps.spec", "arch_zoo.sweeps.wandb_format"}),
     frozenset({"arch_zoo.training.run", "arch_zoo.training.trainer"}),
     frozenset({"arch_zoo.interop.hf", "arch_zoo.interop.hf_bert", "arch_zoo.interop.hf_gpt2", "arch_zoo.interop.hf_llama",
-               "arch_zoo.interop.hf_t5"}),
+               "arch_zoo.interop.hf_t5", "arch_zoo.interop.hf_neox", "arch_zoo.interop.hf_bloom",
+               "arch_zoo.interop.hf_gemma2", "arch_zoo.interop.hf_llama_variants"}),
 }
 
 

@@ -9,7 +9,7 @@ from arch_zoo.errors import ConfigError
 from arch_zoo.models import build_model
 from tests.conftest import tiny
 
-REFERENCE_PRESETS = ["vaswani", "bert", "gpt2", "llama", "t5"]
+REFERENCE_PRESETS = ["vaswani", "bert", "gpt2", "llama", "t5", "t5-v1_1", "pythia", "bloom"]
 REFERENCE_PRESETS += ["qwen3", "mistral", "mixtral"]
 
 
@@ -39,6 +39,9 @@ def test_describe_every_preset(name, capsys):
     ("qwen3", 151936, 8_190_735_360, "qk-norm rmsnorm(eps=1e-06)"),  # Qwen3 8B
     ("mistral", 32000, 7_241_732_096, "sliding_window(window=4096)"),  # Mistral 7B v0.1
     ("mixtral", 32000, 46_702_792_704, "12,879,925,248 active per token"),  # Mixtral 8x7B v0.1
+    ("t5-v1_1", 32128, 247_577_856, "geglu_tanh"),  # google/t5-v1_1-base
+    ("pythia", 50304, 162_322_944, "fraction=0.25"),  # EleutherAI/pythia-160m
+    ("bloom", 250880, 559_214_592, "alibi"),  # bigscience/bloom-560m
 ])
 def test_full_presets_have_the_reference_size(name, vocab, total, feature, capsys):
     assert main(["describe", f"preset:{name}", "--vocab-size", str(vocab)]) == 0

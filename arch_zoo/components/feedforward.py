@@ -135,6 +135,17 @@ class GeGLU(GatedMLP):
         return torch.ops.aten.gelu_backward.grad_input(buffer, g, grad_input=buffer)
 
 
+@FEEDFORWARD.register("geglu_tanh", NoOptions, "gated MLP with tanh-approximated GELU gate (T5 v1.1, Gemma)")
+class GeGLUTanh(GatedMLP):
+    @staticmethod
+    def act(x: Tensor) -> Tensor:
+        return F.gelu(x, approximate="tanh")
+
+    @staticmethod
+    def act_backward(buffer: Tensor, g: Tensor) -> Tensor:
+        return torch.ops.aten.gelu_backward.grad_input(buffer, g, approximate="tanh", grad_input=buffer)
+
+
 @FEEDFORWARD.register("reglu", NoOptions, "gated MLP with ReLU gate")
 class ReGLU(GatedMLP):
     act = staticmethod(F.relu)

@@ -2,6 +2,7 @@
 
 * ``from_hf(model)``: an in-memory Hugging Face GPT2LMHeadModel, BertModel/BertForMaskedLM,
   LlamaForCausalLM or T5ForConditionalGeneration;
+  GPTNeoXForCausalLM (Pythia), BloomForCausalLM and Gemma2ForCausalLM too;
 * ``load_hf_checkpoint(path)``: a local Hugging Face checkpoint directory (config.json +
   model.safetensors), read with safetensors alone: no transformers, no network;
 * ``from_torch_transformer(module, vocab_size)``: torch.nn.Transformer / nn.TransformerEncoder.

@@ -114,3 +114,4 @@ def load_hf_checkpoint(path, config: ConfigLike = None, changes: Optional[Mappin
 
 from . import hf_bert, hf_gpt2, hf_llama, hf_t5  # noqa: E402,F401  (each registers its architecture)
 from . import hf_llama_variants  # noqa: E402,F401  (Qwen3, Mistral, Mixtral)
+from . import hf_bloom, hf_gemma2, hf_neox  # noqa: E402,F401  (GPT-NeoX, BLOOM, Gemma 2)

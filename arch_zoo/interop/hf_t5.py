@@ -1,5 +1,5 @@
-"""T5 (``T5ForConditionalGeneration``; ``T5Model`` without the head), versions 1.0 and 1.1-style
-gated feed-forwards where arch_zoo has the same activation."""
+"""T5 (``T5ForConditionalGeneration``; ``T5Model`` without the head), versions 1.0 and 1.1 (gated
+feed-forwards: "gated-gelu" is the tanh-approximated GELU, Hugging Face's gelu_new)."""
 from __future__ import annotations
 
 from ..config import ModelConfig
@@ -7,13 +7,14 @@ from .checkpoint import WeightMap
 from .hf import HFArchitecture, ffn_name, register
 
 PLAIN = {"relu": "relu", "gelu": "gelu"}
-GATED = {"relu": "reglu", "gelu": "geglu", "silu": "swiglu"}  # T5 1.1's "gated-gelu" is gelu_new: not exact
+GATED = {"relu": "reglu", "gelu": "geglu", "silu": "swiglu", "gelu_new": "geglu_tanh", "gelu_pytorch_tanh": "geglu_tanh"}
 
 
 def t5_config(c: dict, weights: WeightMap) -> dict:
     proj = c.get("feed_forward_proj", "relu")
     gated = proj.startswith("gated-")
-    act = c.get("dense_act_fn") or proj.split("-")[-1]
+    # Hugging Face reads "gated-gelu" as gelu_new whatever dense_act_fn says (older config.json files lack it)
+    act = "gelu_new" if proj == "gated-gelu" else c.get("dense_act_fn") or proj.split("-")[-1]
     tie = c.get("tie_word_embeddings", True)
     return {
         "kind": "encoder_decoder", "vocab_size": c["vocab_size"],

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from arch_zoo.components.feedforward import FEEDFORWARD, FFNContext, _GatedProduct, is_gated
+from arch_zoo.components.feedforward import FEEDFORWARD, FFNContext, GatedMLP, _GatedProduct, is_gated
 from arch_zoo.components.norms import NORMS
 
 
@@ -35,8 +35,9 @@ def test_swiglu_is_silu_gate_times_value():
     torch.testing.assert_close(ffn(x), (torch.nn.functional.silu(gate) * value) @ ffn.down.weight.T)
 
 
-GATED = [name for name in FEEDFORWARD.choices() if name.endswith("glu")]
-ACTS = {"swiglu": torch.nn.functional.silu, "geglu": torch.nn.functional.gelu, "reglu": torch.nn.functional.relu}
+GATED = [name for name in FEEDFORWARD.choices() if issubclass(FEEDFORWARD.get(name).factory, GatedMLP)]
+ACTS = {"swiglu": torch.nn.functional.silu, "geglu": torch.nn.functional.gelu, "reglu": torch.nn.functional.relu,
+        "geglu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh")}
 
 
 def test_every_gated_ffn_has_a_reference_activation_here():

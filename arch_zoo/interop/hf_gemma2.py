@@ -1,0 +1,57 @@
+"""Gemma 2 (``Gemma2ForCausalLM``, ``Gemma2Model``): sandwich norms, attention and final logit
+soft-capping, scaled embeddings, gated tanh-GELU, query_pre_attn_scalar.
+
+Gemma's RMSNorm multiplies by (1 + weight): the import stores 1 + weight in arch_zoo's plain RMSNorm
+gain, which is the same float32 sum Hugging Face computes. Local/global alternation needs per-layer
+attention (``model.layers``, not on this branch): a model whose sliding window is shorter than its
+context is refused, since all-global attention would differ from it beyond the window.
+"""
+from __future__ import annotations
+
+from ..config import ModelConfig
+from .checkpoint import WeightMap
+from .hf import HFArchitecture, ffn_name, register, unsupported
+from .hf_llama import GATED, llama_config
+
+
+def gemma2_config(c: dict, weights: WeightMap) -> dict:
+    window, context = c.get("sliding_window"), c.get("max_position_embeddings", 8192)
+    if "sliding_attention" in (c.get("layer_types") or ["sliding_attention"]) and window and window < context:
+        raise unsupported("gemma2", f"local/global alternation (sliding_window {window} < "
+                                    f"max_position_embeddings {context})")
+    if c.get("use_bidirectional_attention"):
+        raise unsupported("gemma2", "use_bidirectional_attention: true")
+    base = llama_config({**c, "hidden_act": "silu", "mlp_bias": c.get("attention_bias", False)}, weights)
+    return {**base,
+            "norm_placement": "sandwich",
+            "ffn": ffn_name("gemma2", c.get("hidden_activation") or c.get("hidden_act", "gelu_pytorch_tanh"),
+                            {**GATED, "gelu_pytorch_tanh": "geglu_tanh", "gelu_new": "geglu_tanh"}),
+            "attention_scale": float(c.get("query_pre_attn_scalar", 256)) ** -0.5,
+            "attn_logit_softcap": c.get("attn_logit_softcapping"),
+            "final_logit_softcap": c.get("final_logit_softcapping"),
+            "scale_embeddings": True,
+            "tie_embeddings": c.get("tie_word_embeddings", True)}
+
+
+def _gain(w):
+    return 1.0 + w.float()
+
+
+def gemma2_weights(w: WeightMap, cfg: ModelConfig) -> None:
+    w.copy("embed.weight", "embed_tokens.weight")
+    for i in range(cfg.decoder_layers):
+        a, h = f"decoder.layers.{i}.", f"layers.{i}."
+        for p in ("weight", "bias"):
+            w.fuse(f"{a}self_attn.sublayer.qkv.{p}", [f"{h}self_attn.{x}_proj.{p}" for x in "qkv"])
+            w.copy(f"{a}self_attn.sublayer.out.{p}", f"{h}self_attn.o_proj.{p}")
+            for x in ("gate", "up", "down"):
+                w.copy(f"{a}ffn.sublayer.{x}.{p}", f"{h}mlp.{x}_proj.{p}")
+        for dst, src in (("self_attn.norm", "input_layernorm"), ("self_attn.post_norm", "post_attention_layernorm"),
+                         ("ffn.norm", "pre_feedforward_layernorm"), ("ffn.post_norm", "post_feedforward_layernorm")):
+            w.copy(f"{a}{dst}.weight", f"{h}{src}.weight", _gain)
+    w.copy("decoder.final_norm.weight", "norm.weight", _gain)
+    w.copy("head.proj.weight", "lm_head.weight")
+
+
+register(HFArchitecture("gemma2", gemma2_config, gemma2_weights, prefix="model.",
+                        ignore=(r"(layers\.\d+\.self_attn\.)?rotary_emb\.inv_freq",)))
