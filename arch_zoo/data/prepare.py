@@ -73,9 +73,21 @@ def _quiet(_: str) -> None:
     pass
 
 
-def prepare(options, cache_dir: Optional[str] = None, log: Log = _quiet, progress: bool = False) -> TokenStore:
+def interactive() -> bool:
+    """A progress bar only where someone watches: stderr is a terminal."""
+    return sys.stderr.isatty()
+
+
+def interactive_log(line: str) -> None:
+    if interactive():
+        print(f"arch-zoo: {line}", file=sys.stderr)
+
+
+def prepare(options, cache_dir: Optional[str] = None, log: Optional[Log] = None,
+            progress: bool = False) -> TokenStore:
     """The store for a corpus task's options: opened when it exists and its sources are unchanged,
     else built (under the store's lock, so only one process builds it)."""
+    log = log or _quiet
     r = recipe(options)
     root = cache_root(cache_dir)
     key = r.key()
@@ -107,8 +119,38 @@ def prepare(options, cache_dir: Optional[str] = None, log: Log = _quiet, progres
             os.rename(tmp, final)
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
-        log(f"prepared {final} in {time.perf_counter() - began:.1f}s")
+        seconds = time.perf_counter() - began
+        log(f"prepared {final} in {seconds:.1f}s")
+        _record_build(root, key, seconds)
     return TokenStore(final)
+
+
+def _record_build(root: Path, key: str, seconds: float) -> None:
+    """One line per build in the cache's builds.jsonl: how often a corpus was tokenized, and by whom."""
+    line = {"key": key, "pid": os.getpid(), "seconds": round(seconds, 3),
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    with open(root / "builds.jsonl", "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def prepare_all(configs, log: Log = _quiet, progress: Optional[bool] = None) -> List[TokenStore]:
+    """Each distinct token store the configs' tasks read, prepared once (a sweep, before it dispatches)."""
+    from ..config_types import to_dict
+    from .tasks import TASKS
+
+    seen, out = set(), []
+    for cfg in configs:
+        if cfg.task is None:
+            continue
+        ident = json.dumps(to_dict(cfg.task), sort_keys=True, default=str)
+        if ident in seen:
+            continue
+        seen.add(ident)
+        store = TASKS.get(cfg.task.name).factory.prepare(cfg.task.options, log=log,
+                                                            progress=interactive() if progress is None else progress)
+        if store is not None and store.root not in [s.root for s in out]:
+            out.append(store)
+    return out
 
 
 def _open(final: Path, log: Log) -> Optional[TokenStore]:

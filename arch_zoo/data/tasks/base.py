@@ -76,6 +76,12 @@ class Task:
         raise TypeError("Task is abstract; use a registered task")
 
     @classmethod
+    def prepare(cls, options, cache_dir=None, log=None, progress: bool = False):
+        """Tokenize the task's corpus into its token store and return it (``arch-zoo prepare``, and
+        a sweep before it dispatches); None for a task that generates its data (nothing to prepare)."""
+        return None
+
+    @classmethod
     def encode_prompt(cls, tokenizer: Tokenizer, text: str, model_kind: str) -> List[int]:
         """A user's prompt (``arch-zoo generate``) laid out as this task lays out its inputs; by
         default the plain text, which a language model continues."""

@@ -20,7 +20,7 @@ import numpy as np
 
 from ...errors import ConfigError
 from ...registry import component_field
-from ..prepare import DTYPES
+from ..prepare import DTYPES, interactive, interactive_log
 from ..prepare import prepare as prepare_store
 from ..sources import sorted_py_files
 from ..tokenizers import SPECIALS
@@ -86,13 +86,17 @@ class CorpusTask(Task):
         if options.seq_len is not None:
             check_fits(options.seq_len, max_seq_len, f"{key}.seq_len", "windows of seq_len tokens")
 
+    @classmethod
+    def prepare(cls, options, cache_dir=None, log=None, progress: bool = False):
+        return prepare_store(options, cache_dir, log, progress)
+
     @property
     def seq_len(self) -> int:
         return self.options.seq_len or self.max_seq_len
 
     def build(self) -> TaskData:
         self.check(self.options, self.model_kind, self.max_seq_len)
-        store = prepare_store(self.options)
+        store = self.prepare(self.options, progress=interactive(), log=interactive_log)
         tok = store.tokenizer
         ids = {name: store.split(name) for name in ("train", "val", "test")}
         n = len(ids["train"])
