@@ -110,7 +110,6 @@ def prepare(options, cache_dir: Optional[str] = None, log: Optional[Log] = None,
         tmp = root / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
         began = time.perf_counter()
         with _cleanup(tmp, root):
-            log(f"preparing token store {final} ...")
             _build(r, key, tmp, progress)
             old = None
             if final.exists():
