@@ -216,6 +216,12 @@ def _build(r: Recipe, key: str, tmp: Path, progress: bool) -> None:
     o = r.options
     tmp.mkdir(parents=True)
     total = sum(f.stat().st_size for i in r.inputs for f in i.files())
+    clock = [time.perf_counter()]
+
+    def lap() -> float:
+        clock.append(time.perf_counter())
+        return round(clock[-1] - clock[-2], 3)
+
     bar = _Progress(progress, total, "scan")
     sc = scan(r.inputs, o.text_field, o.max_chars, r.by_documents, bar.tick)
     bar.close()
@@ -224,8 +230,10 @@ def _build(r: Recipe, key: str, tmp: Path, progress: bool) -> None:
         raise ConfigError("task.files", f"the corpus is empty: {what} hold no text")
     from .tasks.common import parse_tokenizer
 
+    seconds = {"scan": lap()}
     tok = TOKENIZERS.build(parse_tokenizer(o.tokenizer))
     tok.fit(_fit_sample(r, sc, tok))
+    seconds["fit"] = lap()
     dtype = _dtype(o.dtype, tok)
     writers = [ShardWriter(tmp, s, dtype, tok.unk_id) for s in SPLITS]
     chars = [0, 0, 0]
@@ -250,6 +258,7 @@ def _build(r: Recipe, key: str, tmp: Path, progress: bool) -> None:
             size = 0
     encode()
     bar.close()
+    seconds["encode"] = lap()
     splits = {s: {**w.close(), "chars": c} for s, w, c in zip(SPLITS, writers, chars)}
     _check_sizes(splits, r)
     tok.save(tmp)
@@ -261,7 +270,7 @@ def _build(r: Recipe, key: str, tmp: Path, progress: bool) -> None:
                   for i in used],
         "sources": [fingerprint(f) for i in used for f in i.files()],
         "tokenizer": {"name": tok.name, "vocab_size": tok.vocab_size, "sha256": file_sha256(tmp / "tokenizer.json")},
-        "dtype": np.dtype(dtype).name, "splits": splits,
+        "dtype": np.dtype(dtype).name, "splits": splits, "seconds": seconds,
     }
     if not o.files:
         manifest["stdlib_root"] = str(stdlib_root())

@@ -226,3 +226,20 @@ def test_killed_prepare_leaves_nothing_half_written(tmp_path):
     assert not builds(cache)
     store = prepare(options(files=[str(big)], max_chars=None, tokenizer={"name": "bpe", "vocab_size": 2000}), cache)
     assert [p.name for p in cache.iterdir() if p.is_dir()] == [store.root.name]  # the leftover is gone
+
+
+def test_a_sweep_prepares_its_store_once_before_dispatching(corpus, tmp_path, monkeypatch):
+    """README: "a sweep of N runs over one corpus tokenizes it once", in the coordinator before any
+    worker starts (the one build is this process's, not a worker's)."""
+    from arch_zoo.sweeps import load_spec, run_sweep
+    from tests.sweeps.conftest import BASE, write_spec
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ARCH_ZOO_CACHE", str(cache))
+    base = {**BASE, "task": {"name": "char_lm", "files": [str(corpus)], "seq_len": 32},
+            "train": {**BASE["train"], "max_steps": 2, "val_every": 2, "val_batches": 1}}
+    path = write_spec(tmp_path / "specs", {"name": "once", "grid": {"model.position": ["rope", "alibi"]},
+                                           "seeds": [0]}, base)
+    outcome = run_sweep(load_spec(path), tmp_path / "out", workers=2, log=lambda line: None)
+    assert not outcome.problems()
+    assert [b["pid"] for b in builds(cache)] == [os.getpid()]
