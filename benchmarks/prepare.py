@@ -1,0 +1,210 @@
+"""The token store's targets (issue 15 §4), measured side by side in one run.
+
+1. Prepare SIZE MB of text with a BPE of VOCAB tokens trained on it (``arch-zoo prepare``'s own code,
+   in a fresh child process): peak RSS, and throughput against the ceiling, the ``tokenizers``
+   library's own batch encoding of the same text with the same trained tokenizer (reading the file
+   in the same 1 MiB pieces, ``encode_batch_fast`` over batches of them, ids discarded), also in a
+   fresh child. Ratio = reference encode seconds / prepare's encode-phase seconds; the end-to-end
+   ratio (prepare's scan + BPE training on its sample + encode + writing shards) is shown too.
+2. A second prepare of the same config: the in-process call (a cache hit) and the whole
+   ``arch-zoo prepare`` command (interpreter start and imports included).
+3. A run's start-up before its first training step (task build from the store + the first batch),
+   for a SMALL MB corpus and the SIZE MB one, each in a fresh child: seconds and RSS growth.
+4. A sweep of N runs over one corpus tokenizes it once: a real ``arch-zoo sweep`` with 2 workers
+   on a fresh cache; the cache's builds.jsonl must hold one line.
+
+The corpus is this machine's Python standard library, repeated (each copy prefixed by its number
+so no two copies are byte-identical) up to SIZE MB: real code and prose, nothing downloaded.
+
+Usage: python benchmarks/prepare.py [--size-mb 1000] [--small-mb 10] [--vocab 8192] [--json PATH]
+       (--quick: 20 MB vs 5 MB with a 2k BPE, for a smoke run)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CHILD_PREPARE = """
+import json, resource, sys, time
+from arch_zoo.data.prepare import prepare
+from arch_zoo.data.tasks import TASKS
+opts = TASKS.parse(json.loads(sys.argv[1]), "task").options
+t = time.perf_counter()
+store = prepare(opts, sys.argv[2])
+wall = time.perf_counter() - t
+t = time.perf_counter()
+prepare(opts, sys.argv[2])
+hit = time.perf_counter() - t
+print(json.dumps({"wall_s": wall, "hit_s": hit, "phases_s": store.manifest["seconds"], "root": str(store.root),
+                  "tokens": sum(s["tokens"] for s in store.manifest["splits"].values()),
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+CHILD_REFERENCE = """
+import json, resource, sys, time
+from tokenizers import Tokenizer
+tok = Tokenizer.from_str(json.load(open(sys.argv[1]))["state"]["serialized"])  # arch_zoo's wrapper file
+encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
+t, n, batch, size = time.perf_counter(), 0, [], 0
+with open(sys.argv[2], encoding="utf-8") as f:
+    for piece in iter(lambda: f.read(1 << 20), ""):
+        batch.append(piece)
+        size += len(piece)
+        if size >= 1 << 23:
+            n += sum(len(e.ids) for e in encode(batch, add_special_tokens=False))
+            batch, size = [], 0
+n += sum(len(e.ids) for e in encode(batch, add_special_tokens=False))
+print(json.dumps({"encode_s": time.perf_counter() - t, "tokens": n,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+CHILD_STARTUP = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+import torch
+from arch_zoo.config import load
+from arch_zoo.training.datamodule import TaskDataModule
+from arch_zoo.training.run import prepare
+cfg = load(sys.argv[1], sys.argv[2:])
+rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+t = time.perf_counter()
+data = prepare(cfg)
+dm = TaskDataModule(data, cfg.train, cfg.seed)
+batch = next(iter(dm.train_dataloader()))
+print(json.dumps({"startup_s": time.perf_counter() - t, "windows": len(data.splits["train"]),
+                  "rss_growth_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - rss0}))
+"""
+
+
+def child(code: str, *args: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+    if proc.returncode:
+        raise SystemExit(f"child failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def make_corpus(path: Path, mb: float) -> None:
+    from arch_zoo.data.sources import sorted_py_files, stdlib_root
+
+    texts = [p.read_text(encoding="utf-8", errors="replace") for p in sorted_py_files(stdlib_root())]
+    want, n = int(mb * 1e6), 0
+    with open(path, "w", encoding="utf-8") as f:
+        copy = 0
+        while n < want:
+            for t in texts:
+                chunk = f"# copy {copy}\n{t}"
+                f.write(chunk)
+                n += len(chunk.encode("utf-8"))
+                if n >= want:
+                    break
+            copy += 1
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size-mb", type=float, default=1000)
+    ap.add_argument("--small-mb", type=float, default=10)
+    ap.add_argument("--vocab", type=int, default=8192)
+    ap.add_argument("--sweep-runs", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=5, help="start-up measurements per corpus (median)")
+    ap.add_argument("--workdir", default=None, help="where the corpora and the cache go (default: a temp dir)")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+    if a.quick:
+        a.size_mb, a.small_mb, a.vocab, a.sweep_runs = 20, 5, 2048, 2
+    work = Path(a.workdir or tempfile.mkdtemp(prefix="bench_prepare_"))
+    work.mkdir(parents=True, exist_ok=True)
+    cache = work / "cache"
+    import shutil
+
+    shutil.rmtree(cache, ignore_errors=True)  # the first prepare below must build, not hit
+    big, small = work / f"corpus_{a.size_mb:g}mb.txt", work / f"corpus_{a.small_mb:g}mb.txt"
+    for path, mb in ((big, a.size_mb), (small, a.small_mb)):
+        if not path.exists() or path.stat().st_size < mb * 1e6:
+            make_corpus(path, mb)
+    out = {"machine": {"cpu_count": os.cpu_count(), "loadavg": os.getloadavg()}, "size_mb": a.size_mb,
+           "small_mb": a.small_mb, "vocab": a.vocab}
+    tok = {"name": "bpe", "vocab_size": a.vocab}
+    task = {"name": "char_lm", "files": [str(big)], "max_chars": None, "tokenizer": tok}
+
+    # 1. prepare vs the tokenizers ceiling
+    prep = child(CHILD_PREPARE, json.dumps(task), str(cache))
+    ref = child(CHILD_REFERENCE, str(Path(prep["root"]) / "tokenizer.json"), str(big))
+    enc = prep["phases_s"]["encode"]
+    out["prepare"], out["reference"] = prep, ref
+    out["throughput_ratio_encode"] = ref["encode_s"] / enc
+    out["throughput_ratio_end_to_end"] = ref["encode_s"] / prep["wall_s"]
+    mbps = a.size_mb / enc
+    print(f"prepare {a.size_mb:g} MB, bpe {a.vocab}: {prep['wall_s']:.1f}s (scan {prep['phases_s']['scan']:.1f}, "
+          f"fit {prep['phases_s']['fit']:.1f}, encode {enc:.1f} = {mbps:.1f} MB/s), peak RSS "
+          f"{prep['peak_rss_mb']:.0f} MB (target <= 2048)")
+    print(f"tokenizers encode_batch of the same text: {ref['encode_s']:.1f}s, {ref['tokens']:,} tokens "
+          f"(prepare wrote {prep['tokens']:,} incl. split cuts); ratio encode {out['throughput_ratio_encode']:.2f}x "
+          f"(target >= 0.8x), end to end {out['throughput_ratio_end_to_end']:.2f}x")
+
+    # 2. cache hit
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ARCH_ZOO_CACHE": str(cache)}
+    cfg = work / "exp.yaml"
+    cfg.write_text(json.dumps({"name": "bench", "model": {"kind": "decoder", "d_model": 64, "n_layers": 2,
+                                                          "n_heads": 2, "d_ff": 128, "max_seq_len": 128},
+                               "task": {**task, "seq_len": 128},
+                               "train": {"max_steps": 5, "batch_size": 8, "val_every": 5, "val_batches": 1,
+                                         "progress_bar": False}}))
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "arch_zoo", "prepare", str(cfg), "--quiet"], env=env, check=True,
+                   capture_output=True)
+    out["cache_hit_s"], out["cache_hit_command_s"] = prep["hit_s"], time.perf_counter() - t
+    print(f"second prepare: {prep['hit_s'] * 1000:.0f} ms in-process (target < 1 s); the whole `arch-zoo prepare` "
+          f"command {out['cache_hit_command_s']:.1f}s (interpreter + torch imports)")
+
+    # 3. start-up, small vs big (both prepared first)
+    child(CHILD_PREPARE, json.dumps({**task, "files": [str(small)]}), str(cache))
+    os.environ["ARCH_ZOO_CACHE"] = str(cache)
+    samples = {"small": [], "big": []}
+    for _ in range(a.rounds):  # alternating fresh children; the median damps other processes' noise
+        for label, path in (("small", small), ("big", big)):
+            samples[label].append(child(CHILD_STARTUP, str(cfg), f"task.files=[{path}]"))
+    rows = {k: {"startup_s": statistics.median(r["startup_s"] for r in v),
+                "rss_growth_mb": statistics.median(r["rss_growth_mb"] for r in v), "windows": v[0]["windows"],
+                "all_s": [round(r["startup_s"], 4) for r in v]} for k, v in samples.items()}
+    out["startup"] = rows
+    ratio = rows["big"]["startup_s"] / rows["small"]["startup_s"]
+    out["startup_ratio"] = ratio
+    print(f"run start-up to the first batch (median of {a.rounds}): {a.small_mb:g} MB "
+          f"{rows['small']['startup_s'] * 1000:.0f} ms (+{rows['small']['rss_growth_mb']:.0f} MB RSS, "
+          f"{rows['small']['windows']:,} windows), {a.size_mb:g} MB {rows['big']['startup_s'] * 1000:.0f} ms "
+          f"(+{rows['big']['rss_growth_mb']:.0f} MB RSS, {rows['big']['windows']:,} windows): ratio {ratio:.2f} "
+          "(target within 10%)")
+
+    # 4. a sweep tokenizes once
+    sweep_cache = work / "sweep_cache"
+    spec = work / "sweep.yaml"
+    spec.write_text(json.dumps({"name": "once", "base": str(cfg), "overrides": {"task.files": [str(small)],
+                                "train.max_steps": 2, "train.val_every": 2},
+                                "grid": {"model.position": ["rope", "alibi"]},
+                                "seeds": list(range(max(1, a.sweep_runs // 2)))}))
+    proc = subprocess.run([sys.executable, "-m", "arch_zoo", "sweep", str(spec), "--out", str(work / "sweeps"),
+                           "--workers", "2", "--cache-dir", str(sweep_cache)], env=env, capture_output=True, text=True)
+    lines = (sweep_cache / "builds.jsonl").read_text().splitlines() if (sweep_cache / "builds.jsonl").exists() else []
+    out["sweep"] = {"runs": 2 * max(1, a.sweep_runs // 2), "exit": proc.returncode, "builds": len(lines)}
+    print(f"sweep of {out['sweep']['runs']} runs, 2 workers: exit {proc.returncode}, the corpus tokenized "
+          f"{len(lines)} time(s) (target 1)")
+    print(f"load average during the run: {os.getloadavg()} on {os.cpu_count()} cores")
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
