@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -74,13 +75,17 @@ t0 = time.perf_counter()
 import torch
 from arch_zoo.config import load
 from arch_zoo.training.datamodule import TaskDataModule
+from arch_zoo.training.module import ArchZooModule
 from arch_zoo.training.run import prepare
 cfg = load(sys.argv[1], sys.argv[2:])
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t = time.perf_counter()
 data = prepare(cfg)
 dm = TaskDataModule(data, cfg.train, cfg.seed)
+module = ArchZooModule(cfg, data)
 batch = next(iter(dm.train_dataloader()))
+from arch_zoo.training import objectives
+objectives.forward(module.model, batch, data.objective)  # the batch reaches the model: training could step
 print(json.dumps({"startup_s": time.perf_counter() - t, "windows": len(data.splits["train"]),
                   "rss_growth_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - rss0}))
 """
@@ -121,15 +126,17 @@ def main() -> None:
     ap.add_argument("--workdir", default=None, help="where the corpora and the cache go (default: a temp dir)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sections", default="prepare,hit,startup,sweep",
+                    help="which measurements (a rerun of startup,sweep reuses the workdir's prepared stores)")
     a = ap.parse_args()
     if a.quick:
         a.size_mb, a.small_mb, a.vocab, a.sweep_runs = 20, 5, 2048, 2
     work = Path(a.workdir or tempfile.mkdtemp(prefix="bench_prepare_"))
     work.mkdir(parents=True, exist_ok=True)
     cache = work / "cache"
-    import shutil
-
-    shutil.rmtree(cache, ignore_errors=True)  # the first prepare below must build, not hit
+    parts = set(a.sections.split(","))
+    if "prepare" in parts:
+        shutil.rmtree(cache, ignore_errors=True)  # the first prepare below must build, not hit
     big, small = work / f"corpus_{a.size_mb:g}mb.txt", work / f"corpus_{a.small_mb:g}mb.txt"
     for path, mb in ((big, a.size_mb), (small, a.small_mb)):
         if not path.exists() or path.stat().st_size < mb * 1e6:
@@ -139,7 +146,27 @@ def main() -> None:
     tok = {"name": "bpe", "vocab_size": a.vocab}
     task = {"name": "char_lm", "files": [str(big)], "max_chars": None, "tokenizer": tok}
 
-    # 1. prepare vs the tokenizers ceiling
+    if "prepare" in parts:
+        prepare_vs_ceiling(a, out, task, cache, big)
+    cfg = work / "exp.yaml"
+    cfg.write_text(json.dumps({"name": "bench", "model": {"kind": "decoder", "d_model": 64, "n_layers": 2,
+                                                          "n_heads": 2, "d_ff": 128, "max_seq_len": 128},
+                               "task": {**task, "seq_len": 128},
+                               "train": {"max_steps": 5, "batch_size": 8, "val_every": 5, "val_batches": 1,
+                                         "progress_bar": False}}))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ARCH_ZOO_CACHE": str(cache)}
+    if "hit" in parts:
+        cache_hit(a, out, task, cache, cfg, env)
+    if "startup" in parts:
+        startup(a, out, task, cache, cfg, small, big)
+    if "sweep" in parts:
+        sweep_once(a, out, work, cfg, small, env)
+    print(f"load average at the end: {os.getloadavg()} on {os.cpu_count()} cores")
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=1))
+
+
+def prepare_vs_ceiling(a, out, task, cache, big) -> None:
     prep = child(CHILD_PREPARE, json.dumps(task), str(cache))
     ref = child(CHILD_REFERENCE, str(Path(prep["root"]) / "tokenizer.json"), str(big))
     enc = prep["phases_s"]["encode"]
@@ -154,22 +181,20 @@ def main() -> None:
           f"(prepare wrote {prep['tokens']:,} incl. split cuts); ratio encode {out['throughput_ratio_encode']:.2f}x "
           f"(target >= 0.8x), end to end {out['throughput_ratio_end_to_end']:.2f}x")
 
-    # 2. cache hit
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "ARCH_ZOO_CACHE": str(cache)}
-    cfg = work / "exp.yaml"
-    cfg.write_text(json.dumps({"name": "bench", "model": {"kind": "decoder", "d_model": 64, "n_layers": 2,
-                                                          "n_heads": 2, "d_ff": 128, "max_seq_len": 128},
-                               "task": {**task, "seq_len": 128},
-                               "train": {"max_steps": 5, "batch_size": 8, "val_every": 5, "val_batches": 1,
-                                         "progress_bar": False}}))
+
+
+def cache_hit(a, out, task, cache, cfg, env) -> None:
+    hit = child(CHILD_PREPARE, json.dumps(task), str(cache))["hit_s"]
     t = time.perf_counter()
     subprocess.run([sys.executable, "-m", "arch_zoo", "prepare", str(cfg), "--quiet"], env=env, check=True,
                    capture_output=True)
-    out["cache_hit_s"], out["cache_hit_command_s"] = prep["hit_s"], time.perf_counter() - t
-    print(f"second prepare: {prep['hit_s'] * 1000:.0f} ms in-process (target < 1 s); the whole `arch-zoo prepare` "
+    out["cache_hit_s"], out["cache_hit_command_s"] = hit, time.perf_counter() - t
+    print(f"second prepare: {hit * 1000:.0f} ms in-process (target < 1 s); the whole `arch-zoo prepare` "
           f"command {out['cache_hit_command_s']:.1f}s (interpreter + torch imports)")
 
-    # 3. start-up, small vs big (both prepared first)
+
+
+def startup(a, out, task, cache, cfg, small, big) -> None:
     child(CHILD_PREPARE, json.dumps({**task, "files": [str(small)]}), str(cache))
     os.environ["ARCH_ZOO_CACHE"] = str(cache)
     samples = {"small": [], "big": []}
@@ -188,7 +213,9 @@ def main() -> None:
           f"(+{rows['big']['rss_growth_mb']:.0f} MB RSS, {rows['big']['windows']:,} windows): ratio {ratio:.2f} "
           "(target within 10%)")
 
-    # 4. a sweep tokenizes once
+
+
+def sweep_once(a, out, work, cfg, small, env) -> None:
     sweep_cache = work / "sweep_cache"
     spec = work / "sweep.yaml"
     spec.write_text(json.dumps({"name": "once", "base": str(cfg), "overrides": {"task.files": [str(small)],
@@ -201,9 +228,6 @@ def main() -> None:
     out["sweep"] = {"runs": 2 * max(1, a.sweep_runs // 2), "exit": proc.returncode, "builds": len(lines)}
     print(f"sweep of {out['sweep']['runs']} runs, 2 workers: exit {proc.returncode}, the corpus tokenized "
           f"{len(lines)} time(s) (target 1)")
-    print(f"load average during the run: {os.getloadavg()} on {os.cpu_count()} cores")
-    if a.json:
-        Path(a.json).write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

@@ -25,14 +25,16 @@ NAMES = {
 
 @dataclass(frozen=True)
 class PretrainedOptions:
-    path: str = ""  # a tokenizer.json, or a directory holding one (a model's tokenizer directory)
+    path: str = ""  # a tokenizer.json, or a directory holding one (a model's tokenizer directory); required
 
     def __post_init__(self):
-        if not isinstance(self.path, str) or not self.path:
-            raise ValueError("path must name a tokenizer.json or a directory holding one")
+        if not isinstance(self.path, str):
+            raise ValueError(f"path must be a file or directory name, got {self.path!r}")
 
 
 def tokenizer_file(path: str, key: str = "task.tokenizer.path") -> Path:
+    if not path:
+        raise ConfigError(key, "is empty: give a tokenizer.json or the directory holding one")
     p = Path(path).expanduser()
     if p.is_dir():
         p = p / "tokenizer.json"
