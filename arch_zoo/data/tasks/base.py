@@ -49,7 +49,7 @@ class TaskData:
 
     tokenizer: Tokenizer
     objective: str
-    splits: Dict[str, List[Example]]  # "train", "val", "test", and extra eval splits "val@L"
+    splits: Dict[str, Sequence[Example]]  # "train", "val", "test", extra eval splits "val@L"; corpus tasks: lazy Windows
     n_classes: Optional[int] = None  # classification tasks
     metrics: Tuple[str, ...] = ()  # extra metrics: "exact_match", "bpc", "accuracy"
     info: Dict[str, object] = field(default_factory=dict)  # provenance: files, text hash, sizes
