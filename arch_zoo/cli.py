@@ -95,7 +95,8 @@ def _cache_dir(args) -> None:
 
 def _prepare(args) -> int:
     from .config import load
-    from .data.prepare import interactive, prepare_all
+    from .data.prepare import interactive
+    from .data.tasks.common import prepare_all
 
     cfg = load(args.config, args.overrides)
     if cfg.task is None:

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .encode import BATCH, FRACTIONS, ShardWriter, scan, segments
+from .pretrained import tokenizer_file
 from .sources import Input, resolve, stdlib_inputs, stdlib_origin, stdlib_root
 from .store import MANIFEST, SPLITS, VERSION, TokenStore, cache_root, fingerprint, file_sha256
 from .tokenizers import TOKENIZERS
@@ -47,8 +48,6 @@ class Recipe:
         o = self.options
         tok = dict(self.tokenizer)
         if tok.get("name") == "pretrained":  # the file's content, not only its name
-            from .pretrained import tokenizer_file
-
             tok["sha256"] = file_sha256(tokenizer_file(tok["path"]))
         inputs = json.dumps([[str(i.path), i.kind] for i in self.inputs])
         return {"version": VERSION, "inputs_sha256": hashlib.sha256(inputs.encode()).hexdigest(),
@@ -61,9 +60,7 @@ class Recipe:
 
 
 def recipe(options) -> Recipe:
-    from .tasks.common import parse_tokenizer
-
-    spec = parse_tokenizer(options.tokenizer)
+    spec = TOKENIZERS.parse(options.tokenizer, "task.tokenizer")
     if options.files:
         return Recipe(resolve(list(options.files)), "files", options, spec.to_dict())
     return Recipe(stdlib_inputs(), stdlib_origin(), options, spec.to_dict())
@@ -130,26 +127,6 @@ def _record_build(root: Path, key: str, seconds: float) -> None:
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     with open(root / "builds.jsonl", "a") as f:
         f.write(json.dumps(line) + "\n")
-
-
-def prepare_all(configs, log: Log = _quiet, progress: Optional[bool] = None) -> List[TokenStore]:
-    """Each distinct token store the configs' tasks read, prepared once (a sweep, before it dispatches)."""
-    from ..config_types import to_dict
-    from .tasks import TASKS
-
-    seen, out = set(), []
-    for cfg in configs:
-        if cfg.task is None:
-            continue
-        ident = json.dumps(to_dict(cfg.task), sort_keys=True, default=str)
-        if ident in seen:
-            continue
-        seen.add(ident)
-        store = TASKS.get(cfg.task.name).factory.prepare(cfg.task.options, log=log,
-                                                            progress=interactive() if progress is None else progress)
-        if store is not None and store.root not in [s.root for s in out]:
-            out.append(store)
-    return out
 
 
 def _open(final: Path, log: Log) -> Optional[TokenStore]:

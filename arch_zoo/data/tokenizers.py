@@ -12,7 +12,6 @@ from typing import Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError
 from ..registry import NoOptions, Registry
 
 TOKENIZERS = Registry("tokenizers", "tokenizer")

@@ -26,7 +26,7 @@ from ..sources import sorted_py_files
 from ..tokenizers import SPECIALS
 from ..windows import LMExample, Windows
 from .base import IGNORE, TASKS, Example, Task, TaskData
-from .common import check_fits, check_tokenizer, parse_tokenizer, positive, validate_tokenizer
+from .common import check_fits, check_tokenizer, positive, validate_tokenizer
 
 KEEPS_EVERY_CHARACTER = " (it needs every character kept)"
 SPLIT_BY = ("text", "documents")
