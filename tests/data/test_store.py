@@ -243,3 +243,25 @@ def test_a_sweep_prepares_its_store_once_before_dispatching(corpus, tmp_path, mo
     outcome = run_sweep(load_spec(path), tmp_path / "out", workers=2, log=lambda line: None)
     assert not outcome.problems()
     assert [b["pid"] for b in builds(cache)] == [os.getpid()]
+
+
+def test_prepare_command_prints_the_store_and_hits_the_cache(corpus, tmp_path, capsys):
+    """README: `arch-zoo prepare CONFIG [key=value ...]` (--cache-dir, --verify); a generated task has nothing to prepare."""
+    import yaml
+
+    from arch_zoo.cli import main
+
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text(yaml.safe_dump({"name": "p", "model": {"kind": "decoder", "d_model": 16, "n_layers": 1,
+                                                          "n_heads": 2, "d_ff": 32, "max_seq_len": 32},
+                                   "task": {"name": "char_lm", "files": [str(corpus)]}}))
+    cache = tmp_path / "cache"
+    assert main(["prepare", str(cfg), "--cache-dir", str(cache), "task.tokenizer=byte", "--quiet"]) == 0
+    first = capsys.readouterr().out
+    assert main(["prepare", str(cfg), "--cache-dir", str(cache), "task.tokenizer=byte", "--verify"]) == 0
+    second = capsys.readouterr()
+    root = next(p for p in cache.iterdir() if p.is_dir())
+    assert first.splitlines()[0] == second.out.splitlines()[0] == str(root) and "shards verified" in second.out
+    assert "byte tokenizer, vocab 262, uint16" in first and len(builds(cache)) == 1 and second.err == ""
+    assert main(["prepare", str(cfg), "--cache-dir", str(cache), "task={name: copy}"]) == 0
+    assert "generates its data: nothing to prepare" in capsys.readouterr().out
