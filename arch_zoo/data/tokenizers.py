@@ -5,6 +5,7 @@ built from the training text alone (``fit``), and saves to / loads from one JSON
 directory can decode its own outputs."""
 from __future__ import annotations
 
+import array
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,7 +217,8 @@ class BPEOptions:
 
 def _hf_encode_batch(tok, texts) -> List[np.ndarray]:
     fast = getattr(tok, "encode_batch_fast", tok.encode_batch)  # (no character offsets: not needed here)
-    return [np.asarray(e.ids, dtype=np.int64) for e in fast(list(texts), add_special_tokens=False)]
+    # array.array copies a list of ints 3x faster than numpy does: this runs once per token of a corpus
+    return [np.frombuffer(array.array("I", e.ids), dtype=np.uint32) for e in fast(list(texts), add_special_tokens=False)]
 
 
 @TOKENIZERS.register("bpe", BPEOptions, "byte-level BPE trained locally on the training text (HF tokenizers)")
