@@ -47,7 +47,7 @@ t = time.perf_counter()
 prepare(opts, sys.argv[2])
 hit = time.perf_counter() - t
 print(json.dumps({"wall_s": wall, "hit_s": hit, "phases_s": store.manifest["seconds"], "root": str(store.root),
-                  "phases_cpu_s": store.manifest["cpu_seconds"],
+                  "phases_cpu_s": store.manifest.get("cpu_seconds", {}),
                   "tokens": sum(s["tokens"] for s in store.manifest["splits"].values()),
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
