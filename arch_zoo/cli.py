@@ -77,6 +77,7 @@ def _train(args) -> int:
     from .dashboards.deps import check_logging
 
     check_logging(cfg.logging)
+    _cache_dir(args)
     from .training import run_one  # Lightning: seconds, after the checks that need none
     from .training.report import summary_text
     from .training.run import RunInterrupted
@@ -95,6 +96,42 @@ def _train(args) -> int:
     elif result.status == "diverged":
         print(f"arch-zoo: run diverged: {result.reason} (metrics up to then are in {out})", file=sys.stderr)
     return code
+
+
+def _cache_dir(args) -> None:
+    """``--cache-dir`` reaches every process that prepares or opens a token store (sweep workers too)."""
+    if getattr(args, "cache_dir", None):
+        os.environ["ARCH_ZOO_CACHE"] = str(Path(args.cache_dir).expanduser().resolve())
+
+
+def _prepare(args) -> int:
+    from .config import load
+    from .data.prepare import interactive
+    from .data.tasks.common import prepare_all
+
+    cfg = load(args.config, args.overrides)
+    if cfg.task is None:
+        raise ConfigError("task", "the config has no task; nothing to prepare")
+    _cache_dir(args)
+    from .data.tasks import TASKS
+
+    TASKS.get(cfg.task.name).factory.check(cfg.task.options, cfg.model.kind, cfg.model.max_seq_len)
+    log = (lambda line: None) if args.quiet else (lambda line: print(f"arch-zoo: {line}", file=sys.stderr))
+    began = time.perf_counter()
+    stores = prepare_all([cfg], log, progress=interactive() and not args.quiet)
+    if not stores:
+        print(f"task '{cfg.task.name}' generates its data: nothing to prepare")
+        return 0
+    store = stores[0]
+    if args.verify:
+        store.verify()
+    m = store.manifest
+    tokens = ", ".join(f"{s} {m['splits'][s]['tokens']:,}" for s in ("train", "val", "test"))
+    cpt = m["chars"] / max(sum(m["splits"][s]["tokens"] for s in m["splits"]), 1)
+    print(f"{store.root}\n  {m['tokenizer']['name']} tokenizer, vocab {m['tokenizer']['vocab_size']:,}, {m['dtype']}; "
+          f"tokens: {tokens}; {cpt:.3f} chars/token; {len(m['sources'])} source file(s)"
+          f"{'; shards verified' if args.verify else ''} ({time.perf_counter() - began:.2f}s)")
+    return 0
 
 
 def _status(run_dir: Path) -> str:
@@ -241,6 +278,7 @@ def _sweep(args) -> int:
     if args.workers is not None and args.workers < 1:
         raise ConfigError("--workers", f"must be at least 1, got {args.workers}")
     _output_dir(args.out, "--out")
+    _cache_dir(args)
     if args.export_wandb:
         from .sweeps.wandb_format import export_wandb
 
@@ -269,6 +307,11 @@ def _sweep(args) -> int:
         print(f"arch-zoo: {line}", file=sys.stderr)
         return EXIT_RUN_FAILED
     return 0
+
+
+def _cache_option(p) -> None:
+    p.add_argument("--cache-dir", default=None, help="token store cache (default: $ARCH_ZOO_CACHE, else "
+                   "~/.cache/arch_zoo)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -304,7 +347,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.max_steps=500")
     p.add_argument("--out", default=None, help="run directory (default: runs/<name>)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or Lightning messages")
+    _cache_option(p)
     p.set_defaults(func=_train)
+
+    p = sub.add_parser("prepare", help="tokenize a config's corpus once into the shared token store")
+    p.add_argument("config", help="an experiment YAML config (its task names the corpus and tokenizer)")
+    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. task.tokenizer.vocab_size=8192")
+    _cache_option(p)
+    p.add_argument("--verify", action="store_true", help="also hash every shard against the manifest")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_prepare)
 
     p = sub.add_parser("generate", help="continue a prompt (or translate a source) with a trained run")
     p.add_argument("run", metavar="RUN_DIR_OR_CKPT", help="a run directory or its checkpoints/last.ckpt")
@@ -333,6 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "parameters) and train nothing")
     p.add_argument("--export-wandb", action="store_true", help="write a wandb sweep config for `wandb agent` "
                    "and train nothing")
+    _cache_option(p)
     p.set_defaults(func=_sweep)
 
     p = sub.add_parser("report", help="tables with statistics, plots and exports for a sweep")

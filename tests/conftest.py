@@ -10,6 +10,12 @@ os.environ.setdefault("WANDB_MODE", "offline")
 torch.set_num_threads(int(os.environ.get("ARCH_ZOO_TEST_THREADS", "1")))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _token_cache(tmp_path_factory):
+    """Token stores the tests prepare go to a temporary cache, never the user's ~/.cache."""
+    os.environ["ARCH_ZOO_CACHE"] = str(tmp_path_factory.mktemp("token_cache"))
+
+
 def tiny(**changes):
     """A tiny model config mapping; tests override what they vary."""
     cfg = {"kind": "decoder", "d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "max_seq_len": 32}

@@ -280,3 +280,85 @@ def test_a_missing_optional_dependency_names_the_extra_to_install(module, argv, 
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ws, timeout=300)
     check_one_line(proc.returncode, proc.stderr, expected.format(ws=ws))
     assert tree(ws) == before
+
+
+# ------------------------------------------------------------------ corpora and the token store (issue 15)
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory):
+    """Bad corpora and tokenizer files beside one good config; the token cache is this module's own."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from tokenizers import Tokenizer, models
+
+    ws = tmp_path_factory.mktemp("corpora")
+    (ws / "exp.yaml").write_text(yaml.safe_dump(EXPERIMENT))
+    (ws / "latin1.txt").write_bytes("hello caf\xe9 world\n".encode("latin-1"))
+    (ws / "empty.txt").write_text("")
+    (ws / "good.txt").write_text("The quick brown fox jumps over the lazy dog.\n" * 2000)
+    (ws / "docs.jsonl").write_text(json.dumps({"body": "a document"}) + "\n")
+    pq.write_table(pa.table({"body": ["a document"]}), ws / "docs.parquet")
+    (ws / "not_a_tokenizer.json").write_text(json.dumps({"vocab": ["a", "b"]}))
+    big = Tokenizer(models.WordLevel({f"w{i}": i for i in range(70_000)} | {"</s>": 70_000}, unk_token="w0"))
+    big.save(str(ws / "big_vocab.json"))
+    return ws
+
+
+PREPARE_CASES = [
+    ("non-utf8-file", "prepare {ws}/exp.yaml task.files=[{ws}/latin1.txt]",
+     "task.files[0]: {ws}/latin1.txt is not UTF-8 text (invalid continuation byte at byte 9)"),
+    ("empty-corpus", "prepare {ws}/exp.yaml task.files=[{ws}/empty.txt]", "task.files: the corpus is empty"),
+    ("missing-text-field", "prepare {ws}/exp.yaml task.files=[{ws}/docs.jsonl]",
+     "task.text_field: 'text' is not a field of {ws}/docs.jsonl (line 1)"),
+    ("parquet-without-the-column", "prepare {ws}/exp.yaml task.files=[{ws}/docs.parquet]",
+     "task.text_field: 'text' is not a column of {ws}/docs.parquet; columns: body"),
+    ("tokenizer-file-not-a-tokenizer",
+     'prepare {ws}/exp.yaml task.files=[{ws}/good.txt] task.tokenizer={{"name":"pretrained","path":"{ws}/not_a_tokenizer.json"}}',
+     "task.tokenizer.path: {ws}/not_a_tokenizer.json is not a Hugging Face tokenizer file"),
+    ("vocabulary-too-big-for-uint16",
+     "prepare {ws}/exp.yaml task.files=[{ws}/good.txt] task.dtype=uint16 "
+     'task.tokenizer={{"name":"pretrained","path":"{ws}/big_vocab.json"}}',
+     "task.dtype: uint16 holds ids below 65536, but the pretrained tokenizer has 70001 tokens; use uint32 or auto"),
+    ("train-non-utf8-file", "train {ws}/exp.yaml --out {ws}/run task.files=[{ws}/latin1.txt]",
+     "task.files[0]: {ws}/latin1.txt is not UTF-8 text"),
+]
+
+
+def _cache_dirs(cache: Path) -> list:
+    return sorted(p.name for p in cache.iterdir() if p.is_dir()) if cache.exists() else []
+
+
+@pytest.mark.parametrize("argv,expected", [c[1:] for c in PREPARE_CASES], ids=[c[0] for c in PREPARE_CASES])
+def test_a_bad_corpus_exits_2_with_one_line_and_leaves_no_store(argv, expected, corpora, capsys, monkeypatch):
+    """README: "A user mistake prints one line and exits 2"; issue 15 §5: bad corpora and tokenizer files
+    leave no partial token store (nor a temporary one) in the cache."""
+    cache = corpora / "cache"
+    monkeypatch.setenv("ARCH_ZOO_CACHE", str(cache))
+    monkeypatch.chdir(corpora)
+    before, dirs = tree(corpora), _cache_dirs(cache)
+    capsys.readouterr()
+    code = main([a.format(ws=corpora) for a in argv.split(" ")])
+    check_one_line(code, capsys.readouterr().err, expected.format(ws=corpora))
+    assert _cache_dirs(cache) == dirs
+    assert {k: v for k, v in tree(corpora).items() if not k.startswith("cache")} == \
+        {k: v for k, v in before.items() if not k.startswith("cache")}
+
+
+FULL_DISK = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG, as on a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (50_000, 50_000))
+from arch_zoo.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_full_disk_during_prepare_exits_2_and_cleans_up(corpora, tmp_path):
+    """Issue 15 §5: a full disk during prepare gives one line and exit 2 and leaves no partial store
+    (a real write error: the process's file size limit, RLIMIT_FSIZE, stops the shard at 50 kB)."""
+    cache = tmp_path / "cache"
+    env = {**__import__("os").environ, "ARCH_ZOO_CACHE": str(cache)}
+    proc = subprocess.run([sys.executable, "-c", FULL_DISK, "prepare", str(corpora / "exp.yaml"), "--quiet",
+                           f"task.files=[{corpora}/good.txt]", "task.max_chars=null"], capture_output=True, text=True, env=env, timeout=300)
+    check_one_line(proc.returncode, proc.stderr, f"task: cannot write the token store in {cache}: File too large")
+    assert _cache_dirs(cache) == []

@@ -5,10 +5,13 @@ built from the training text alone (``fit``), and saves to / loads from one JSON
 directory can decode its own outputs."""
 from __future__ import annotations
 
+import array
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence
+
+import numpy as np
 
 from ..registry import NoOptions, Registry
 
@@ -28,6 +31,8 @@ class Tokenizer:
     pad_id, bos_id, eos_id, sep_id, mask_id, unk_id = PAD, BOS, EOS, SEP, MASK, UNK
     lossless = False  # decode(encode(text)) == text for text made of what it was fitted on, whitespace included
     joiner = ""  # what separates symbols written as text so that each is its own token; decode joins by it
+    context_free = False  # a text's tokens are the concatenation of its pieces' tokens wherever it is cut
+    fit_chars: Optional[int] = None  # fit on at most this many characters of the training text (None: all)
 
     @classmethod
     def count_tokens(cls, text: str) -> Optional[int]:
@@ -51,6 +56,10 @@ class Tokenizer:
 
     def decode(self, ids: Sequence[int], skip_special: bool = True) -> str:
         raise TypeError("abstract")
+
+    def encode_batch(self, texts: Sequence[str]) -> List[np.ndarray]:
+        """``encode`` of each text as an integer array; subclasses vectorise it (the token store's hot path)."""
+        return [np.asarray(self.encode(t), dtype=np.int64) for t in texts]
 
     def state(self) -> dict:
         return {}
@@ -113,10 +122,39 @@ class _Vocabulary(Tokenizer):
 class CharTokenizer(_Vocabulary):
     name = "char"
     lossless = True
+    context_free = True
 
     @staticmethod
     def split(text):
         return list(text)
+
+    def fit(self, texts):
+        seen = set()
+        for t in texts:  # set(t) runs in C: a streamed gigabyte fits in seconds
+            seen.update(t)
+        for symbol in sorted(seen):
+            self._add(symbol)
+        self._table = None
+        return self
+
+    def _lookup(self) -> np.ndarray:
+        """Code point -> id; code points past the table (never seen) map to UNK through the last slot."""
+        if getattr(self, "_table", None) is None:
+            top = max((ord(s) for s in self.symbols[len(SPECIALS):] if len(s) == 1), default=0)
+            table = np.full(top + 2, UNK, dtype=np.int64)
+            for s, i in self.index.items():
+                if len(s) == 1:
+                    table[ord(s)] = i
+            self._table = table
+        return self._table
+
+    def encode_batch(self, texts):
+        table = self._lookup()
+        out = []
+        for t in texts:
+            points = np.frombuffer(t.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+            out.append(table[np.minimum(points, len(table) - 1)])
+        return out
 
 
 @TOKENIZERS.register("word", NoOptions, "one token per whitespace-separated word (SCAN-style vocabularies)")
@@ -133,6 +171,7 @@ class WordTokenizer(_Vocabulary):
 class ByteTokenizer(Tokenizer):
     name = "byte"
     lossless = True
+    context_free = True
 
     def __init__(self, options=None):
         pass
@@ -152,6 +191,9 @@ class ByteTokenizer(Tokenizer):
     def encode(self, text):
         return [b + len(SPECIALS) for b in text.encode("utf-8")]
 
+    def encode_batch(self, texts):
+        return [np.frombuffer(t.encode("utf-8"), dtype=np.uint8).astype(np.int64) + len(SPECIALS) for t in texts]
+
     def decode(self, ids, skip_special=True):
         n = len(SPECIALS)
         data = bytes(i - n for i in ids if n <= i < n + 256)
@@ -161,6 +203,7 @@ class ByteTokenizer(Tokenizer):
 @dataclass(frozen=True)
 class BPEOptions:
     vocab_size: int = 1024
+    train_chars: int = 100_000_000  # merges are learned from a streamed sample: the training text's first N characters
 
     def __post_init__(self):
         # the byte-level alphabet (256 symbols) is always in the vocabulary; below that no merge is learned
@@ -168,6 +211,14 @@ class BPEOptions:
         if self.vocab_size <= len(SPECIALS) + 256:
             raise ValueError(f"vocab_size must exceed {len(SPECIALS) + 256} (the {len(SPECIALS)} special tokens "
                              f"and 256 byte symbols), got {self.vocab_size}")
+        if isinstance(self.train_chars, bool) or not isinstance(self.train_chars, int) or self.train_chars < 1:
+            raise ValueError(f"train_chars must be a positive integer, got {self.train_chars!r}")
+
+
+def _hf_encode_batch(tok, texts) -> List[np.ndarray]:
+    fast = getattr(tok, "encode_batch_fast", tok.encode_batch)  # (no character offsets: not needed here)
+    # array.array copies a list of ints 3x faster than numpy does: this runs once per token of a corpus
+    return [np.frombuffer(array.array("I", e.ids), dtype=np.uint32) for e in fast(list(texts), add_special_tokens=False)]
 
 
 @TOKENIZERS.register("bpe", BPEOptions, "byte-level BPE trained locally on the training text (HF tokenizers)")
@@ -181,6 +232,7 @@ class BPETokenizer(Tokenizer):
 
     def __init__(self, options: BPEOptions = BPEOptions(), serialized: Optional[str] = None):
         self.options = options
+        self.fit_chars = options.train_chars
         self._tok = None
         if serialized is not None:
             from tokenizers import Tokenizer as HFTokenizer
@@ -200,18 +252,22 @@ class BPETokenizer(Tokenizer):
         tok.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(vocab_size=self.options.vocab_size, special_tokens=SPECIALS,
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-        tok.train_from_iterator(list(texts), trainer=trainer)
+        tok.train_from_iterator(texts, trainer=trainer)  # streamed: the caller cuts the sample
         self._tok = tok
         return self
 
     def encode(self, text):
         return self._tok.encode(text).ids
 
+    def encode_batch(self, texts):
+        return _hf_encode_batch(self._tok, texts)
+
     def decode(self, ids, skip_special=True):
         return self._tok.decode(list(ids), skip_special_tokens=skip_special)
 
     def state(self):
-        return {"options": {"vocab_size": self.options.vocab_size}, "serialized": self._tok.to_str()}
+        return {"options": {"vocab_size": self.options.vocab_size, "train_chars": self.options.train_chars},
+                "serialized": self._tok.to_str()}
 
 
 def build_tokenizer(spec) -> Tokenizer:

@@ -78,6 +78,9 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
         plan = make_plan(spec)
         store = Store(Path(out) / spec.name)
         store.check_conflicts(plan)
+        from ..data.tasks.common import prepare_all
+
+        prepare_all([r.config for r in plan.runs], log)  # each distinct token store once, before any worker
     except BaseException:
         launch.stop(abort=True)
         raise

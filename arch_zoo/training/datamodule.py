@@ -1,10 +1,17 @@
 """Data order as a pure function of (seed, step), so every variant of a sweep sees the same
-batches in the same order and a resumed run continues exactly where it stopped."""
+batches in the same order and a resumed run continues exactly where it stopped.
+
+A pass over up to ``PERMUTE_BELOW`` training examples follows ``torch.randperm`` (as it always
+has: existing studies keep their exact data order). Above that -- a corpus in a token store has
+millions of windows -- the permutation is a seeded Feistel network evaluated only at the indices a
+step needs, so a run's start-up and memory do not grow with the corpus (randperm of 1.8M windows
+took 0.2 s and 15 MB before the first step)."""
 from __future__ import annotations
 
 from functools import partial
 from typing import Callable, List
 
+import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Sampler
@@ -12,6 +19,47 @@ from torch.utils.data import DataLoader, Sampler
 from ..config import TrainConfig
 from ..data.tasks.base import Example, TaskData, collate
 from ..errors import ConfigError
+
+
+PERMUTE_BELOW = 1 << 20  # examples; larger training sets use FeistelPermutation
+_M1, _M2, _GOLDEN = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a well-spread 64-bit hash (uint64 arithmetic wraps)."""
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+class FeistelPermutation:
+    """A seeded pseudo-random permutation of ``range(n)``, evaluated per index in O(1) memory: a
+    4-round balanced Feistel network on the smallest even-width bit domain holding n, with cycle
+    walking (apply again until the value falls below n), which keeps it a bijection on range(n)."""
+
+    ROUNDS = 4
+
+    def __init__(self, n: int, seed: int):
+        bits = max(2, (n - 1).bit_length())
+        self.n, self.half = n, (bits + 1) // 2
+        self.mask = np.uint64((1 << self.half) - 1)
+        self.keys = [_mix(np.asarray([(seed * self.ROUNDS + r) & (2 ** 64 - 1)], dtype=np.uint64))[0]
+                     for r in range(self.ROUNDS)]
+
+    def _once(self, x: np.ndarray) -> np.ndarray:
+        h = np.uint64(self.half)
+        left, right = x >> h, x & self.mask
+        for k in self.keys:
+            left, right = right, left ^ (_mix((right + k) * _GOLDEN) & self.mask)
+        return (left << h) | right
+
+    def __call__(self, index: np.ndarray) -> np.ndarray:
+        out = self._once(np.asarray(index, dtype=np.uint64))
+        walk = out >= self.n
+        while walk.any():
+            out[walk] = self._once(out[walk])
+            walk = out >= self.n
+        return out.astype(np.int64)
 
 
 class StepBatchSampler(Sampler):
@@ -30,10 +78,15 @@ class StepBatchSampler(Sampler):
 
     def batch(self, k: int) -> List[int]:
         epoch, j = divmod(k, self.per_pass)
+        size = self.batch_size * self.world
+        if self.n > PERMUTE_BELOW:
+            if self._perm[0] != epoch:
+                self._perm = (epoch, FeistelPermutation(self.n, self.seed * 1_000_003 + epoch))
+            first = j * size + self.rank * self.batch_size
+            return self._perm[1](np.arange(first, first + self.batch_size)).tolist()
         if self._perm[0] != epoch:
             g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
             self._perm = (epoch, torch.randperm(self.n, generator=g))
-        size = self.batch_size * self.world
         global_batch = self._perm[1][j * size:(j + 1) * size]
         return global_batch[self.rank * self.batch_size:(self.rank + 1) * self.batch_size].tolist()
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from itertools import islice
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -32,8 +33,8 @@ class ArchZooModule(pl.LightningModule):
         self.eval_splits = data.eval_splits
         self.chars_per_token = {k: float(v) for k, v in (data.info.get("chars_per_token") or {}).items()}
         n = cfg.train.exact_match_samples if "exact_match" in data.metrics else 0
-        self.generation = {stage: [e for e in data.splits[stage] if e.prompt_ids is not None][:n]
-                           for stage in ("val", "test")}
+        self.generation = {stage: list(islice((e for e in data.splits[stage] if e.prompt_ids is not None), n))
+                           for stage in ("val", "test")}  # (lazily: a corpus split is read from its store)
         self.test_metrics: Dict[str, float] = {}
         self.samples: List[Dict[str, object]] = []  # greedy decodings of the first test examples
         self._sums: Dict[str, Dict[str, float]] = {}

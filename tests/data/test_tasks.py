@@ -350,8 +350,11 @@ def test_missing_file_is_a_config_error(text_files, tmp_path):
         with pytest.raises(ConfigError) as info:
             check(name, kind, 64, files=[text_files[0], missing])
         assert info.value.key == "task.files[1]" and info.value.message == f"file not found: {missing}"
-    with pytest.raises(ConfigError, match="not a file"):
-        check("char_lm", "decoder", 64, files=[str(tmp_path)])
+    empty = tmp_path / "empty_dir"  # a directory is a corpus of the files below it (issue 15): none is an error
+    empty.mkdir()
+    with pytest.raises(ConfigError, match="holds no files") as info:
+        _build.__wrapped__("char_lm", "decoder", 0, 64, freeze({"files": [str(empty)]}))
+    assert info.value.key == "task.files[0]"
 
 
 def test_empty_corpus_is_a_config_error(tmp_path):

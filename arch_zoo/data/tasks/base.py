@@ -49,7 +49,7 @@ class TaskData:
 
     tokenizer: Tokenizer
     objective: str
-    splits: Dict[str, List[Example]]  # "train", "val", "test", and extra eval splits "val@L"
+    splits: Dict[str, Sequence[Example]]  # "train", "val", "test", extra eval splits "val@L"; corpus tasks: lazy Windows
     n_classes: Optional[int] = None  # classification tasks
     metrics: Tuple[str, ...] = ()  # extra metrics: "exact_match", "bpc", "accuracy"
     info: Dict[str, object] = field(default_factory=dict)  # provenance: files, text hash, sizes
@@ -74,6 +74,12 @@ class Task:
 
     def build(self) -> TaskData:
         raise TypeError("Task is abstract; use a registered task")
+
+    @classmethod
+    def prepare(cls, options, cache_dir=None, log=None, progress: bool = False):
+        """Tokenize the task's corpus into its token store and return it (``arch-zoo prepare``, and
+        a sweep before it dispatches); None for a task that generates its data (nothing to prepare)."""
+        return None
 
     @classmethod
     def encode_prompt(cls, tokenizer: Tokenizer, text: str, model_kind: str) -> List[int]:

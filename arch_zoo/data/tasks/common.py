@@ -1,12 +1,17 @@
 """Helpers every built-in task shares: the tokenizer option, size checks and distinct sampling."""
 from __future__ import annotations
 
+import json
 import random
 from typing import Any, Callable, Hashable, Iterable, List, Optional, Sequence, Type
 
+from ...config_types import to_dict
 from ...errors import ConfigError
 from ...registry import ComponentSpec
+from ..prepare import Log, interactive
+from ..store import TokenStore
 from ..tokenizers import TOKENIZERS, Tokenizer
+from .base import TASKS
 
 SPLITS = ("train", "val", "test")
 
@@ -102,4 +107,21 @@ def deal(pool: Sequence, counts: dict) -> dict:
     for split, n in counts.items():
         out[split] = list(pool[start:start + n])
         start += n
+    return out
+
+
+def prepare_all(configs, log: Log = lambda line: None, progress: Optional[bool] = None) -> List[TokenStore]:
+    """Each distinct token store the configs' tasks read, prepared once (a sweep, before it dispatches)."""
+    seen, out = set(), []
+    for cfg in configs:
+        if cfg.task is None:
+            continue
+        ident = json.dumps(to_dict(cfg.task), sort_keys=True, default=str)
+        if ident in seen:
+            continue
+        seen.add(ident)
+        store = TASKS.get(cfg.task.name).factory.prepare(cfg.task.options, log=log,
+                                                            progress=interactive() if progress is None else progress)
+        if store is not None and store.root not in [s.root for s in out]:
+            out.append(store)
     return out

@@ -1,18 +1,17 @@
 """Language modelling on a real text corpus: ``char_lm`` (decoder) and ``mlm`` (encoder, BERT masking).
 
-The corpus is the user's ``files``, or by default the Python standard library's own ``.py`` files
-on this machine (nothing to download). Files are read in sorted order and cut at ``max_chars``;
-the text is split contiguously 90/5/5 into train/val/test, the tokenizer is fitted on the train
-part, and each split is cut into windows of ``seq_len`` tokens. ``TaskData.info`` records the
-files, a sha256 of the text and each split's characters per token (bits per character =
-loss / ln 2 / chars_per_token)."""
+The corpus is the user's ``files`` (files, directories, globs; plain text, JSON Lines, Parquet or
+Hugging Face datasets), or by default the Python standard library's own ``.py`` files on this
+machine (nothing to download), cut at ``max_chars``. It is tokenized once into a token store
+(``arch_zoo.data.prepare``) that every run with the same corpus, tokenizer and split options
+shares; a run reads its windows of ``seq_len`` tokens from it by offset. ``split_by: text`` cuts
+the text contiguously 90/5/5 into train/val/test; ``split_by: documents`` sends whole documents,
+each followed by the eos token, to a split chosen by their content hash. The tokenizer is fitted
+on the train part. ``TaskData.info`` records the files, a sha256 of the text, the store and each
+split's characters per token (bits per character = loss / ln 2 / chars_per_token)."""
 from __future__ import annotations
 
-import hashlib
-import os
 import random
-import sys
-import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -21,89 +20,33 @@ import numpy as np
 
 from ...errors import ConfigError
 from ...registry import component_field
-from ..tokenizers import MASK, SPECIALS
+from ..prepare import DTYPES, interactive, interactive_log
+from ..prepare import prepare as prepare_store
+from ..sources import sorted_py_files
+from ..tokenizers import SPECIALS
+from ..windows import LMExample, Windows
 from .base import IGNORE, TASKS, Example, Task, TaskData
-from .common import check_fits, check_tokenizer, fit_tokenizer, positive, validate_tokenizer
+from .common import check_fits, check_tokenizer, positive, validate_tokenizer
 
-FRACTIONS = (0.9, 0.05)  # train, val; test gets the rest
 KEEPS_EVERY_CHARACTER = " (it needs every character kept)"
+SPLIT_BY = ("text", "documents")
+EVAL_MASK_SEED = 1234  # mlm: val/test masks are the same for every run, so runs evaluate alike
+_sorted_py_files = sorted_py_files  # (the name tests and older code import)
 
 
 def keeps_every_character(tokenizer) -> bool:  # a word tokenizer drops the whitespace
     return tokenizer.lossless
-SKIP_DIRS = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
-EVAL_MASK_SEED = 1234  # mlm: val/test masks are the same for every run, so runs evaluate alike
-
-
-def stdlib_root() -> Path:
-    return Path(sysconfig.get_paths()["stdlib"])
-
-
-def _sorted_py_files(directory: Path):
-    """.py files under ``directory`` in sorted path order, skipping test and third-party trees."""
-    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
-        if entry.is_dir(follow_symlinks=False):
-            if entry.name not in SKIP_DIRS:
-                yield from _sorted_py_files(Path(entry.path))
-        elif entry.name.endswith(".py") and not entry.name.startswith("_sysconfigdata") and entry.is_file():
-            yield Path(entry.path)  # (_sysconfigdata is generated per machine: skipped for portability)
-
-
-def read_corpus(files: List[str], max_chars: Optional[int], key: str = "task") -> Tuple[str, Dict[str, Any]]:
-    """The corpus text and its provenance."""
-    limit = max_chars if max_chars is not None else float("inf")
-    parts: List[str] = []
-    used: List[str] = []
-    total = 0
-    if files:
-        source = [(f"{key}.files[{i}]", Path(f).expanduser()) for i, f in enumerate(files)]
-        origin = "files"
-    else:
-        root = stdlib_root()
-        source = ((None, p) for p in _sorted_py_files(root))
-        origin = f"python {sys.version.split()[0]} standard library at {root}"
-    for where, path in source:
-        if total >= limit:
-            break
-        if where is None:
-            text = path.read_text(encoding="utf-8", errors="replace")
-            used.append(str(path.relative_to(root)))
-        else:
-            if not path.is_file():
-                raise ConfigError(where, f"file not found: {path}")
-            try:
-                text = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError as exc:
-                raise ConfigError(where, f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-            used.append(str(path.resolve()))
-        parts.append(text[: int(min(len(text), limit - total))])
-        total += len(parts[-1])
-    text = "".join(parts)
-    if not text:
-        what = f"the files {list(files)}" if files else f"the default corpus ({origin})"
-        raise ConfigError(f"{key}.files", f"the corpus is empty: {what} hold no text")
-    info = {"corpus": origin, "files": used, "chars": len(text), "max_chars": max_chars,
-            "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
-    if not files:
-        info["stdlib_root"] = str(root)
-    return text, info
-
-
-def windows(ids: List[int], length: int, offset: int = 0, keep_tail: bool = False) -> List[List[int]]:
-    """Non-overlapping windows of ``length`` tokens starting at ``offset``; a shorter tail (>= 2
-    tokens, one prediction) only with ``keep_tail``."""
-    out = [ids[i:i + length] for i in range(offset, len(ids), length)]
-    if out and len(out[-1]) < length and not (keep_tail and len(out[-1]) >= 2):
-        out.pop()
-    return out
 
 
 @dataclass(frozen=True)
 class CorpusOptions:
-    files: List[str] = field(default_factory=list)  # your own text files; empty: the stdlib corpus
+    files: List[str] = field(default_factory=list)  # files, directories, globs, hf:NAME; empty: the stdlib corpus
     max_chars: Optional[int] = 2_000_000  # read at most this many characters (null: everything)
     seq_len: Optional[int] = None  # tokens per training window (null: the model's max_seq_len)
-    tokenizer: Any = component_field("tokenizers", "char")  # char, byte, or {name: bpe, vocab_size: N}
+    tokenizer: Any = component_field("tokenizers", "char")  # char, byte, {name: bpe, vocab_size: N}, {name: pretrained, path: P}
+    text_field: str = "text"  # JSON Lines, Parquet and datasets: the field holding each document's text
+    split_by: str = "text"  # text: contiguous 90/5/5 of the joined text; documents: whole documents by content hash
+    dtype: str = "auto"  # token store ids: auto (uint16 when the vocabulary fits), uint16, uint32
 
     def __post_init__(self):
         if not isinstance(self.files, (list, tuple)) or not all(isinstance(f, str) for f in self.files):
@@ -112,26 +55,40 @@ class CorpusOptions:
             positive("max_chars", self.max_chars)
         if self.seq_len is not None:
             positive("seq_len", self.seq_len, 2)
+        if not isinstance(self.text_field, str) or not self.text_field:
+            raise ValueError(f"text_field must name a field, got {self.text_field!r}")
+        if self.split_by not in SPLIT_BY:
+            raise ConfigError("split_by", f"unknown split '{self.split_by}'; choices: {', '.join(SPLIT_BY)}")
+        if self.dtype not in DTYPES:
+            raise ConfigError("dtype", f"unknown dtype '{self.dtype}'; choices: {', '.join(DTYPES)}")
         validate_tokenizer(self.tokenizer, keeps_every_character, KEEPS_EVERY_CHARACTER)
 
 
 class CorpusTask(Task):
-    """Reads, splits and tokenizes the corpus; subclasses turn token windows into examples."""
+    """Opens (or prepares) the corpus's token store; subclasses turn token windows into examples."""
 
     objective = "?"
     metrics: Tuple[str, ...] = ()
 
     @classmethod
     def check(cls, options: CorpusOptions, model_kind: str, max_seq_len: int, key: str = "task") -> None:
-        check_tokenizer(options.tokenizer, key, keeps_every_character, KEEPS_EVERY_CHARACTER)
+        spec = check_tokenizer(options.tokenizer, key, keeps_every_character, KEEPS_EVERY_CHARACTER)
         for i, f in enumerate(options.files):
             path = Path(f).expanduser()
+            if f.startswith("hf:") or any(c in f for c in "*?["):
+                continue  # resolved when preparing (a glob may match files written later)
             if not path.exists():
                 raise ConfigError(f"{key}.files[{i}]", f"file not found: {f}")
-            if not path.is_file():
-                raise ConfigError(f"{key}.files[{i}]", f"not a file: {f}")
+        if spec.name == "pretrained":
+            from ..pretrained import tokenizer_file
+
+            tokenizer_file(spec.options.path, f"{key}.tokenizer.path")
         if options.seq_len is not None:
             check_fits(options.seq_len, max_seq_len, f"{key}.seq_len", "windows of seq_len tokens")
+
+    @classmethod
+    def prepare(cls, options, cache_dir=None, log=None, progress: bool = False):
+        return prepare_store(options, cache_dir, log, progress)
 
     @property
     def seq_len(self) -> int:
@@ -139,38 +96,33 @@ class CorpusTask(Task):
 
     def build(self) -> TaskData:
         self.check(self.options, self.model_kind, self.max_seq_len)
-        text, info = read_corpus(self.options.files, self.options.max_chars)
-        a, b = (int(len(text) * f) for f in (FRACTIONS[0], sum(FRACTIONS)))
-        texts = {"train": text[:a], "val": text[a:b], "test": text[b:]}
-        tok = fit_tokenizer(self.options.tokenizer, [texts["train"]])
-        ids = {name: tok.encode(t) for name, t in texts.items()}
-        for name, seq in ids.items():
-            if len(seq) < 2:
-                raise ConfigError("task.files", f"the corpus is too small: its {name} part ({len(texts[name])} "
-                                  f"characters) gives {len(seq)} tokens; use more text")
-        offset = random.Random(self.seed).randrange(self.seq_len) if len(ids["train"]) >= 2 * self.seq_len else 0
-        splits = {"train": windows(ids["train"], self.seq_len, offset)}
+        store = self.prepare(self.options, progress=interactive(), log=interactive_log)
+        tok = store.tokenizer
+        ids = {name: store.split(name) for name in ("train", "val", "test")}
+        n = len(ids["train"])
+        offset = random.Random(self.seed).randrange(self.seq_len) if n >= 2 * self.seq_len else 0
+        make = self.example_maker(tok)
+        splits = {"train": Windows(ids["train"], self.seq_len, make("train", 0), offset)}
         if not splits["train"]:
-            raise ConfigError("task.files", f"the corpus is too small: its train part has {len(ids['train'])} "
-                              f"tokens, less than one window of seq_len={self.seq_len}")
-        for name in ("val", "test"):
-            splits[name] = windows(ids[name], self.seq_len, keep_tail=True)
-        splits.update(self.extra_splits(ids["val"]))
-        examples = self.examples(splits, tok.vocab_size)
+            raise ConfigError("task.files", f"the corpus is too small: its train part has {n} tokens, less than "
+                              f"one window of seq_len={self.seq_len}")
+        for i, name in enumerate(("val", "test"), 1):
+            splits[name] = Windows(ids[name], self.seq_len, make(name, i), keep_tail=True)
+        splits.update(self.extra_splits(ids["val"], make))
+        tokens, chars = store.counts("tokens"), store.counts("chars")
+        info = store.info()
         info.update(
-            tokenizer=tok.name, vocab_size=tok.vocab_size, seq_len=self.seq_len, train_offset=offset,
-            tokens={name: len(seq) for name, seq in ids.items()},
-            unk_tokens={name: sum(1 for t in seq if t == tok.unk_id) for name, seq in ids.items()},
-            sizes={name: len(rows) for name, rows in examples.items()},
+            tokenizer=tok.name, vocab_size=tok.vocab_size, seq_len=self.seq_len, train_offset=offset, tokens=tokens,
+            unk_tokens=store.counts("unk_tokens"), sizes={name: len(rows) for name, rows in splits.items()},
+            chars_per_token={name: chars[name.split("@")[0]] / tokens[name.split("@")[0]] for name in splits},
         )
-        cpt = {name: len(texts[name]) / len(seq) for name, seq in ids.items()}
-        info["chars_per_token"] = {name: cpt[name.split("@")[0]] for name in examples}
-        return TaskData(tok, self.objective, examples, metrics=self.metrics, info=info)
+        return TaskData(tok, self.objective, splits, metrics=self.metrics, info=info)
 
-    def extra_splits(self, val_ids: List[int]) -> Dict[str, List[List[int]]]:
+    def extra_splits(self, val_ids, make) -> Dict[str, Windows]:
         return {}
 
-    def examples(self, splits: Dict[str, List[List[int]]], vocab_size: int) -> Dict[str, List[Example]]:
+    def example_maker(self, tokenizer):
+        """``make(split, index)``: the picklable ``(i, ids) -> Example`` for that split's windows."""
         raise TypeError("abstract")
 
 
@@ -192,18 +144,18 @@ class CharLMTask(CorpusTask):
     objective = "lm"
     metrics = ("bpc",)
 
-    def extra_splits(self, val_ids):
+    def extra_splits(self, val_ids, make):
         out = {}
         for length in self.options.eval_lengths:
-            rows = windows(val_ids, length)
+            rows = Windows(val_ids, length, make(f"val@{length}", 0))
             if not rows:
                 raise ConfigError("task.eval_lengths", f"the val text has {len(val_ids)} tokens, fewer than one "
                                   f"window of {length}; use more text or shorter eval_lengths")
             out[f"val@{length}"] = rows
         return out
 
-    def examples(self, splits, vocab_size):
-        return {name: [Example(w, w) for w in rows] for name, rows in splits.items()}
+    def example_maker(self, tokenizer):
+        return lambda split, index: LMExample()
 
 
 @dataclass(frozen=True)
@@ -216,7 +168,8 @@ class MLMOptions(CorpusOptions):
             raise ValueError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
 
 
-def bert_mask(window: List[int], prob: float, rng: np.random.Generator, vocab_size: int) -> Example:
+def bert_mask(window: List[int], prob: float, rng: np.random.Generator, vocab_size: int,
+              mask_id: int = SPECIALS.index("<mask>")) -> Example:
     """BERT's masking of one window: every window predicts at least one token."""
     ids = np.asarray(window)
     chosen = rng.random(len(ids)) < prob
@@ -224,7 +177,7 @@ def bert_mask(window: List[int], prob: float, rng: np.random.Generator, vocab_si
         chosen[rng.integers(len(ids))] = True
     roll = rng.random(len(ids))
     random_ids = rng.integers(len(SPECIALS), max(vocab_size, len(SPECIALS) + 1), len(ids))
-    inputs = np.where(chosen & (roll < 0.8), MASK, ids)
+    inputs = np.where(chosen & (roll < 0.8), mask_id, ids)
     inputs = np.where(chosen & (roll >= 0.8) & (roll < 0.9), random_ids, inputs)
     labels = np.where(chosen, ids, IGNORE)
     return Example(inputs.tolist(), labels.tolist())
@@ -235,9 +188,22 @@ class MLMTask(CorpusTask):
     kinds = ("encoder",)
     objective = "mlm"  # (the training module reports token accuracy over the masked positions)
 
-    def examples(self, splits, vocab_size):
-        out = {}
-        for i, (name, rows) in enumerate(splits.items()):
-            rng = np.random.default_rng([self.seed % 2**32] if name == "train" else [EVAL_MASK_SEED, i])
-            out[name] = [bert_mask(w, self.options.mask_prob, rng, vocab_size) for w in rows]
-        return out
+    def example_maker(self, tokenizer):
+        if not getattr(tokenizer, "has_mask", True):
+            raise ConfigError("task.tokenizer", f"mlm needs a mask token; the {tokenizer.name} tokenizer has none "
+                              "(<mask> or [MASK])")
+        prob, vocab, mask = self.options.mask_prob, tokenizer.vocab_size, tokenizer.mask_id
+        return lambda split, index: MaskedExample(prob, vocab, mask, [self.seed % 2**32] if split == "train"
+                                                  else [EVAL_MASK_SEED, index])
+
+
+class MaskedExample:
+    """Window i's masks are drawn from a generator seeded by (seed, i): a pure function of the
+    window, so any window can be read in any order (train: the run's seed; val/test: fixed)."""
+
+    def __init__(self, prob: float, vocab_size: int, mask_id: int, seed: List[int]):
+        self.prob, self.vocab_size, self.mask_id, self.seed = prob, vocab_size, mask_id, seed
+
+    def __call__(self, i: int, ids: List[int]) -> Example:
+        rng = np.random.default_rng(self.seed + [i])
+        return bert_mask(ids, self.prob, rng, self.vocab_size, self.mask_id)

@@ -1,0 +1,177 @@
+"""The streaming passes that turn a corpus into split token shards, in bounded memory.
+
+1. ``scan``: characters, the text's sha256, and (split_by: documents) each document's split.
+2. the tokenizer is fitted on the training text's first ``fit_chars`` characters, streamed.
+3. ``segments`` -> ``encode_batch`` -> ``ShardWriter``: text is cut into segments of about
+   ``SEGMENT`` characters, never across a split (nor a document, split_by: documents), and -- for
+   tokenizers whose tokens depend on context (BPE) -- only where the text reads ``X\\nY`` with X and
+   Y not whitespace: the byte-level pre-tokenizer always starts a new piece there, so the ids equal
+   those of encoding the whole split in one call (what a run tokenized before the store existed)."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from .sources import Input, stream
+
+FRACTIONS = (0.9, 0.05)  # train, val; test gets the rest
+SEGMENT = 1 << 20  # characters per encoded segment
+BATCH = 1 << 23  # characters per encode_batch call (the HF tokenizers encode a batch on every core)
+SHARD_TOKENS = 1 << 28  # ids per shard file
+
+
+@dataclass
+class Scan:
+    chars: int = 0
+    sha: "hashlib._Hash" = field(default_factory=hashlib.sha256)
+    labels: bytearray = field(default_factory=bytearray)  # split_by documents: split index of each document
+    used: List[int] = field(default_factory=list)  # inputs read (max_chars may stop early)
+
+    def bounds(self) -> Tuple[int, int]:
+        return int(self.chars * FRACTIONS[0]), int(self.chars * sum(FRACTIONS))
+
+
+def doc_split(digest: bytes) -> int:
+    """A document's split from its content hash: deterministic, independent of order, and equal
+    documents (duplicates) always land in the same split, so none leaks from train into val."""
+    u = int.from_bytes(digest[:8], "little") / 2.0 ** 64
+    return 0 if u < FRACTIONS[0] else 1 if u < sum(FRACTIONS) else 2
+
+
+def scan(inputs: List[Input], text_field: str, max_chars: Optional[int], by_documents: bool,
+         tick=lambda n: None) -> Scan:
+    out = Scan()
+    doc = hashlib.blake2b(digest_size=8)
+    for piece, end, _ in stream(inputs, text_field, max_chars, out.used):
+        data = piece.encode("utf-8", "surrogatepass")
+        out.chars += len(piece)
+        out.sha.update(data)
+        tick(len(data))
+        if by_documents:
+            doc.update(data)
+            if end:
+                out.labels.append(doc_split(doc.digest()))
+                doc = hashlib.blake2b(digest_size=8)
+    return out
+
+
+def safe_cut(text: str, context_free: bool) -> int:
+    """The longest prefix of ``text`` that encodes on its own exactly as inside the whole (0: none)."""
+    if context_free:
+        return len(text)
+    i = len(text) - 1
+    while i > 0:
+        i = text.rfind("\n", 0, i)
+        if i <= 0:
+            return 0
+        if i + 1 < len(text) and not text[i - 1].isspace() and not text[i + 1].isspace():
+            return i + 1
+    return 0
+
+
+Segment = Tuple[int, str, bool, bool]  # (split index, text, starts a document, ends a document)
+
+
+def segments(inputs: List[Input], text_field: str, max_chars: Optional[int], sc: Scan, by_documents: bool,
+             context_free: bool, tick=lambda n: None) -> Iterator[Segment]:
+    a, b = sc.bounds()
+    pos, doc = 0, 0
+    buf: List[str] = []
+    size, split, starts = 0, 0, True
+
+    def flush(final: bool):
+        nonlocal buf, size, starts
+        text = "".join(buf)
+        cut = len(text) if final else safe_cut(text, context_free)
+        if cut == 0 and size < 8 * SEGMENT:  # no safe place yet: read on (a hard cut only past 8 segments)
+            return None
+        cut = cut or len(text)
+        seg = (split, text[:cut], starts, final)
+        buf, size, starts = ([text[cut:]] if cut < len(text) else []), len(text) - cut, final
+        return seg
+
+    for piece, end, _ in stream(inputs, text_field, max_chars):
+        tick(len(piece.encode("utf-8", "surrogatepass")))
+        if by_documents:
+            split = sc.labels[doc]
+            buf.append(piece)
+            size += len(piece)
+            while size >= SEGMENT and not end:
+                seg = flush(False)
+                if seg is None:
+                    break
+                yield seg
+            if end:
+                yield flush(True)
+                doc += 1
+            continue
+        while piece:
+            split = 0 if pos < a else 1 if pos < b else 2
+            limit = (a, b, sc.chars)[split]
+            take = piece[: limit - pos]
+            piece = piece[len(take):]
+            pos += len(take)
+            buf.append(take)
+            size += len(take)
+            if pos == limit:  # this split's text is complete: its last segment ends exactly here
+                yield flush(True)
+                continue
+            while size >= SEGMENT:
+                seg = flush(False)
+                if seg is None:
+                    break
+                yield seg
+
+
+class ShardWriter:
+    """Appends one split's ids to ``{split}.NNN.bin`` shards, hashing as it writes."""
+
+    def __init__(self, root: Path, split: str, dtype: np.dtype, unk_id: int):
+        self.root, self.split, self.dtype, self.unk_id = root, split, dtype, unk_id
+        self.shards: List[Dict[str, object]] = []
+        self.tokens = self.unk = 0
+        self.doc_starts: List[int] = []
+        self._file = None
+
+    def _open(self):
+        name = f"{self.split}.{len(self.shards):03d}.bin"
+        self._file = open(self.root / name, "wb")
+        self._hash = hashlib.sha256()
+        self.shards.append({"file": name, "tokens": 0, "sha256": None})
+
+    def write(self, ids: np.ndarray, starts_document: bool = False) -> None:
+        if starts_document:
+            self.doc_starts.append(self.tokens)
+        self.unk += int(np.count_nonzero(ids == self.unk_id))
+        while ids.size:
+            if self._file is None or self.shards[-1]["tokens"] >= SHARD_TOKENS:
+                self._close()
+                self._open()
+            n = min(ids.size, SHARD_TOKENS - int(self.shards[-1]["tokens"]))
+            data = ids[:n].astype(self.dtype).tobytes()
+            self._file.write(data)
+            self._hash.update(data)
+            self.shards[-1]["tokens"] += n
+            self.tokens += n
+            ids = ids[n:]
+
+    def _close(self):
+        if self._file is not None:
+            self._file.close()
+            self.shards[-1]["sha256"] = self._hash.hexdigest()
+            self._file = None
+
+    def close(self) -> Dict[str, object]:
+        if not self.shards:
+            self._open()  # an empty split still has its (empty) shard, so every split reads alike
+        self._close()
+        entry = {"tokens": self.tokens, "unk_tokens": self.unk, "shards": self.shards, "doc_starts": None,
+                 "documents": len(self.doc_starts) or None}
+        if self.doc_starts:
+            entry["doc_starts"] = f"{self.split}.docs.npy"
+            np.save(self.root / entry["doc_starts"], np.asarray(self.doc_starts, dtype=np.int64))
+        return entry

@@ -1,0 +1,273 @@
+"""``prepare``: a corpus task's options -> its token store, built once and shared by every run.
+
+The store's directory name is a hash of what determines its ids (the resolved inputs, text_field,
+max_chars, split_by, dtype, the tokenizer spec and a pretrained tokenizer file's sha256); seq_len,
+eval_lengths and masking are read-time choices, so the variants of a sweep share one store. It is
+built in a temporary directory and renamed into place under a file lock: concurrent workers build
+it once, and a killed prepare leaves only a temporary directory, removed by the next prepare. A
+source whose bytes changed since (size or mtime moved and the sha256 differs) triggers a rebuild."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, List, Optional
+
+import numpy as np
+
+from ..errors import ConfigError
+from .encode import BATCH, FRACTIONS, ShardWriter, scan, segments
+from .pretrained import tokenizer_file
+from .sources import Input, resolve, stdlib_inputs, stdlib_origin, stdlib_root
+from .store import MANIFEST, SPLITS, VERSION, TokenStore, cache_root, fingerprint, file_sha256
+from .tokenizers import TOKENIZERS
+
+DTYPES = ("auto", "uint16", "uint32")
+Log = Callable[[str], None]
+
+
+@dataclass
+class Recipe:
+    inputs: List[Input]
+    origin: str
+    options: object  # the task's CorpusOptions
+    tokenizer: dict  # the spec, as a plain dict
+
+    @property
+    def by_documents(self) -> bool:
+        return self.options.split_by == "documents"
+
+    def identity(self) -> dict:
+        o = self.options
+        tok = dict(self.tokenizer)
+        if tok.get("name") == "pretrained":  # the file's content, not only its name
+            tok["sha256"] = file_sha256(tokenizer_file(tok["path"]))
+        inputs = json.dumps([[str(i.path), i.kind] for i in self.inputs])
+        return {"version": VERSION, "inputs_sha256": hashlib.sha256(inputs.encode()).hexdigest(),
+                "n_inputs": len(self.inputs), "corpus": self.origin,
+                "text_field": o.text_field, "max_chars": o.max_chars, "split_by": o.split_by, "dtype": o.dtype,
+                "fractions": list(FRACTIONS), "tokenizer": tok}
+
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:20]
+
+
+def recipe(options) -> Recipe:
+    spec = TOKENIZERS.parse(options.tokenizer, "task.tokenizer")
+    if options.files:
+        return Recipe(resolve(list(options.files)), "files", options, spec.to_dict())
+    return Recipe(stdlib_inputs(), stdlib_origin(), options, spec.to_dict())
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def interactive() -> bool:
+    """A progress bar only where someone watches: stderr is a terminal."""
+    return sys.stderr.isatty()
+
+
+def interactive_log(line: str) -> None:
+    if interactive():
+        print(f"arch-zoo: {line}", file=sys.stderr)
+
+
+def prepare(options, cache_dir: Optional[str] = None, log: Optional[Log] = None,
+            progress: bool = False) -> TokenStore:
+    """The store for a corpus task's options: opened when it exists and its sources are unchanged,
+    else built (under the store's lock, so only one process builds it)."""
+    log = log or _quiet
+    r = recipe(options)
+    root = cache_root(cache_dir)
+    key = r.key()
+    final = root / key
+    store = _open(final, log)
+    if store is not None:
+        return store
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError("--cache-dir", f"cannot create the token cache {root}: {exc.strerror}") from None
+    from filelock import FileLock
+
+    with FileLock(str(root / f"{key}.lock")):
+        store = _open(final, log)  # another process may have built it while this one waited
+        if store is not None:
+            return store
+        for stale in root.glob(f".tmp-{key}-*"):  # left by a killed prepare: the lock says nobody builds now
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = root / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
+        began = time.perf_counter()
+        with _cleanup(tmp, root):
+            _build(r, key, tmp, progress)
+            old = None
+            if final.exists():
+                old = root / f".tmp-{key}-old-{uuid.uuid4().hex[:8]}"
+                os.rename(final, old)
+            os.rename(tmp, final)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        seconds = time.perf_counter() - began
+        log(f"prepared {final} in {seconds:.1f}s")
+        _record_build(root, key, seconds)
+    return TokenStore(final)
+
+
+def _record_build(root: Path, key: str, seconds: float) -> None:
+    """One line per build in the cache's builds.jsonl: how often a corpus was tokenized, and by whom."""
+    line = {"key": key, "pid": os.getpid(), "seconds": round(seconds, 3),
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    with open(root / "builds.jsonl", "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def _open(final: Path, log: Log) -> Optional[TokenStore]:
+    if not (final / MANIFEST).is_file():
+        return None
+    store = TokenStore(final)
+    changed = store.changed_source()
+    if changed:
+        log(f"token store {final}: {changed} since it was prepared; preparing it again")
+        return None
+    return store
+
+
+@contextmanager
+def _cleanup(tmp: Path, root: Path):
+    """Whatever stops a build (an error, a full disk, Ctrl-C) removes its temporary directory."""
+    try:
+        yield
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError) and not isinstance(exc, ConfigError):
+            raise ConfigError("task", f"cannot write the token store in {root}: {exc.strerror or exc}") from None
+        raise
+
+
+class _Progress:
+    """bytes read and tokens written per second, on stderr (a tqdm bar when asked for)."""
+
+    def __init__(self, enabled: bool, total: int, what: str):
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="B", unit_scale=True, desc=what, file=sys.stderr, leave=False)
+        self.tokens, self.began = 0, time.perf_counter()
+
+    def tick(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def add_tokens(self, n: int) -> None:
+        self.tokens += n
+        if self.bar is not None:
+            rate = self.tokens / max(time.perf_counter() - self.began, 1e-9)
+            self.bar.set_postfix_str(f"{rate / 1e6:.2f}M tok/s", refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _fit_sample(r: Recipe, sc, tok):
+    budget = tok.fit_chars if tok.fit_chars is not None else float("inf")
+    for split, text, _, _ in segments(r.inputs, r.options.text_field, r.options.max_chars, sc, r.by_documents,
+                                      tok.context_free):
+        if budget <= 0:
+            return
+        if split == 0:
+            yield text[: int(min(len(text), budget))]
+            budget -= len(text)
+
+
+def _build(r: Recipe, key: str, tmp: Path, progress: bool) -> None:
+    o = r.options
+    tmp.mkdir(parents=True)
+    total = sum(f.stat().st_size for i in r.inputs for f in i.files())
+    clock = [(time.perf_counter(), time.process_time())]
+    cpu = {}  # CPU seconds per phase (all threads): what the phase cost, whatever else the machine ran
+
+    def lap() -> float:
+        clock.append((time.perf_counter(), time.process_time()))
+        cpu[len(clock) - 2] = round(clock[-1][1] - clock[-2][1], 3)
+        return round(clock[-1][0] - clock[-2][0], 3)
+
+    bar = _Progress(progress, total, "scan")
+    sc = scan(r.inputs, o.text_field, o.max_chars, r.by_documents, bar.tick)
+    bar.close()
+    if sc.chars == 0:
+        what = f"the files {list(o.files)}" if o.files else f"the default corpus ({r.origin})"
+        raise ConfigError("task.files", f"the corpus is empty: {what} hold no text")
+    from .tasks.common import parse_tokenizer
+
+    seconds = {"scan": lap()}
+    tok = TOKENIZERS.build(parse_tokenizer(o.tokenizer))
+    tok.fit(_fit_sample(r, sc, tok))
+    seconds["fit"] = lap()
+    dtype = _dtype(o.dtype, tok)
+    writers = [ShardWriter(tmp, s, dtype, tok.unk_id) for s in SPLITS]
+    chars = [0, 0, 0]
+    bar = _Progress(progress, total, "tokenize")
+    batch: list = []
+
+    def encode():
+        for (split, text, starts, ends), ids in zip(batch, tok.encode_batch([b[1] for b in batch])):
+            writers[split].write(ids, starts and r.by_documents)
+            chars[split] += len(text)
+            if ends and r.by_documents:
+                writers[split].write(np.asarray([tok.eos_id]))
+            bar.add_tokens(len(ids))
+        batch.clear()
+
+    size = 0
+    for seg in segments(r.inputs, o.text_field, o.max_chars, sc, r.by_documents, tok.context_free, bar.tick):
+        batch.append(seg)
+        size += len(seg[1])
+        if size >= BATCH:
+            encode()
+            size = 0
+    encode()
+    bar.close()
+    seconds["encode"] = lap()
+    splits = {s: {**w.close(), "chars": c} for s, w, c in zip(SPLITS, writers, chars)}
+    _check_sizes(splits, r)
+    tok.save(tmp)
+    used = [r.inputs[i] for i in sc.used]
+    manifest = {
+        "version": VERSION, "key": key, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "recipe": r.identity(), "corpus": r.origin, "chars": sc.chars, "text_sha256": sc.sha.hexdigest(),
+        "files": [str(i.path.relative_to(stdlib_root())) if i.kind == "stdlib" else str(i.path.resolve())
+                  for i in used],
+        "sources": [fingerprint(f) for i in used for f in i.files()],
+        "tokenizer": {"name": tok.name, "vocab_size": tok.vocab_size, "sha256": file_sha256(tmp / "tokenizer.json")},
+        "dtype": np.dtype(dtype).name, "splits": splits, "seconds": seconds,
+        "cpu_seconds": dict(zip(seconds, cpu.values())),
+    }
+    if not o.files:
+        manifest["stdlib_root"] = str(stdlib_root())
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+
+
+def _dtype(choice: str, tok) -> np.dtype:
+    if choice == "uint16" and tok.vocab_size > 2 ** 16:
+        raise ConfigError("task.dtype", f"uint16 holds ids below 65536, but the {tok.name} tokenizer has "
+                          f"{tok.vocab_size} tokens; use uint32 or auto")
+    return np.dtype(np.uint16 if choice == "uint16" or (choice == "auto" and tok.vocab_size <= 2 ** 16)
+                    else np.uint32)
+
+
+def _check_sizes(splits: dict, r: Recipe) -> None:
+    for name, s in splits.items():
+        if s["tokens"] < 2:
+            how = (" (splits are by document: more documents, or split_by: text)" if r.by_documents else "")
+            raise ConfigError("task.files", f"the corpus is too small: its {name} part ({s['chars']} characters) "
+                              f"gives {s['tokens']} tokens; use more text{how}")

@@ -1,0 +1,237 @@
+"""Where a corpus comes from: ``task.files`` resolved into inputs, each read as a stream of documents.
+
+An entry of ``files`` is a file, a directory (every file below it, sorted, hidden ones skipped), a
+glob (``data/*.jsonl``, ``**`` recursive), a Hugging Face ``save_to_disk`` directory or ``hf:NAME``
+(a dataset this machine has cached; nothing is downloaded). Formats by suffix: ``.jsonl`` / ``.json``
+(JSON Lines), ``.parquet``, anything else plain UTF-8 text. A plain file is one document; a JSON
+line, a Parquet row or a dataset row is one. Documents stream in pieces of at most ``PIECE`` bytes,
+so memory does not grow with a file's size."""
+from __future__ import annotations
+
+import codecs
+import glob
+import json
+import os
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, List, Optional, Tuple
+
+from ..errors import ConfigError
+
+PIECE = 1 << 22  # bytes read at a time from a plain text file
+SKIP_DIRS = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
+HF_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
+
+
+@dataclass(frozen=True)
+class Input:
+    """One readable thing: ``kind`` is text | jsonl | parquet | hf (a dataset directory) | stdlib."""
+
+    path: Path
+    kind: str
+    where: str  # the config key that named it, for errors
+
+    def files(self) -> List[Path]:
+        """The files whose bytes this input's documents come from (for the store's fingerprint)."""
+        if self.kind not in ("hf", "hf_cache"):
+            return [self.path]
+        return sorted(p for p in self.path.rglob("*.arrow") if p.is_file())
+
+
+def stdlib_root() -> Path:
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def sorted_py_files(directory: Path):
+    """.py files under ``directory`` in sorted path order, skipping test and third-party trees."""
+    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+        if entry.is_dir(follow_symlinks=False):
+            if entry.name not in SKIP_DIRS:
+                yield from sorted_py_files(Path(entry.path))
+        elif entry.name.endswith(".py") and not entry.name.startswith("_sysconfigdata") and entry.is_file():
+            yield Path(entry.path)  # (_sysconfigdata is generated per machine: skipped for portability)
+
+
+def stdlib_origin() -> str:
+    return f"python {sys.version.split()[0]} standard library at {stdlib_root()}"
+
+
+def _kind(path: Path) -> str:
+    suffix = path.suffix.lower()
+    return {".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}.get(suffix, "text")
+
+
+def _is_hf_dir(path: Path) -> bool:
+    return path.is_dir() and any((path / m).is_file() for m in HF_MARKERS)
+
+
+def _hf_cached(name: str, where: str) -> Input:
+    """A dataset name the machine has cached: its arrow files, found offline."""
+    os.environ["HF_DATASETS_OFFLINE"] = "1"  # never download: a name must already be on this machine
+    try:
+        import datasets
+    except ImportError:
+        raise ConfigError(where, "'hf:' names need the `datasets` package (pip install datasets)") from None
+    repo, _, config = name.partition(":")
+    try:
+        ds = datasets.load_dataset(repo, config or None, split="train")
+    except Exception as exc:  # noqa: BLE001 - datasets raises many kinds for "not cached"
+        raise ConfigError(where, f"dataset '{name}' is not cached on this machine (no download): "
+                          f"{(str(exc).splitlines() or [type(exc).__name__])[0][:160]}") from None
+    files = sorted({Path(f["filename"]).parent for f in ds.cache_files})
+    if len(files) != 1:
+        raise ConfigError(where, f"dataset '{name}' has no single cache directory; save_to_disk it and name that")
+    return Input(files[0], "hf_cache", where)
+
+
+def resolve(files: List[str], key: str = "task") -> List[Input]:
+    """The inputs ``files`` names, in order; every entry must name at least one file."""
+    out: List[Input] = []
+    for i, entry in enumerate(files):
+        where = f"{key}.files[{i}]"
+        if entry.startswith("hf:"):
+            out.append(_hf_cached(entry[3:], where))
+            continue
+        path = Path(entry).expanduser()
+        if any(c in entry for c in "*?["):
+            matches = sorted(Path(m) for m in glob.glob(str(path), recursive=True) if Path(m).is_file())
+            if not matches:
+                raise ConfigError(where, f"no file matches {entry}")
+            out += [Input(m, _kind(m), where) for m in matches]
+        elif _is_hf_dir(path):
+            out.append(Input(path, "hf", where))
+        elif path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file()
+                           and not any(part.startswith(".") for part in p.relative_to(path).parts))
+            if not found:
+                raise ConfigError(where, f"directory {entry} holds no files")
+            out += [Input(p, _kind(p), where) for p in found]
+        elif path.is_file():
+            out.append(Input(path, _kind(path), where))
+        else:
+            raise ConfigError(where, f"file not found: {entry}")
+    return out
+
+
+def stdlib_inputs() -> List[Input]:
+    return [Input(p, "stdlib", "task.files") for p in sorted_py_files(stdlib_root())]
+
+
+# ------------------------------------------------------------------------------------ reading
+
+Piece = Tuple[str, bool]  # (text, this piece ends its document)
+
+
+def _plain(inp: Input) -> Iterator[Piece]:
+    if inp.kind == "stdlib":  # the demo corpus as it always read: a rare bad byte is replaced
+        yield inp.path.read_text(encoding="utf-8", errors="replace"), True
+        return
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    done = 0
+    with open(inp.path, "rb") as f:
+        while True:
+            data = f.read(PIECE)
+            pending = len(decoder.getstate()[0])
+            try:
+                text = decoder.decode(data, final=not data)
+            except UnicodeDecodeError as exc:
+                raise ConfigError(inp.where, f"{inp.path} is not UTF-8 text ({exc.reason} at byte "
+                                  f"{done - pending + exc.start})") from None
+            done += len(data)
+            if not data:
+                yield text, True
+                return
+            if text:
+                yield text, False
+
+
+def _field_error(inp: Input, field: str, where: str) -> ConfigError:
+    return ConfigError("task.text_field", f"'{field}' is not a field of {inp.path} ({where})")
+
+
+def _jsonl(inp: Input, field: str) -> Iterator[Piece]:
+    with open(inp.path, "rb") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise ConfigError(inp.where, f"{inp.path} is not UTF-8 text ({exc.reason} at byte "
+                                  f"{f.tell() - len(line) + exc.start}, line {n})") from None
+            except json.JSONDecodeError as exc:
+                raise ConfigError(inp.where, f"{inp.path} line {n} is not JSON ({exc.msg})") from None
+            if not isinstance(record, dict) or field not in record:
+                raise _field_error(inp, field, f"line {n}")
+            value = record[field]
+            if not isinstance(value, str):
+                raise ConfigError("task.text_field", f"'{field}' in {inp.path} line {n} is "
+                                  f"{type(value).__name__}, not text")
+            yield value, True
+
+
+def _columns(batches, inp: Input, field: str) -> Iterator[Piece]:
+    for batch in batches:
+        for value in batch.column(field).to_pylist():
+            if value is not None:
+                yield value, True
+
+
+def _parquet(inp: Input, field: str) -> Iterator[Piece]:
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(inp.path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow's errors for a file that is not Parquet
+        raise ConfigError(inp.where, f"{inp.path} is not a Parquet file ({str(exc).splitlines()[0][:120]})") from None
+    if field not in pf.schema_arrow.names:
+        raise ConfigError("task.text_field", f"'{field}' is not a column of {inp.path}; columns: "
+                          f"{', '.join(pf.schema_arrow.names)}")
+    yield from _columns(pf.iter_batches(batch_size=4096, columns=[field]), inp, field)
+
+
+def _hf(inp: Input, field: str) -> Iterator[Piece]:
+    import datasets
+
+    ds = datasets.load_from_disk(str(inp.path)) if inp.kind == "hf" else None
+    if ds is None:  # a cached dataset: its arrow files, in order
+        ds = datasets.concatenate_datasets([datasets.Dataset.from_file(str(p)) for p in inp.files()])
+    if isinstance(ds, datasets.DatasetDict):
+        if "train" not in ds:
+            raise ConfigError(inp.where, f"{inp.path} holds splits {sorted(ds)}, none called 'train'")
+        ds = ds["train"]
+    if field not in ds.column_names:
+        raise ConfigError("task.text_field", f"'{field}' is not a column of {inp.path}; columns: "
+                          f"{', '.join(ds.column_names)}")
+    yield from _columns(ds.data.table.select([field]).to_batches(4096), inp, field)
+
+
+def pieces(inp: Input, text_field: str) -> Iterator[Piece]:
+    if inp.kind in ("text", "stdlib"):
+        return _plain(inp)
+    if inp.kind == "jsonl":
+        return _jsonl(inp, text_field)
+    if inp.kind == "parquet":
+        return _parquet(inp, text_field)
+    return _hf(inp, text_field)
+
+
+def stream(inputs: List[Input], text_field: str, max_chars: Optional[int],
+           used: Optional[list] = None) -> Iterator[Tuple[str, bool, int]]:
+    """(piece, ends a document, input index) over all inputs, cut at ``max_chars`` characters.
+    ``used`` collects the inputs actually read."""
+    left = max_chars if max_chars is not None else float("inf")
+    for i, inp in enumerate(inputs):
+        if left <= 0:
+            return
+        if used is not None:
+            used.append(i)
+        for text, end in pieces(inp, text_field):
+            if len(text) >= left:
+                yield text[: int(left)], True, i
+                left = 0
+                break
+            left -= len(text)
+            yield text, end, i
