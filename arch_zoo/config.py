@@ -108,7 +108,8 @@ class TrainConfig:
     tf32: bool = True  # TF32 matmuls where CUDA is (Ampere and later); false keeps full fp32 matmuls
     accelerator: str = "auto"
     devices: Any = 1  # Lightning devices: 1, 2, "auto", [0, 1]
-    strategy: str = "auto"  # Lightning strategy: auto, ddp, ...
+    strategy: str = "auto"  # Lightning strategy: auto, ddp, fsdp (CUDA only), ...
+    num_nodes: int = 1  # machines the strategy spans (Lightning's num_nodes; launched by Slurm/torchrun)
     val_every: int = 200  # steps between validations (and checkpoints)
     val_batches: Optional[int] = None  # cap on batches per evaluation split
     exact_match_samples: int = 256  # held-out examples decoded greedily for exact match
@@ -247,6 +248,8 @@ def validate_train(t: TrainConfig, key: str = "train") -> None:
         raise ConfigError(f"{key}.min_lr_ratio", f"must be in [0, 1], got {t.min_lr_ratio}")
     if t.schedule == "noam" and t.warmup_steps == 0:
         raise ConfigError(f"{key}.warmup_steps", "the noam schedule needs warmup_steps > 0")
+    if t.num_nodes < 1:
+        raise ConfigError(f"{key}.num_nodes", f"must be at least 1, got {t.num_nodes}")
     if t.compile_mode not in COMPILE_MODES:
         raise choice_error(f"{key}.compile_mode", "torch.compile mode", t.compile_mode, COMPILE_MODES)
     precisions = _precision_choices()
