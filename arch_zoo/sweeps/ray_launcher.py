@@ -81,7 +81,12 @@ class RayLauncher:
         if self.address:
             check_reachable(self.address)
             kwargs["address"] = self.address
-        ray.init(**kwargs)
+        try:
+            ray.init(**kwargs)
+        except ConnectionError as exc:  # something listens there, but not a Ray cluster this can join
+            raise ConfigError("--ray-address", f"cannot join a Ray cluster at {self.address} "
+                              f"({(str(exc).splitlines() or [''])[0]}; a cluster with token auth also "
+                              "needs RAY_AUTH_MODE=token here)") from None
         self.started_here = True
         self.startup_s.append(time.perf_counter() - began)
 
