@@ -295,8 +295,10 @@ def _sweep(args) -> int:
         sys.stdout.write(dry_run_table(plan))
         return 0
     try:
+        slurm = {"partition": args.slurm_partition, "time_limit": args.slurm_time, "gpus": args.slurm_gpus,
+                 "extra": args.slurm_extra, "cluster": args.slurm_cluster}
         outcome = run_sweep(spec, args.out, args.workers, args.launcher, args.ray_address, args.retry_failed,
-                            command=command_line(args.argv), on_launch=preload_reports)
+                            command=command_line(args.argv), on_launch=preload_reports, slurm=slurm)
     except KeyboardInterrupt:
         print("arch-zoo: sweep interrupted; finished runs are kept, and rerunning the same command resumes",
               file=sys.stderr)
@@ -376,8 +378,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "own (e.g. train.max_steps=100); they are part of the spec, so its runs' configs carry them")
     p.add_argument("--workers", type=int, default=None, help="local: worker processes (default 1); "
                    "ray: most runs at once (default: as many as the cluster fits)")
-    p.add_argument("--launcher", choices=["local", "ray"], default="local", help="where runs train (default: local)")
+    p.add_argument("--launcher", choices=["local", "ray", "slurm"], default="local",
+                   help="where runs train (default: local); slurm: one job per run through submitit")
     p.add_argument("--ray-address", default=None, help="ray: a cluster address (default: start a local one)")
+    p.add_argument("--slurm-partition", default=None, help="slurm: the partition to submit to")
+    p.add_argument("--slurm-time", default=None, help="slurm: each job's time limit (MM, HH:MM:SS, D-HH:MM:SS)")
+    p.add_argument("--slurm-gpus", type=int, default=None, help="slurm: GPUs per job")
+    p.add_argument("--slurm-extra", action="append", default=[], metavar="KEY=VALUE",
+                   help="slurm: any other #SBATCH option, passed through (repeatable; e.g. qos=high)")
+    p.add_argument("--slurm-cluster", choices=["slurm", "local"], default="slurm",
+                   help="slurm: 'local' runs each job as a local subprocess through submitit (to try a sweep)")
     p.add_argument("--out", default="runs/sweeps", help="run store root; runs go to OUT/<sweep name>/ "
                    "(default: runs/sweeps)")
     p.add_argument("--retry-failed", action="store_true", help="train failed and diverged runs again")

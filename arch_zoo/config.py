@@ -109,7 +109,8 @@ class TrainConfig:
     tf32: bool = True  # TF32 matmuls where CUDA is (Ampere and later); false keeps full fp32 matmuls
     accelerator: str = "auto"
     devices: Any = 1  # Lightning devices: 1, 2, "auto", [0, 1]
-    strategy: str = "auto"  # Lightning strategy: auto, ddp, ...
+    strategy: str = "auto"  # Lightning strategy: auto, ddp, fsdp (CUDA only), ...
+    num_nodes: int = 1  # machines the strategy spans (Lightning's num_nodes; launched by Slurm/torchrun)
     val_every: int = 200  # steps between validations (and checkpoints)
     val_batches: Optional[int] = None  # cap on batches per evaluation split
     exact_match_samples: int = 256  # held-out examples decoded greedily for exact match

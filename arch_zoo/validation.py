@@ -142,6 +142,8 @@ def validate_train(t: TrainConfig, key: str = "train") -> None:
         raise ConfigError(f"{key}.min_lr_ratio", f"must be in [0, 1], got {t.min_lr_ratio}")
     if t.schedule == "noam" and t.warmup_steps == 0:
         raise ConfigError(f"{key}.warmup_steps", "the noam schedule needs warmup_steps > 0")
+    if t.num_nodes < 1:
+        raise ConfigError(f"{key}.num_nodes", f"must be at least 1, got {t.num_nodes}")
     if t.compile_mode not in COMPILE_MODES:
         raise choice_error(f"{key}.compile_mode", "torch.compile mode", t.compile_mode, COMPILE_MODES)
     precisions = _precision_choices()

@@ -146,6 +146,15 @@ class Comparison:
     peers: Sequence[str]  # the ratio is taken against the fastest of these
 
 
+COMPILED = " +compile"  # suffix of a compiled row's name
+COMPILE_IMPLS = ("arch_zoo[llama]", "hf-llama")  # --compile adds a compiled row for each
+
+
+def modes(name: str, results: Dict[str, dict]) -> List[str]:
+    """An implementation's measured rows: eager, and compiled where --compile ran it."""
+    return [n for n in (name, name + COMPILED) if "tokens_per_s" in results.get(n, {})]
+
+
 COMPARISONS = [
     Comparison("gpt-style", "arch_zoo[gpt]", ("torch.nn", "x-transformers")),
     Comparison("llama-style", "arch_zoo[llama]", ("hf-llama",)),
@@ -167,16 +176,18 @@ def batch(s: Shape, device: torch.device):
 class Trainer:
     """One implementation's model, optimizer and fixed batch; ``step()`` is one training step."""
 
-    def __init__(self, impl: Impl, s: Shape, device: torch.device):
+    def __init__(self, impl: Impl, s: Shape, device: torch.device, compiled: bool = False):
         torch.manual_seed(0)
         self.impl, self.vocab = impl, s.vocab
         with device:  # built where it will run: no host copy, and no reliance on every module's .to()
             self.model = impl.build(s).train()
+        # the step's forward (and so its backward) through torch.compile; the optimizer stays eager
+        self.run = torch.compile(self.model) if compiled else self.model
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, weight_decay=0.01)
         self.ids, self.targets = batch(s, device)
 
     def loss(self) -> torch.Tensor:
-        logits = self.impl.forward(self.model, self.ids)
+        logits = self.impl.forward(self.run, self.ids)
         return F.cross_entropy(logits.reshape(-1, self.vocab), self.targets.reshape(-1))
 
     def step(self) -> None:
@@ -237,6 +248,8 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help="tiny shape and few steps: a smoke test, not a measurement")
     p.add_argument("--no-memory", action="store_true", help="skip the per-implementation memory subprocesses")
     p.add_argument("--json", metavar="PATH", help="also write the results here")
+    p.add_argument("--compile", action="store_true", help="add torch.compile rows for " + " and ".join(COMPILE_IMPLS)
+                   + "; the llama-style ratio takes each side in its fastest mode")
     p.add_argument("--memory-child", metavar="IMPL", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.steps = args.steps if args.steps is not None else (2 if args.quick else 10)
@@ -247,16 +260,19 @@ def parse_args(argv=None):
 
 
 def ratio_line(comp: Comparison, results: Dict[str, dict]) -> dict:
-    ours = results.get(comp.ours, {})
-    peers = [n for n in comp.peers if "tokens_per_s" in results.get(n, {})]
-    if "tokens_per_s" not in ours or not peers:
+    """Ours against the fastest peer, each side in its fastest mode (eager or compiled, by median)."""
+    fastest = lambda names: max(names, key=lambda n: results[n]["tokens_per_s"])  # noqa: E731
+    mine = modes(comp.ours, results)
+    peers = [m for n in comp.peers for m in modes(n, results)]
+    if not mine or not peers:
         return {"comparison": comp.name, "ours": comp.ours, "peer": None, "peers": list(comp.peers), "ratio": None}
-    peer = max(peers, key=lambda n: results[n]["tokens_per_s"])
+    name, peer = fastest(mine), fastest(peers)
+    ours = results[name]
     # Round r of every implementation ran back to back, so per-round ratios share the machine's state.
     paired = sorted(b / a for a, b in zip(ours["step_s"], results[peer]["step_s"]))
     mem = (ours["peak_bytes"] / results[peer]["peak_bytes"]
            if ours.get("peak_bytes") and results[peer].get("peak_bytes") else None)
-    return {"comparison": comp.name, "ours": comp.ours, "peer": peer, "peers": list(comp.peers),
+    return {"comparison": comp.name, "ours": name, "peer": peer, "peers": list(comp.peers),
             "ratio": ours["tokens_per_s"] / results[peer]["tokens_per_s"],
             "all_rounds_ratio": sum(results[peer]["step_s"]) / sum(ours["step_s"]),  # total tokens / total time
             "cpu_ratio": results[peer]["cpu_median_s"] / ours["cpu_median_s"],
@@ -281,7 +297,8 @@ def main(argv=None) -> int:
           f"seq {s.seq}, batch {s.batch} ({s.tokens} tokens/step)")
     print(describe_machine(info))
     print(f"timing: {args.warmup} warmup steps each, then {args.steps} round-robin rounds of one step each "
-          f"(order rotates every round); tokens/s from the median step (and, in the ratios, over all rounds)")
+          f"(order rotates every round); tokens/s from the median step (and, in the ratios, over all rounds)"
+          + ("; compiled rows compile during their warmup" if args.compile else ""))
 
     results: Dict[str, dict] = {}
     trainers: Dict[str, Trainer] = {}
@@ -295,6 +312,9 @@ def main(argv=None) -> int:
         with torch.no_grad():
             init_loss = trainers[name].loss().item()
         results[name] = {"config": impl.config, "params": n_params(trainers[name].model), "init_loss": init_loss}
+        if args.compile and name in COMPILE_IMPLS:
+            trainers[name + COMPILED] = Trainer(impl, s, device, compiled=True)
+            results[name + COMPILED] = {**results[name], "config": "torch.compile(model)"}
 
     times = round_robin({n: t.step for n, t in trainers.items()}, device, args.warmup, args.steps,
                         log=None if args.quick else lambda line: print(line, flush=True))
@@ -307,7 +327,7 @@ def main(argv=None) -> int:
     method = PeakMemory(device).method
     if not args.no_memory:
         # Timing is over and each child measures only its own process, so they may run side by side.
-        names = list(times)
+        names = [n for n in times if not n.endswith(COMPILED)]  # a compiled row's memory is not measured
         for name, got in zip(names, run_children([child_argv(args, n) for n in names], parallel=os.cpu_count() or 1)):
             if isinstance(got, Exception):
                 results[name]["memory_error"] = str(got)

@@ -80,3 +80,27 @@ def test_gpu_benchmark_without_a_gpu_skips_in_one_line():
                           timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines() == [proc.stdout.strip()] and "skipped, no CUDA GPU" in proc.stdout
+
+
+@pytest.mark.slow
+def test_train_step_compile_adds_compiled_rows_and_takes_each_sides_fastest_mode(tmp_path):
+    """README: "`benchmarks/train_step.py --compile` adds compiled rows for arch_zoo[llama] and
+    hf-llama; the llama-style ratio takes each side in its fastest mode (eager or compiled)"."""
+    pytest.importorskip("transformers")
+    out_json = tmp_path / "ts.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_step.py"), "--quick", "--device", "cpu",
+                           "--threads", "1", "--no-memory", "--compile", "--json", str(out_json)],
+                          capture_output=True, text=True, timeout=1200, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+
+    data = json.loads(out_json.read_text())
+    res = data["results"]
+    for name in ("arch_zoo[llama] +compile", "hf-llama +compile"):
+        assert res[name]["tokens_per_s"] > 0 and res[name]["init_loss"] == res[name.split(" +")[0]]["init_loss"]
+    llama = next(r for r in data["ratios"] if r["comparison"] == "llama-style")
+    mine = max(("arch_zoo[llama]", "arch_zoo[llama] +compile"), key=lambda n: res[n]["tokens_per_s"])
+    peer = max(("hf-llama", "hf-llama +compile"), key=lambda n: res[n]["tokens_per_s"])
+    assert (llama["ours"], llama["peer"]) == (mine, peer)
+    assert llama["ratio"] == pytest.approx(res[mine]["tokens_per_s"] / res[peer]["tokens_per_s"])
+    assert re.search(rf"^ratio llama-style: {re.escape(mine)} vs {re.escape(peer)}: \d+\.\d+x", proc.stdout, re.M)

@@ -38,6 +38,23 @@ def resources(config, cluster: Dict[str, float]) -> Dict[str, float]:
     return {"num_cpus": cpus, "num_gpus": gpus}
 
 
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A ``--ray-address`` (``HOST:PORT`` or ``ray://HOST:PORT``) nothing listens on is a user
+    mistake: say so in one line at once (``ray.init`` itself retries for minutes, then fails with
+    a traceback). ``auto`` and other forms are left to Ray."""
+    import socket
+
+    host, sep, port = address.split("://", 1)[-1].rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise ConfigError("--ray-address", f"no Ray cluster reachable at {address} ({why}); "
+                          "start one with `ray start --head` or check the address") from None
+
+
 class RayLauncher:
     def __init__(self, address: Optional[str] = None, max_in_flight: Optional[int] = None,
                  init_kwargs: Optional[Dict[str, Any]] = None):
@@ -62,8 +79,14 @@ class RayLauncher:
         kwargs = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR",
                   **self.init_kwargs}
         if self.address:
+            check_reachable(self.address)
             kwargs["address"] = self.address
-        ray.init(**kwargs)
+        try:
+            ray.init(**kwargs)
+        except ConnectionError as exc:  # something listens there, but not a Ray cluster this can join
+            raise ConfigError("--ray-address", f"cannot join a Ray cluster at {self.address} "
+                              f"({(str(exc).splitlines() or [''])[0]}; a cluster with token auth also "
+                              "needs RAY_AUTH_MODE=token here)") from None
         self.started_here = True
         self.startup_s.append(time.perf_counter() - began)
 

@@ -40,7 +40,8 @@ class SweepOutcome:
 
 
 def make_launcher(kind: str, workers: Optional[int], ray_address: Optional[str] = None,
-                  ray_init: Optional[Dict[str, Any]] = None, threads: Optional[int] = None):
+                  ray_init: Optional[Dict[str, Any]] = None, threads: Optional[int] = None,
+                  slurm: Optional[Dict[str, Any]] = None):
     if kind == "local":
         from .local import LocalLauncher
 
@@ -49,26 +50,32 @@ def make_launcher(kind: str, workers: Optional[int], ray_address: Optional[str] 
         from .ray_launcher import RayLauncher
 
         return RayLauncher(ray_address, max_in_flight=workers, init_kwargs=ray_init)
+    if kind == "slurm":
+        from .slurm_launcher import SlurmLauncher
+
+        return SlurmLauncher(max_in_flight=workers, **(slurm or {}))
     from ..errors import choice_error
 
-    raise choice_error("--launcher", "launcher", kind, ["local", "ray"])
+    raise choice_error("--launcher", "launcher", kind, ["local", "ray", "slurm"])
 
 
 def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT_OUT, workers: Optional[int] = None,
               launcher: str = "local", ray_address: Optional[str] = None, retry_failed: bool = False,
               log: Callable[[str], None] = print, ray_init: Optional[Dict[str, Any]] = None,
               threads: Optional[int] = None, command: Optional[str] = None,
-              on_launch: Optional[Callable[[], None]] = None) -> SweepOutcome:
+              on_launch: Optional[Callable[[], None]] = None,
+              slurm: Optional[Dict[str, Any]] = None) -> SweepOutcome:
     """Run (or resume) a sweep; every problem with the spec is raised before any run starts.
     ``threads``: torch threads per local worker (default: the cores divided among the workers).
     Each call that gets past planning records itself in the store's invocations.jsonl as it goes
     (its ``command``, commit and machine when it starts, each run it trains, its outcome and wall
     time at the end), which reports print as the sweep's provenance. ``on_launch`` is
-    called once the runs are handed to the launcher, when this process has nothing to do but wait."""
+    called once the runs are handed to the launcher, when this process has nothing to do but wait.
+    ``slurm``: the Slurm launcher's options (partition, time_limit, gpus, extra, cluster)."""
     began = time.perf_counter()
     started_at = _utc_now()
     spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
-    launch = make_launcher(launcher, workers, ray_address, ray_init, threads)
+    launch = make_launcher(launcher, workers, ray_address, ray_init, threads, slurm)
     launch.start()  # workers import the stack while this process plans
     try:
         from ..catalog import all_registries

@@ -30,9 +30,37 @@ def check_compiler(t: TrainConfig, accelerator: str) -> None:
                               "(install g++ or set $CXX), or set train.compile=false")
 
 
+CUDA_ONLY_STRATEGIES = ("fsdp", "deepspeed")  # Lightning refuses them on CPU
+
+
+def _wants_cuda(accelerator: str) -> bool:
+    return accelerator in ("cuda", "gpu") or (accelerator == "auto" and torch.cuda.is_available())
+
+
+def check_strategy(t: TrainConfig) -> None:
+    """The strategy exists, the devices it asks for are there, and it runs on this accelerator: said
+    in one line before training instead of Lightning's exception from inside the Trainer."""
+    from pytorch_lightning.strategies import StrategyRegistry
+
+    from ..errors import choice_error
+
+    choices = ["auto", *sorted(StrategyRegistry.available_strategies())]
+    if t.strategy not in choices:
+        raise choice_error("train.strategy", "Lightning strategy", t.strategy, choices)
+    cuda = _wants_cuda(t.accelerator)
+    if t.strategy.split("_")[0] in CUDA_ONLY_STRATEGIES and not cuda:
+        raise ConfigError("train.strategy", f"{t.strategy} needs CUDA GPUs (Lightning runs it on no other "
+                          f"accelerator) and this run uses the CPU: use train.strategy=ddp on CPU")
+    wanted = len(t.devices) if isinstance(t.devices, (list, tuple)) else t.devices if isinstance(t.devices, int) else None
+    if t.accelerator in ("cuda", "gpu") and wanted is not None:
+        present = torch.cuda.device_count()
+        if wanted > present:
+            raise ConfigError("train.devices", f"{wanted} GPUs asked for, {present} on this machine "
+                              f"(train.devices counts GPUs per node)")
+
+
 def check_precision(t: TrainConfig, accelerator: str) -> None:
-    if t.precision.startswith("bf16") and (accelerator in ("cuda", "gpu") or (
-            accelerator == "auto" and torch.cuda.is_available())) and not torch.cuda.is_bf16_supported():
+    if t.precision.startswith("bf16") and _wants_cuda(accelerator) and not torch.cuda.is_bf16_supported():
         raise ConfigError("train.precision", f"{t.precision} needs a GPU with bfloat16 support; "
                           f"{torch.cuda.get_device_name()} has none: use 16-mixed or 32-true")
 

@@ -125,7 +125,7 @@ def _drop_unreachable_lengths(cfg: ExperimentConfig, data: TaskData) -> None:
             f"position '{cfg.model.position.name}' represents at most {limit} positions")
 
 
-RESUMABLE_ACROSS = ("compile", "compile_mode")
+RESUMABLE_ACROSS = ("compile", "compile_mode", "strategy")  # checkpoints are full (consolidated) state dicts
 
 
 def _check_same_config(cfg: ExperimentConfig, run_dir: Path) -> None:
@@ -186,8 +186,9 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
                          status.get("reason"), skipped=True)
     data = prepare(cfg)  # user errors surface here, before the run dir exists
     _check_checkpoint(run_dir)
-    from .accel import check_compiler, check_precision
+    from .accel import check_compiler, check_precision, check_strategy
 
+    check_strategy(cfg.train)
     check_compiler(cfg.train, cfg.train.accelerator)
     check_precision(cfg.train, cfg.train.accelerator)
     writer = _is_rank_zero()

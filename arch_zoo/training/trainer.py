@@ -59,6 +59,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
     loggers = build_loggers(cfg, run_dir, run_dir.name, keep_rows=resume["metrics_rows"] if resume else None)
     trainer = pl.Trainer(
         max_steps=t.max_steps, max_epochs=1, accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
+        num_nodes=t.num_nodes,
         precision=t.precision, gradient_clip_val=t.grad_clip, accumulate_grad_batches=t.accumulate_grad_batches,
         val_check_interval=t.val_every * t.accumulate_grad_batches, check_val_every_n_epoch=None,
         limit_val_batches=t.val_batches, limit_test_batches=t.val_batches, log_every_n_steps=t.log_every,
