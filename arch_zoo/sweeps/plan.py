@@ -184,6 +184,10 @@ def _related(key: str, axis: str) -> bool:
 def make_plan(spec: SweepSpec, variants: Optional[List[Variant]] = None) -> Plan:
     """Every run of ``variants`` (default: the spec's) x seeds; a tuned spec's stage 1."""
     if spec.tune is not None and variants is None:
+        seed = _Configs(spec, {}).base.seed if spec.seeds is None else None
+        if seed in spec.tune.seeds:
+            raise ConfigError("tune.seeds", f"seed {seed} is also the evaluation seed (the base config's seed; the "
+                              "spec has no 'seeds'); stage 2 must use seeds the choice never saw")
         first = stage_one_spec(spec)
         return _staged(_make_plan(first, expand(first)), spec, STAGE_TUNE)
     return _make_plan(spec, expand(spec) if variants is None else variants)
@@ -222,9 +226,6 @@ def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
     sizer.vocab_size(configs.base, configs.base_error)  # the task's own problems are the base's
     if spec.tune is not None:
         known_metric(spec.tune.select, sizer.val_metrics(configs.base, configs.base_error))
-        if spec.seeds is None and configs.base.seed in spec.tune.seeds:
-            raise ConfigError("tune.seeds", f"seed {configs.base.seed} is also the evaluation seed (the base "
-                              "config's seed; the spec has no 'seeds'); stage 2 must use seeds the choice never saw")
     runs: List[RunPlan] = []
     for seed in seeds:
         target = None
