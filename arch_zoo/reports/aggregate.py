@@ -114,7 +114,7 @@ def resolve_baseline(runs: pd.DataFrame, baseline: Baseline) -> Dict[str, Any]:
             raise ConfigError("baseline", f"'{key}' {what}{did_you_mean(key, settings)}; "
                                           f"varied settings: {', '.join(settings) or '(none)'}")
         out[match[0]] = value
-    if out and not any(all(_same(r[k], v) for k, v in out.items()) for _, r in runs.iterrows()):
+    if out and len(runs) and not any(all(_same(r[k], v) for k, v in out.items()) for _, r in runs.iterrows()):
         wanted = ",".join(f"{k}={v}" for k, v in out.items())
         raise ConfigError("baseline", f"{wanted} matches no variant; variants: "
                                       f"{'; '.join(dict.fromkeys(runs['variant'].astype(str)))}")

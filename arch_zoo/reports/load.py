@@ -299,6 +299,8 @@ def load_groups(path: Union[str, Path, Sequence[Union[str, Path]]]) -> List[pd.D
         frame = _frame(group, paths, specs, single_sweep)
         if stage_one:
             frame.attrs["tuning"] = tuning_record(stage_one, specs[0] if single_sweep else {})
+            if not group:  # stage 2 not planned yet: the axes are stage 1's
+                frame.attrs["settings"] = _ordered(k for r in stage_one for k in r["_settings"])
         frame.attrs["task"] = label if len(groups) > 1 else None
         frame.attrs["load_notes"] = notes + _budget_note(group)
         if stage_one:

@@ -16,6 +16,8 @@ from ..metrics import goal_of
 from ..sweeps.tune import Choice, TuneSpec, choose, edge_warning, variant_key
 from ..sweeps.values import plain
 
+FINISHED = ("completed", "diverged", "failed")  # what stage 2 waits for in stage 1
+
 
 def _spec(record: Dict[str, Any]) -> TuneSpec:
     runs = record["runs"]
@@ -36,6 +38,10 @@ def choices(record: Dict[str, Any]) -> Dict[str, Choice]:
     return {name: picked[variant_key({"variant": name})] for name in dict.fromkeys(r["variant"] for r in record["runs"])}
 
 
+def _unfinished(record: Dict[str, Any], variant: str) -> bool:
+    return any(r["status"] not in FINISHED for r in record["runs"] if r["variant"] == variant)
+
+
 def _cell(record: Dict[str, Any], variant: str, value: Any, score: Optional[float]) -> str:
     if score is not None:
         return number(score, 4)
@@ -54,7 +60,8 @@ def tuning_table(record: Dict[str, Any]) -> pd.DataFrame:
         for v in spec.values:
             text = _cell(record, variant, v, c.scores.get(v))
             row[f"{plain(v)}"] = f"**{text}**" if v == c.value else text
-        row[f"chosen {spec.key}"] = plain(c.value) if c.value is not None else "none (no value completed)"
+        row[f"chosen {spec.key}"] = ("not yet (stage 1 is unfinished)" if _unfinished(record, variant) else
+                                     plain(c.value) if c.value is not None else "none (no value completed)")
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -66,6 +73,8 @@ def tuning_notes(record: Dict[str, Any]) -> List[str]:
              f"seed{'s' * (len(spec.seeds) != 1)} {', '.join(map(str, spec.seeds))}; the table compares stage 2, on "
              "other seeds. A value that diverged or failed on any tuning seed is never chosen."]
     for variant, c in picked.items():
+        if _unfinished(record, variant):
+            continue
         warning = edge_warning(spec.key, variant, c.edge, plain(c.value))
         if warning:
             lines.append(warning)
@@ -92,10 +101,11 @@ def tuning_plot(record: Dict[str, Any], out_dir: Path) -> Optional[Path]:
         done = [(xs[v], s) for v, s in c.scores.items() if s is not None]
         if done:
             ax.plot(*zip(*done), marker="o", color=color, label=_text(variant))
-        failed = [xs[v] for v, s in c.scores.items() if s is None]
+        failed = [xs[v] for v, s in c.scores.items() if s is None and all(
+            r["status"] in FINISHED for r in record["runs"] if r["variant"] == variant and r["value"] == v)]
         if failed:
             ax.plot(failed, [top] * len(failed), "x", color=color, markersize=9)
-        if c.value is not None:
+        if c.value is not None and not _unfinished(record, variant):
             ax.plot([xs[c.value]], [c.scores[c.value]], "o", markersize=12, markerfacecolor="none", color=color)
     if numeric and min(spec.values) > 0 and max(spec.values) / min(spec.values) >= 10:
         ax.set_xscale("log")
