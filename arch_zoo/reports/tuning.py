@@ -59,7 +59,7 @@ def tuning_table(record: Dict[str, Any]) -> pd.DataFrame:
         row = {"variant": variant}
         for v in spec.values:
             text = _cell(record, variant, v, c.scores.get(v))
-            row[f"{plain(v)}"] = f"**{text}**" if v == c.value else text
+            row[f"{plain(v)}"] = f"**{text}**" if v == c.value and not _unfinished(record, variant) else text
         row[f"chosen {spec.key}"] = ("not yet (stage 1 is unfinished)" if _unfinished(record, variant) else
                                      plain(c.value) if c.value is not None else "none (no value completed)")
         rows.append(row)
