@@ -19,8 +19,8 @@ from .stats import ALPHA, MAX_SEEDS, POWER
 
 MAX_OTHER_METRICS = 6
 PM = "±"
-OPTIONAL = ("params", "FLOPs/token", "train tokens", "train FLOPs", "tokens/s", "MFU", "peak MB", "95% CI", "Δ vs baseline [95% CI]", "p", "p (Holm)",
-            "d_z", "seeds needed", "best seed", "notes")  # dropped from a display when no row has a value
+OPTIONAL = ("params", "FLOPs/token", "train tokens", "train FLOPs", "tokens/s", "MFU", "peak MB", "95% CI",
+            "Δ vs baseline [95% CI]", "p", "p (Holm)", "d_z", "seeds needed", "best seed", "notes")  # dropped from a display when no row has a value
 
 
 def num(v: Any, digits: int = 4) -> str:

@@ -35,7 +35,8 @@ def choices(record: Dict[str, Any]) -> Dict[str, Choice]:
     rows = [({"variant": r["variant"], spec.key: r["value"]}, r["seed"], r["status"], r["metric"])
             for r in record["runs"]]
     picked = choose(spec, rows)
-    return {name: picked[variant_key({"variant": name})] for name in dict.fromkeys(r["variant"] for r in record["runs"])}
+    names = dict.fromkeys(r["variant"] for r in record["runs"])
+    return {name: picked[variant_key({"variant": name})] for name in names}
 
 
 def _unfinished(record: Dict[str, Any], variant: str) -> bool:
