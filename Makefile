@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # On a GPU machine: make TORCH_SPEC=torch test
 TORCH_SPEC ?= torch==2.13.0
 export WANDB_MODE ?= offline
-STUDIES := positions norm_placement heads ffn copy
+STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned
 
 .PHONY: install test test-cpus test-slow demo bench studies $(addprefix study-,$(STUDIES)) gradnorms clean
 
@@ -38,7 +38,8 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/arch-zoo sweep sweeps/quickstart.yaml --workers 2 --out runs/sweeps
 	$(VENV)/bin/arch-zoo report runs/sweeps/quickstart --out reports/quickstart
 
-# The published-findings studies (sweeps/studies/; about an hour on 2 CPU cores, not run in CI).
+# The published-findings studies (sweeps/studies/; about an hour on 2 CPU cores, not run in CI; the two
+# *_tuned ones rerun heads and norm_placement with per-variant learning-rate tuning, issue 16).
 # Each trains into runs/studies/<study> (rerunning resumes) and writes reports/<study>/.
 # A sweep's exit status 1 means some runs failed or diverged: that is data, the report still runs.
 studies: $(addprefix study-,$(STUDIES)) gradnorms

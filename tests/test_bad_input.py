@@ -43,6 +43,12 @@ def ws(tmp_path_factory):
     (ws / "spec_bad_value.yaml").write_text(yaml.safe_dump({"name": "s5", **spec,
                                                              "grid": {"model.position": ["rope", "rop"]}}))
     (ws / "spec_unknown_key.yaml").write_text(yaml.safe_dump({"name": "s4", **spec, "seed": [0]}))
+    tune = {"key": "train.lr", "values": [1.0e-3, 1.0e-2], "seeds": [9]}
+    for name, bad in (("overlap", {"seeds": [0, 1]}), ("select", {"select": "val/exact_match"}),
+                      ("axis", {"key": "model.position"}), ("range", {"values": {"min": 1.0e-3, "max": 1.0e-2,
+                                                                                  "n": 0}})):
+        (ws / f"spec_tune_{name}.yaml").write_text(yaml.safe_dump({"name": f"t{name}", **spec,
+                                                                    "tune": {**tune, **bad}}))
     write_sweep(ws / "sweep")
     (ws / "plugin_syntax.py").write_text("def broken(:\n")
     (ws / "plugin_raises.py").write_text("from arch_zoo.components.norms import NORMS\n"
@@ -141,6 +147,14 @@ CASES = [
      "grid.model.position: unknown position scheme 'rop' (did you mean 'rope'?)"),
     ("sweep-unknown-key", "sweep {ws}/spec_unknown_key.yaml --out {ws}/store",
      "seed: unknown sweep key (did you mean 'seeds'?)"),
+    ("sweep-tune-seeds-overlap", "sweep {ws}/spec_tune_overlap.yaml --out {ws}/store",
+     "tune.seeds: seed 0 is also an evaluation seed"),
+    ("sweep-tune-select-not-produced", "sweep {ws}/spec_tune_select.yaml --out {ws}/store",
+     "tune.select: the task produces no val/exact_match"),
+    ("sweep-tune-key-is-an-axis", "sweep {ws}/spec_tune_axis.yaml --out {ws}/store",
+     "tune.key: model.position is also varied by grid"),
+    ("sweep-tune-empty-range", "sweep {ws}/spec_tune_range.yaml --dry-run --out {ws}/store",
+     "tune.values.n: the range is empty"),
     ("sweep-out-is-a-file", "sweep {ws}/spec.yaml --out {ws}/file.txt", "--out: {ws}/file.txt exists and is not a"),
     ("sweep-dry-run-out-is-a-file", "sweep {ws}/spec.yaml --dry-run --out {ws}/file.txt", "--out: {ws}/file.txt"),
     ("sweep-zero-workers", "sweep {ws}/spec.yaml --workers 0 --out {ws}/store", "--workers: must be at least 1"),

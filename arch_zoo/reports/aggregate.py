@@ -114,7 +114,7 @@ def resolve_baseline(runs: pd.DataFrame, baseline: Baseline) -> Dict[str, Any]:
             raise ConfigError("baseline", f"'{key}' {what}{did_you_mean(key, settings)}; "
                                           f"varied settings: {', '.join(settings) or '(none)'}")
         out[match[0]] = value
-    if out and not any(all(_same(r[k], v) for k, v in out.items()) for _, r in runs.iterrows()):
+    if out and len(runs) and not any(all(_same(r[k], v) for k, v in out.items()) for _, r in runs.iterrows()):
         wanted = ",".join(f"{k}={v}" for k, v in out.items())
         raise ConfigError("baseline", f"{wanted} matches no variant; variants: "
                                       f"{'; '.join(dict.fromkeys(runs['variant'].astype(str)))}")
@@ -200,8 +200,8 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
             row[status] = int((group["status"] == status).sum())
         row["other"] = int((~group["status"].isin(STATUSES)).sum())
         done = group[group["status"] == "completed"]
-        for col in ("params", "flops_per_token", "train_tokens", "train_flops", "train_tokens_per_s", "peak_memory_mb",
-                    "wall_time_s"):
+        for col in ("params", "flops_per_token", "train_tokens", "train_flops", "train_tokens_per_s", "mfu",
+                    "peak_memory_mb", "wall_time_s"):
             values = (done if done[col].notna().any() else group)[col].dropna()
             row[col] = float(values.mean()) if len(values) else math.nan
         row["notes"] = _notes(group) or None

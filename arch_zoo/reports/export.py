@@ -19,7 +19,8 @@ from .aggregate import Baseline, check_options, summarize
 from .html import page
 from .load import goal_for, load_groups
 from .provenance import provenance_lines, sample_rows
-from .tables import display, footnotes, main_and_more, other_metrics, runs_display, title
+from .tables import display, footnotes, main_and_more, num, other_metrics, runs_display, title
+from .tuning import tuning_plot, tuning_table
 
 FORMATS = ("md", "csv", "tex", "parquet", "html", "plots")
 DEFAULT_FORMATS = ("md", "csv", "tex", "parquet", "html")
@@ -62,6 +63,9 @@ def write_tables(runs: pd.DataFrame, table: pd.DataFrame, out: Path, formats: Se
         if "parquet" in formats:
             _parquet_safe(frame).to_parquet(out / f"{name}.parquet", index=False)
             written.append(out / f"{name}.parquet")
+    if "csv" in formats and runs.attrs.get("tuning"):  # a tuned sweep's stage 1, one row per run
+        pd.DataFrame(runs.attrs["tuning"]["runs"]).to_csv(out / "tuning.csv", index=False)
+        written.append(out / "tuning.csv")
     return written
 
 
@@ -99,6 +103,11 @@ def markdown(runs: pd.DataFrame, table: pd.DataFrame, command: Optional[str] = N
     if description:
         parts += [md_escape(p) for p in description.split("\n\n")] + [""]
     parts += _md_tables(table)
+    tuning = runs.attrs.get("tuning")
+    if tuning:
+        parts += ["", f"## Tuning (stage 1): {md_escape(tuning['select'])} against {md_escape(tuning['key'])}", "",
+                  "Mean over the tuning seeds; bold: the value each variant was chosen at (plot: plots/tuning.png).",
+                  "", _md_table(tuning_table(tuning))]
     for variant, rows in sample_rows(runs).items():
         parts += ["", f"## Greedy decodings: {md_escape(variant)}", "", _md_table(pd.DataFrame(rows))]
     provenance = provenance_lines(runs, command)
@@ -222,6 +231,8 @@ def _write_one(runs: pd.DataFrame, table: pd.DataFrame, out: Path, fmts: Sequenc
         from .plots import write_plots  # matplotlib: half a second that tables-only callers never pay
 
         plots = write_plots(runs, table, out / "plots")
+        if runs.attrs.get("tuning"):
+            plots.append(tuning_plot(runs.attrs["tuning"], out / "plots"))
         files += [p for png in plots for p in (png, png.with_suffix(".svg"))]
     if "html" in fmts:
         # replaced whole: a browser reloading it (--watch) never reads half a page

@@ -23,11 +23,13 @@ import yaml
 
 from ..errors import ConfigError
 from ..metrics import DIRECTIONS, goal_of
+from ..sweeps.tune import STAGE_TUNE
 from .grouping import by_task, check_distinct, differing, drop_duplicates, ordered as _ordered
+from .tuning import tuning_notes
 
 FIXED = ["sweep", "variant", "seed", "status", "reason", "is_baseline", "run_id", "params", "flops_per_token",
-         "train_tokens", "train_flops", "train_tokens_per_s", "peak_memory_mb", "wall_time_s", "step", "diverged_at",
-         "run_dir"]
+         "train_tokens", "train_flops", "train_tokens_per_s", "mfu", "peak_memory_mb", "wall_time_s", "step",
+         "diverged_at", "run_dir"]
 DEFAULT_METRIC = {"name": "val/loss", "goal": "min"}
 MAX_LABEL_SETTINGS = 4  # more differing settings than this: a variant is labelled by where it came from
 
@@ -155,6 +157,7 @@ def _read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
         "flops_per_token": summary.get("flops_per_token"),
         **_spent(meta.get("budget") or {}, summary.get("step", status.get("step"))),
         "train_tokens_per_s": summary.get("train_tokens_per_s"),
+        "mfu": summary.get("mfu"),
         "peak_memory_mb": summary.get("peak_memory_mb"),
         "wall_time_s": summary.get("wall_time_s"),
         "step": summary.get("step", status.get("step")),
@@ -162,6 +165,7 @@ def _read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
         "run_dir": str(run_dir),
     }
     row["_budget"] = (meta.get("budget") or {}).get("match")
+    row["_tune"] = meta.get("tune") or {}
     row["_settings"] = {k: _scalar(v) for k, v in (meta.get("settings") or {}).items()}
     row["_goals"] = {k: v for k, v in (summary.get("goals") or {}).items() if v in DIRECTIONS}
     row["_samples"] = summary.get("samples") or []
@@ -290,9 +294,17 @@ def load_groups(path: Union[str, Path, Sequence[Union[str, Path]]]) -> List[pd.D
     groups = by_task(rows)
     frames = []
     for label, group in groups.items():
+        stage_one = [r for r in group if r.get("_tune", {}).get("stage") == STAGE_TUNE]
+        group = [r for r in group if r not in stage_one]  # a tuned sweep's table compares stage 2 only
         frame = _frame(group, paths, specs, single_sweep)
+        if stage_one:
+            frame.attrs["tuning"] = tuning_record(stage_one, specs[0] if single_sweep else {})
+            if not group:  # stage 2 not planned yet: the axes are stage 1's
+                frame.attrs["settings"] = _ordered(k for r in stage_one for k in r["_settings"])
         frame.attrs["task"] = label if len(groups) > 1 else None
         frame.attrs["load_notes"] = notes + _budget_note(group)
+        if stage_one:
+            frame.attrs["load_notes"] += tuning_notes(frame.attrs["tuning"])
         frames.append(frame)
     return frames
 
@@ -323,8 +335,8 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
         records.append(rec)
     check_distinct(rows, records)
     frame = pd.DataFrame.from_records(records, columns=FIXED + settings_keys + metric_keys)
-    for col in ("params", "flops_per_token", "train_tokens", "train_flops", "train_tokens_per_s", "peak_memory_mb",
-                "wall_time_s", "step", "diverged_at", *metric_keys):
+    for col in ("params", "flops_per_token", "train_tokens", "train_flops", "train_tokens_per_s", "mfu",
+                "peak_memory_mb", "wall_time_s", "step", "diverged_at", *metric_keys):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
     frame["seed"] = pd.to_numeric(frame["seed"], errors="coerce").astype("Int64")
     for key in settings_keys:  # keep 4 an int and 'auto' a string: no float upcast around a missing value
@@ -351,6 +363,20 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
         "invocations": spec.get("invocations") or [],
     })
     return frame
+
+
+def tuning_record(rows: List[Dict[str, Any]], spec: Dict[str, Any]) -> Dict[str, Any]:
+    """A tuned sweep's stage 1, JSON-safe (it rides in ``frame.attrs``): the spec's tune key and one
+    entry per run (its variant without the tuned key, value, seed, status and selection metric)."""
+    tune = spec.get("tune") or {}
+    select = tune.get("select", "val/loss")
+    select = select.get("name", "val/loss") if isinstance(select, dict) else select
+    first = rows[0]["_tune"]
+    return {"key": first.get("key"), "select": select,
+            "goal": (tune.get("select") or {}).get("goal") if isinstance(tune.get("select"), dict) else None,
+            "runs": [{"variant": r["_tune"].get("variant"), "value": r["_tune"].get("value"), "seed": r.get("seed"),
+                      "status": r.get("status"), "reason": r.get("reason"), "metric": r["_metrics"].get(select),
+                      "run_dir": r.get("run_dir")} for r in rows]}
 
 
 def _group_labels(rows: List[Dict[str, Any]], settings_keys: List[str]) -> None:

@@ -22,8 +22,8 @@ RUN_COLUMNS = ["run_id", "variant", "seed", "status", "reason", "step", "params"
 
 MAX_OTHER_METRICS = 6
 PM = "±"
-OPTIONAL = ("params", "FLOPs/token", "tokens/s", "peak MB", "95% CI", "Δ vs baseline [95% CI]", "p", "p (Holm)",
-            "d_z", "seeds needed", "best seed", "notes")  # dropped from a display when no row has a value
+OPTIONAL = ("params", "FLOPs/token", "train tokens", "train FLOPs", "tokens/s", "MFU", "peak MB", "95% CI",
+            "Δ vs baseline [95% CI]", "p", "p (Holm)", "d_z", "seeds needed", "best seed", "notes")  # dropped from a display when no row has a value
 
 
 def num(v: Any, digits: int = 4) -> str:
@@ -103,7 +103,11 @@ def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
         out["seeds ok"] = seeds_text(r)
         out["params"] = si(r.get("params"))
         out["FLOPs/token"] = si(r.get("flops_per_token"))
+        out["train tokens"] = si(r.get("train_tokens"))  # the budget each variant actually spent
+        out["train FLOPs"] = si(r.get("train_flops"))
         out["tokens/s"] = si(r.get("train_tokens_per_s"))
+        mfu = r.get("mfu")
+        out["MFU"] = f"{mfu:.1%}" if isinstance(mfu, float) and not math.isnan(mfu) else ""
         out["peak MB"] = num(r.get("peak_memory_mb"), 0) if isinstance(r.get("peak_memory_mb"), float) else ""
         arrow = "↓" if goal == "min" else "↑"
         out[f"{metric} {arrow}"] = mean_std(r, metric, pm)
@@ -176,7 +180,7 @@ def terminal_table(sweep_dir: Union[str, Path, pd.DataFrame, List[pd.DataFrame]]
     table = sweep_dir if isinstance(sweep_dir, pd.DataFrame) else \
         summarize(load_runs(sweep_dir), metric=metric, baseline=baseline)
     shown = display(table)
-    keep = [c for c in shown.columns if c not in ("FLOPs/token", "peak MB", "notes")
+    keep = [c for c in shown.columns if c not in ("FLOPs/token", "train tokens", "train FLOPs", "peak MB", "notes")
             and c not in other_metrics(table)]
     body = tabulate(shown[keep], headers="keys", tablefmt="simple", showindex=False, disable_numparse=True) \
         if len(shown) else "(no runs)"

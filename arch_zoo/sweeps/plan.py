@@ -1,6 +1,7 @@
 """From a spec to the list of runs: one validated config per (variant, seed), with its run id,
 parameter count, training budget and, under ``budget: params`` (``match_params``), the adjusted
-``model.d_ff``, or under ``budget: flops``, the adjusted ``train.max_steps``.
+``model.d_ff``, or under ``budget: flops``, the adjusted ``train.max_steps``. A tuned spec
+(``tune``) plans in two stages: ``make_plan`` gives stage 1, ``second_plan`` stage 2 from its choices.
 
 Everything a user can get wrong surfaces here, before any run starts, as a ConfigError naming
 the spec key (``grid.model.position: unknown position scheme 'ropee' ...``)."""
@@ -16,6 +17,8 @@ from ..loading import load
 from ..config_types import to_dict
 from ..errors import ConfigError
 from .spec import SweepSpec, Variant, expand
+from .tune import STAGE_EVAL, STAGE_TUNE, Choice, base_settings, known_metric, stage_one_spec, stage_two_spec, \
+    stage_two_variants
 from ..run_names import plain, run_id, short_names, tags, variant_name, yaml_value
 
 
@@ -30,12 +33,16 @@ class RunPlan:
     matched: Dict[str, int]
     config: ExperimentConfig
     budget: Dict[str, Any] = field(default_factory=dict)  # match, steps, tokens, params, flops
+    tune: Dict[str, Any] = field(default_factory=dict)  # tuned sweeps: stage, key, value, variant (without key)
 
     def record(self, sweep: str) -> Dict[str, Any]:
         """run.json."""
-        return {"sweep": sweep, "run_id": self.run_id, "variant": self.variant, "seed": self.seed,
-                "settings": dict(self.settings), "is_baseline": self.is_baseline, "params": self.params,
-                "matched": dict(self.matched), "budget": dict(self.budget)}
+        out = {"sweep": sweep, "run_id": self.run_id, "variant": self.variant, "seed": self.seed,
+               "settings": dict(self.settings), "is_baseline": self.is_baseline, "params": self.params,
+               "matched": dict(self.matched), "budget": dict(self.budget)}
+        if self.tune:
+            out["tune"] = dict(self.tune)
+        return out
 
 
 @dataclass
@@ -52,21 +59,42 @@ class _Sizer:
 
     def __init__(self):
         self.vocab: Dict[str, int] = {}
+        self.data: Dict[str, Any] = {}  # the TaskData behind each vocabulary
         self.counts: Dict[Tuple[str, int], Tuple[int, float]] = {}
 
     def vocab_size(self, cfg: ExperimentConfig, blame: Callable[[ConfigError], ConfigError]) -> int:
         if cfg.model.vocab_size is not None and cfg.task is None:
             return cfg.model.vocab_size
-        key = json.dumps([to_dict(cfg.task), cfg.seed, cfg.model.kind, cfg.model.max_seq_len,
-                          to_dict(cfg.model.head), cfg.model.vocab_size], sort_keys=True, default=str)
+        key = self._key(cfg)
         if key not in self.vocab:
             from ..training.run import prepare
 
             try:
-                self.vocab[key] = prepare(cfg).tokenizer.vocab_size
+                self.data[key] = prepare(cfg)
             except ConfigError as exc:
                 raise blame(exc) from None
+            self.vocab[key] = self.data[key].tokenizer.vocab_size
         return self.vocab[key]
+
+    def val_metrics(self, cfg: ExperimentConfig, blame) -> List[str]:
+        """The validation metrics a run of ``cfg`` logs (as the training module names them)."""
+        from ..training import objectives
+
+        self.vocab_size(cfg, blame)
+        data = self.data.get(self._key(cfg))
+        if data is None:  # no task: nothing to validate on
+            return []
+        cpt = data.info.get("chars_per_token") or {}
+        out = [f"{split}/{name}" for split in data.eval_splits for name in objectives.finish(
+            {"loss": 1.0, "count": 1.0, "correct": 1.0}, data.objective, cpt.get(split.split("@")[0], 0.0))]
+        if "exact_match" in data.metrics and cfg.train.exact_match_samples > 0:
+            out.append("val/exact_match")
+        return out
+
+    @staticmethod
+    def _key(cfg: ExperimentConfig) -> str:
+        return json.dumps([to_dict(cfg.task), cfg.seed, cfg.model.kind, cfg.model.max_seq_len,
+                           to_dict(cfg.model.head), cfg.model.vocab_size], sort_keys=True, default=str)
 
     def count(self, cfg: ExperimentConfig, blame: Callable[[ConfigError], ConfigError]) -> int:
         return self._measure(cfg, blame)[0]
@@ -154,8 +182,42 @@ def _related(key: str, axis: str) -> bool:
     return bool(key) and (key == axis or key.startswith(axis + ".") or axis.startswith(key + "."))
 
 
-def make_plan(spec: SweepSpec) -> Plan:
-    variants = expand(spec)
+def make_plan(spec: SweepSpec, variants: Optional[List[Variant]] = None) -> Plan:
+    """Every run of ``variants`` (default: the spec's) x seeds; a tuned spec's stage 1."""
+    if spec.tune is not None and variants is None:
+        seed = _Configs(spec, {}).base.seed if spec.seeds is None else None
+        if seed in spec.tune.seeds:
+            raise ConfigError("tune.seeds", f"seed {seed} is also the evaluation seed (the base config's seed; the "
+                              "spec has no 'seeds'); stage 2 must use seeds the choice never saw")
+        first = stage_one_spec(spec)
+        return _staged(_make_plan(first, expand(first)), spec, STAGE_TUNE)
+    return _make_plan(spec, expand(spec) if variants is None else variants)
+
+
+def second_plan(spec: SweepSpec, chosen: Dict[str, Choice]) -> Plan:
+    """A tuned spec's stage 2: each variant at its chosen value on the evaluation seeds. ``chosen``
+    (``tune.choose``) is read from stage 1's finished runs, so this plan is a function of them."""
+    second = stage_two_spec(spec)
+    picks = {label: c.value for label, c in chosen.items() if c.value is not None}
+    variants = stage_two_variants(expand(spec), spec.tune.key, picks)
+    if not variants:
+        return Plan(spec, [], second.axes, short_names(second.axes))
+    if spec.baseline is not None and not any(all(v.settings.get(k) == x for k, x in spec.baseline.items())
+                                             for v in variants):
+        second = dataclasses.replace(second, baseline=None)  # the baseline had no usable value: no reference
+    return _staged(_make_plan(second, variants), spec, STAGE_EVAL)
+
+
+def _staged(plan: Plan, spec: SweepSpec, stage: str) -> Plan:
+    key = spec.tune.key
+    for run in plan.runs:
+        run.tune = {"stage": stage, "key": key, "value": run.settings[key],
+                    "variant": variant_name(base_settings(run.settings, key), plan.names)}
+    plan.spec = spec  # sweep.yaml records the spec as written
+    return plan
+
+
+def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
     names = short_names(spec.axes)
     configs = _Configs(spec, names)
     seeds = spec.seeds if spec.seeds is not None else [configs.base.seed]
@@ -163,6 +225,8 @@ def make_plan(spec: SweepSpec) -> Plan:
     baseline = _baseline(spec, variants, names)
     sizer = _Sizer()
     sizer.vocab_size(configs.base, configs.base_error)  # the task's own problems are the base's
+    if spec.tune is not None:
+        known_metric(spec.tune.select, sizer.val_metrics(configs.base, configs.base_error))
     runs: List[RunPlan] = []
     for seed in seeds:
         target = None

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from ..formatting import plural, si
-from .plan import Plan, make_plan
+from .plan import Plan, make_plan, second_plan
 from .spec import BUDGETS, SweepSpec, load_spec
 from .store import Store, read_json
+from .tune import STAGE_TUNE, base_settings, choose, edge_warning, variant_key
 from ..run_names import plain
 from .worker import FINISHED, Result, Task
 
@@ -34,6 +35,8 @@ class SweepOutcome:
         statuses = self.statuses()
         for run in self.plan.runs:
             s = statuses[run.run_id]
+            if run.tune.get("stage") == STAGE_TUNE and s["status"] == "diverged":
+                continue  # a tuning range is meant to reach instability: that value is just not chosen
             if s["status"] in NOT_DONE + ("diverged",):
                 out.append(f"{run.variant} s{run.seed}: {s['status']}" + (f" ({s['reason']})" if s.get("reason") else ""))
         return out
@@ -128,11 +131,24 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
                            **_worker_times(outcome.results.values(), getattr(launch, "ready_at", {}))}
         call.end(outcome, how)
 
-    try:
-        if tasks:
-            if on_launch is not None:
+    def launch_tasks(todo: List[Task]) -> None:
+        if todo:
+            if on_launch is not None and len(todo) == len(tasks):
                 on_launch()
-            launch.run(tasks, on_result, on_lost)
+            launch.run(todo, on_result, on_lost)
+
+    try:
+        launch_tasks(tasks)
+        second = _second_stage(plan, store, log) if spec.tune is not None else None
+        if second is not None:  # a tuned sweep's stage 2, planned from stage 1's finished runs
+            store.check_conflicts(second)
+            plan = outcome.plan = Plan(spec, plan.runs + second.runs, second.axes, second.names)
+            runs.update({r.run_id: r for r in second.runs})
+            store.write_plan(plan)
+            store.write_index(plan)
+            more = _tasks(second, store, retry_failed, log)
+            tasks += more
+            launch_tasks(more)
     except BaseException:
         launch.stop(interrupt=True)
         store.write_index(plan)
@@ -142,6 +158,33 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
     store.write_index(plan)
     finish("finished")
     return outcome
+
+
+def _second_stage(plan: Plan, store: Store, log: Callable[[str], None]) -> Optional[Plan]:
+    """Stage 2's plan from stage 1's runs as the store holds them, or None while any is unfinished."""
+    tune = plan.spec.tune
+    rows, waiting, names = [], [], {}
+    for run in plan.runs:
+        status = store.status(run.run_id)["status"]
+        if status not in FINISHED + ("failed",):
+            waiting.append(f"{run.variant} s{run.seed}: {status}")
+        final = (read_json(store.run_dir(run.run_id) / "summary.json") or {}).get("final", {})
+        rows.append((run.settings, run.seed, status, final.get(tune.select)))
+        names[variant_key(base_settings(run.settings, tune.key))] = run.tune["variant"]
+    if waiting:
+        log(f"stage 2 waits for stage 1: {plural(len(waiting), 'run')} not finished ({'; '.join(waiting[:3])}); "
+            "rerun the same command to resume")
+        return None
+    chosen = choose(tune, rows)
+    for key, c in chosen.items():
+        if c.value is None:
+            log(f"stage 1: no {tune.key} completed on every tuning seed for {names[key]}; it has no stage 2")
+            continue
+        log(f"stage 1: {names[key]} trains at {tune.key}={plain(c.value)} ({tune.select} {c.scores[c.value]:.4f})")
+        warning = edge_warning(tune.key, names[key], c.edge, plain(c.value))
+        if warning:
+            log(warning)
+    return second_plan(plan.spec, chosen)
 
 
 def _utc_now() -> str:
@@ -256,9 +299,21 @@ def dry_run_table(plan: Plan) -> str:
                      f"{off:+.2%}" if off is not None else "", run.run_id])
     text = _table(["variant", "seed", "changed keys", "params", "steps", "tokens", "train FLOPs", "vs baseline",
                    "run_id"], rows, right=(1, 3, 4, 5, 6, 7))
-    return (text + f"budget: match {plan.spec.budget} ({BUDGETS[plan.spec.budget]}); "
-            f"train FLOPs = 3 x forward FLOPs/token x tokens\n"
-            f"{plural(len(plan.runs), 'run')}; * marks the baseline; nothing was trained (--dry-run)\n")
+    text += (f"budget: match {plan.spec.budget} ({BUDGETS[plan.spec.budget]}); "
+             f"train FLOPs = 3 x forward FLOPs/token x tokens\n")
+    tune = plan.spec.tune
+    if tune is None:
+        return text + f"{plural(len(plan.runs), 'run')}; * marks the baseline; nothing was trained (--dry-run)\n"
+    variants = list(dict.fromkeys((r.tune["variant"], r.is_baseline) for r in plan.runs))
+    seeds = plan.spec.seeds or ["the base config's seed"]
+    rows = [[name + (" *" if base else ""), ", ".join(map(str, seeds)), f"{tune.key}=chosen after stage 1"]
+            for name, base in variants]
+    return (f"stage 1 (tuning {tune.key} on seeds {', '.join(map(str, tune.seeds))}):\n" + text
+            + f"\nstage 2 (each variant at its best {tune.key} by {tune.select}, {tune.goal} of the mean over the "
+              f"tuning seeds; planned when stage 1 has finished):\n"
+            + _table(["variant", "seeds", "setting"], rows)
+            + f"{plural(len(plan.runs), 'run')} in stage 1, {plural(len(variants) * len(seeds), 'run')} in stage 2; "
+              "* marks the baseline; nothing was trained (--dry-run)\n")
 
 
 def results_table(outcome: SweepOutcome) -> str:

@@ -1,7 +1,7 @@
 """The sweep spec: parse and check its shape, then expand it into variants.
 
 Native keys: ``name, description, base, overrides, grid, zip, random, seeds, baseline, metric,
-match_params, budget``.
+match_params, budget, tune`` (per-variant tuning: ``tune.py``).
 The wandb sweep format (``method: grid|random``, ``parameters: {key: {values: [...]}}``) is read
 into the same ``SweepSpec``, so both run through one code path. Nothing here imports torch: a spec
 can be read and expanded with the standard library and YAML alone. Turning variants into configs
@@ -10,159 +10,22 @@ can be read and expanded with the standard library and YAML alone. Turning varia
 from __future__ import annotations
 
 import itertools
-import math
 import random as _random
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ..errors import ConfigError, did_you_mean, yaml_error
-from ..metrics import goal_of
+from ..errors import ConfigError
+from .fields import (BUDGETS, GOALS, NAME_RE, Distribution, SweepSpec, Variant, _axis_key, _check_keys,  # noqa: F401
+                     _distribution, _finish, _int, _mapping, _name, _values, parse_overrides, resolve_base)
+from .tune import parse_tune
+from .wandb_format import from_wandb
 
 NATIVE_KEYS = ("name", "description", "base", "overrides", "grid", "zip", "random", "seeds", "baseline", "metric",
-               "match_params", "budget")
+               "match_params", "budget", "tune")
 WANDB_KEYS = ("method", "parameters", "run_cap", "command", "program", "description", "project", "entity",
               "early_terminate")
-GOALS = {"min": "min", "max": "max", "minimize": "min", "maximize": "max"}
 RANDOM_KEYS = ("n", "seed", "parameters")
-# budget.match: what every variant gets the same amount of -> how the plan gets there
-BUDGETS = {"tokens": "every variant keeps the same train.max_steps", "params": "model.d_ff adjusted per variant",
-           "flops": "train.max_steps adjusted per variant, to the nearest step"}
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-@dataclass(frozen=True)
-class Distribution:
-    """One random axis: a choice from ``values``, or a draw from [min, max] on a linear or log scale."""
-
-    values: Optional[Tuple[Any, ...]] = None
-    low: Optional[float] = None
-    high: Optional[float] = None
-    scale: str = "linear"  # linear | log
-    integer: bool = False
-
-    def sample(self, rng: _random.Random) -> Any:
-        if self.values is not None:
-            return self.values[rng.randrange(len(self.values))]
-        if self.scale == "log":
-            x = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
-        else:
-            x = rng.uniform(self.low, self.high)
-        if self.integer:
-            return int(min(max(round(x), self.low), self.high))
-        return float(f"{x:.4g}")  # readable in names and YAML, and exactly reproducible
-
-
-@dataclass(frozen=True)
-class Variant:
-    settings: Dict[str, Any]  # dotted key -> value, in axis order
-    sources: Dict[str, str]  # dotted key -> the spec key that varies it ("grid", "zip", ...)
-
-
-@dataclass
-class SweepSpec:
-    name: str
-    path: Optional[Path]
-    base: str  # resolved path (or preset:NAME)
-    raw: Dict[str, Any]  # the spec as given
-    overrides: List[str] = field(default_factory=list)  # dotlist, applied to every run
-    grid: Dict[str, List[Any]] = field(default_factory=dict)
-    zip: Dict[str, List[Any]] = field(default_factory=dict)
-    random: Dict[str, Distribution] = field(default_factory=dict)
-    random_n: int = 0
-    random_seed: int = 0
-    seeds: Optional[List[int]] = None  # None: the base config's seed
-    baseline: Optional[Dict[str, Any]] = None
-    metric: Dict[str, str] = field(default_factory=lambda: {"name": "val/loss", "goal": "min"})
-    match_params: Optional[float] = None  # relative tolerance, when parameter matching is on
-    budget: str = "tokens"  # tokens | params | flops (params <=> match_params is set)
-    source_key: Dict[str, str] = field(default_factory=dict)  # axis key -> "grid" | "zip" | "random.parameters"
-    command_line: List[str] = field(default_factory=list)  # the overrides given after SPEC (also in ``overrides``)
-
-    @property
-    def axes(self) -> List[str]:
-        return list(self.grid) + list(self.zip) + list(self.random)
-
-
-# ------------------------------------------------------------------------------------------- parsing
-
-def _mapping(value: Any, key: str) -> Dict[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(key, f"expected a mapping, got {value!r}")
-    return dict(value)
-
-
-def _values(value: Any, key: str, unique: bool = True) -> List[Any]:
-    if not isinstance(value, (list, tuple)):
-        raise ConfigError(key, f"expected a list of values, got {value!r}")
-    if not value:
-        raise ConfigError(key, "has no values")
-    for i, v in enumerate(value):
-        if unique and v in value[:i]:
-            raise ConfigError(key, f"lists {v!r} twice (the same variant would run twice)")
-    return list(value)
-
-
-def _axis_key(key: Any, where: str) -> str:
-    if not isinstance(key, str) or not key or key.startswith(".") or key.endswith("."):
-        raise ConfigError(f"{where}.{key}", "an axis is a dotted config key, e.g. model.position")
-    if key == "seed":
-        raise ConfigError(f"{where}.seed", "seeds are not an axis; list them under the sweep key 'seeds'")
-    return key
-
-
-def parse_overrides(value: Any, key: str = "overrides") -> List[str]:
-    """A list of ``key=value`` strings or a mapping ``{dotted.key: value}`` -> a dotlist."""
-    from ..run_names import yaml_value
-
-    if value is None:
-        return []
-    if isinstance(value, Mapping):
-        return [f"{_axis_key(k, key)}={yaml_value(v)}" for k, v in value.items()]
-    if isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            if not isinstance(item, str) or "=" not in item or item.startswith("="):
-                raise ConfigError(f"{key}[{i}]", f"expected key=value, got {item!r}")
-        return list(value)
-    raise ConfigError(key, f"expected a list of key=value or a mapping, got {value!r}")
-
-
-def _distribution(value: Any, key: str) -> Distribution:
-    d = _mapping(value, key)
-    if "values" in d:
-        extra = set(d) - {"values", "distribution"}
-        if extra:
-            raise ConfigError(f"{key}.{sorted(extra)[0]}", "a choice from 'values' takes nothing else")
-        return Distribution(values=tuple(_values(d["values"], f"{key}.values")))
-    unknown = set(d) - {"min", "max", "scale", "distribution"}
-    if unknown:
-        name = sorted(unknown)[0]
-        raise ConfigError(f"{key}.{name}", f"unknown key{did_you_mean(name, ['values', 'min', 'max', 'scale'])};"
-                          " give 'values', or 'min' and 'max' with 'scale: linear|log'")
-    if "min" not in d or "max" not in d:
-        raise ConfigError(key, "give 'values', or both 'min' and 'max'")
-    lo, hi = d["min"], d["max"]
-    for k, v in (("min", lo), ("max", hi)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ConfigError(f"{key}.{k}", f"expected a number, got {v!r}")
-    if lo > hi:
-        raise ConfigError(key, f"min ({lo}) is above max ({hi})")
-    dist = d.get("distribution")
-    scale = d.get("scale", "log" if dist in ("log_uniform_values",) else "linear")
-    if scale not in ("linear", "log"):
-        raise ConfigError(f"{key}.scale", f"expected linear or log, got {scale!r}")
-    if scale == "log" and lo <= 0:
-        raise ConfigError(f"{key}.min", "a log scale needs min > 0")
-    integer = dist == "int_uniform" or (dist is None and isinstance(lo, int) and isinstance(hi, int))
-    return Distribution(low=lo, high=hi, scale=scale, integer=integer)
-
-
-def _check_keys(data: Mapping, allowed: Sequence[str], where: str = "") -> None:
-    for k in data:
-        if k not in allowed:
-            raise ConfigError(f"{where}{k}", f"unknown sweep key{did_you_mean(str(k), allowed)}; "
-                              f"allowed: {', '.join(allowed)}")
 
 
 def parse_spec(data: Mapping, path: Optional[Path] = None) -> SweepSpec:
@@ -171,8 +34,6 @@ def parse_spec(data: Mapping, path: Optional[Path] = None) -> SweepSpec:
     wandb = "method" in data or "parameters" in data
     _check_keys(data, NATIVE_KEYS + (WANDB_KEYS if wandb else ()))
     if wandb:
-        from .wandb_format import from_wandb
-
         return from_wandb(data, path)
     if not isinstance(data.get("description", ""), str):
         raise ConfigError("description", f"expected text (shown at the top of the report), got {data['description']!r}")
@@ -211,108 +72,9 @@ def parse_spec(data: Mapping, path: Optional[Path] = None) -> SweepSpec:
                        for k, v in params.items()}
         spec.random_n, spec.random_seed = n, _int(r.get("seed", 0), "random.seed")
     _finish(spec, data)
+    if data.get("tune") is not None:
+        spec.tune = parse_tune(data["tune"], spec)
     return spec
-
-
-def _finish(spec: SweepSpec, data: Mapping) -> None:
-    """The keys both formats share: sources, seeds, baseline, metric, match_params."""
-    for where, axes in (("grid", spec.grid), ("zip", spec.zip), ("random.parameters", spec.random)):
-        for k in axes:
-            if k in spec.source_key:
-                raise ConfigError(f"{where}.{k}", f"is also varied by {spec.source_key[k]}; vary a key in one place")
-            spec.source_key[k] = where
-    if "seeds" in data:
-        seeds = data["seeds"]
-        seeds = [seeds] if isinstance(seeds, int) and not isinstance(seeds, bool) else seeds
-        spec.seeds = [_int(s, f"seeds[{i}]") for i, s in enumerate(_values(seeds, "seeds"))]
-    if data.get("baseline") is not None:
-        spec.baseline = _mapping(data["baseline"], "baseline")
-        for k in spec.baseline:
-            if k not in spec.source_key:
-                raise ConfigError(f"baseline.{k}", f"is not a varied key{did_you_mean(str(k), spec.axes)}; "
-                                  f"varied keys: {', '.join(spec.axes) or 'none'}")
-    if data.get("metric") is not None:
-        m = _mapping(data["metric"], "metric")
-        _check_keys(m, ("name", "goal"), "metric.")
-        if not isinstance(m.get("name"), str) or not m["name"]:
-            raise ConfigError("metric.name", f"expected a metric name such as val/loss, got {m.get('name')!r}")
-        goal = m.get("goal", goal_of(m["name"]))
-        if goal is None:
-            raise ConfigError("metric.goal", f"missing: {m['name']} is not a built-in metric, so say whether "
-                              "lower or higher is better (goal: min or max)")
-        if goal not in GOALS:
-            raise ConfigError("metric.goal", f"expected min or max, got {goal!r}")
-        spec.metric = {"name": m["name"], "goal": GOALS[goal]}
-    match = data.get("match_params")
-    if match is True:
-        spec.match_params = 0.01
-    elif isinstance(match, Mapping):
-        _check_keys(match, ("tolerance",), "match_params.")
-        tol = match.get("tolerance", 0.01)
-        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
-            raise ConfigError("match_params.tolerance", f"expected a fraction in (0, 1), got {tol!r}")
-        spec.match_params = float(tol)
-    elif match not in (None, False):
-        raise ConfigError("match_params", f"expected true, false or {{tolerance: 0.01}}, got {match!r}")
-    _budget(spec, data.get("budget"))
-    if spec.match_params is not None and "model.d_ff" in spec.source_key:
-        raise ConfigError("match_params", f"model.d_ff is varied by {spec.source_key['model.d_ff']}, so it cannot "
-                          "also be adjusted to match parameter counts")
-
-
-def _budget(spec: SweepSpec, value: Any) -> None:
-    """``budget: {match: tokens | params | flops}`` (or just ``budget: flops``). ``params`` is
-    ``match_params`` under its general name; its ``tolerance`` may sit in either place."""
-    if value is None:
-        if spec.match_params is not None:
-            spec.budget = "params"
-        return
-    b = {"match": value} if isinstance(value, str) else _mapping(value, "budget")
-    _check_keys(b, ("match", "tolerance"), "budget.")
-    match = b.get("match")
-    if match not in BUDGETS:
-        raise ConfigError("budget.match", f"expected one of {', '.join(BUDGETS)}, got {match!r}"
-                          f"{did_you_mean(str(match), BUDGETS)}")
-    if "tolerance" in b and match != "params":
-        raise ConfigError("budget.tolerance", f"only budget.match: params takes a tolerance, not {match}")
-    if spec.match_params is not None and match != "params":
-        raise ConfigError("budget", f"match: {match} contradicts match_params: true (that is match: params); "
-                          "keep one of them")
-    spec.budget = match
-    if match == "params":
-        tol = b.get("tolerance", spec.match_params if spec.match_params is not None else 0.01)
-        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
-            raise ConfigError("budget.tolerance", f"expected a fraction in (0, 1), got {tol!r}")
-        spec.match_params = float(tol)
-    if match == "flops" and "train.max_steps" in spec.source_key:
-        raise ConfigError("budget", f"match: flops sets each variant's train.max_steps, so it cannot also be varied "
-                          f"by {spec.source_key['train.max_steps']}; drop that axis or match tokens")
-
-
-def _int(value: Any, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(key, f"expected an integer, got {value!r}")
-    return value
-
-
-def _name(data: Mapping, path: Optional[Path]) -> str:
-    name = data.get("name", path.stem if path else None)
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise ConfigError("name", f"a sweep name is a directory name (letters, digits, . _ -), got {name!r}")
-    return name
-
-
-def resolve_base(base: Any, here: Path) -> str:
-    if not isinstance(base, str) or not base:
-        raise ConfigError("base", "name the experiment config the sweep varies (a YAML path, relative to the "
-                          "sweep file)")
-    if base.startswith("preset:"):
-        return base
-    path = Path(base).expanduser()
-    path = path if path.is_absolute() else here / path
-    if not path.is_file():
-        raise ConfigError("base", f"file not found: {path}")
-    return str(path.resolve())
 
 
 def _yaml_loader():
@@ -338,6 +100,8 @@ def add_overrides(spec: SweepSpec, overrides: Sequence[str]) -> SweepSpec:
         if key in spec.source_key:
             raise ConfigError(key, f"is varied by the spec's {spec.source_key[key]}, so an override cannot set it; "
                                    "change the spec, or override another key")
+        if spec.tune is not None and key == spec.tune.key:
+            raise ConfigError(key, "is tuned per variant by the spec's tune, so an override cannot set it")
         if key == "seed" and spec.seeds is not None:
             raise ConfigError("seed", "the spec's 'seeds' list sets it; change the spec to run other seeds")
     spec.overrides = list(spec.overrides) + items

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
 from ..errors import ConfigError
-from .spec import Distribution, SweepSpec, _check_keys, _distribution, _finish, _mapping, _name, _values, \
+from .fields import Distribution, SweepSpec, _check_keys, _distribution, _finish, _mapping, _name, _values, \
     parse_overrides, resolve_base
 from ..run_names import yaml_value
 
@@ -107,6 +107,9 @@ def to_wandb(spec: SweepSpec, store: Path, entity: Optional[str] = None) -> Dict
     if spec.match_params is not None:
         raise ConfigError("match_params", "wandb cannot adjust model.d_ff per variant; run the sweep here, or "
                           "export a spec without match_params")
+    if spec.tune is not None:
+        raise ConfigError("tune", "a wandb sweep has no second stage that trains each variant at its own best value; "
+                          "run the tuned sweep here, or export a spec without tune")
     if spec.budget == "flops":
         raise ConfigError("budget", "wandb cannot adjust train.max_steps per variant; run the sweep here, or "
                           "export a spec that matches tokens")

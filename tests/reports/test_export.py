@@ -180,3 +180,29 @@ def test_greedy_decodings_of_the_lowest_completed_seed_are_shown_escaped(tmp_pat
     html_text = (tmp_path / "r" / "report.html").read_text()
     assert "<h2>Greedy decodings: position=alibi</h2>" in html_text and EVIL not in html_text
     assert result["runs"].attrs["samples"]["position=sinusoidal"][0]["greedy"] == "seed 0"
+
+
+def test_markdown_costs_show_each_variants_budget_and_mfu(tmp_path):
+    """README: the report "states the budget and each variant's actual tokens, parameters and FLOPs"
+    (issue 16 §2) and "reports show MFU" (issue 18 §2), in the Markdown table as in the CSV."""
+    import json
+
+    root = write_sweep(tmp_path / "pos")
+    for run_dir in (root / "runs").iterdir():
+        record = json.loads((run_dir / "run.json").read_text())
+        steps = 60 if "alibi" in record["variant"] else 30
+        record["budget"] = {"match": "flops", "steps": steps, "tokens": steps * 1000, "params": 1000,
+                            "flops": steps * 2.0e9}
+        (run_dir / "run.json").write_text(json.dumps(record))
+        if (run_dir / "summary.json").exists():
+            summary = json.loads((run_dir / "summary.json").read_text())
+            (run_dir / "summary.json").write_text(json.dumps({**summary, "mfu": 0.125, "step": steps}))
+    report = write_report(root, tmp_path / "report", formats="md,csv")
+    costs = [b for b in (report["out_dir"] / "report.md").read_text().split("\n\n") if "train FLOPs" in b][0]
+    header = [c.strip() for c in costs.splitlines()[0].strip("|").split("|")]
+    rows = {r.split("|")[1].strip(): [c.strip() for c in r.strip("|").split("|")] for r in costs.splitlines()[2:]}
+    col = {name: header.index(name) for name in ("train tokens", "train FLOPs", "MFU")}
+    assert [rows["alibi"][col[c]] for c in col] == ["60.0k", "120G", "12.5%"]
+    assert [rows["rope"][col[c]] for c in col] == ["30.0k", "60.0G", "12.5%"]
+    variants = pd.read_csv(report["out_dir"] / "variants.csv").set_index("model.position")
+    assert variants.loc["alibi", "train_flops"] == pytest.approx(1.2e11) and variants.loc["rope", "mfu"] == 0.125

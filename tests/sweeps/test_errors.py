@@ -6,6 +6,7 @@ from arch_zoo.cli import main
 from .conftest import BASE, write_spec
 
 GRID = {"model.position": ["rope", "alibi"]}
+TUNE = {"key": "train.lr", "values": [1.0e-3, 1.0e-2], "seeds": [7]}
 
 CASES = {
     "unknown axis key": ({"grid": {"model.positon": ["rope"]}},
@@ -29,6 +30,25 @@ CASES = {
     "bad metric goal": ({"grid": GRID, "metric": {"name": "val/loss", "goal": "down"}}, "metric.goal:"),
     "seed as an axis": ({"grid": {"seed": [0, 1]}}, "grid.seed: seeds are not an axis"),
     "task problem": ({"grid": GRID, "overrides": {"task.seq_len": 64}}, "overrides.task.seq_len:"),
+    "tuning seed is an evaluation seed": ({"grid": GRID, "seeds": [1, 2], "tune": {**TUNE, "seeds": [2]}},
+                                          "tune.seeds: seed 2 is also an evaluation seed"),
+    "tuning seed is the base seed": ({"grid": GRID, "tune": {**TUNE, "seeds": [0]}},
+                                     "tune.seeds: seed 0 is also the evaluation seed"),
+    "select metric the task lacks": ({"grid": GRID, "seeds": [1], "tune": {**TUNE, "select": "val/accuracy"}},
+                                     "tune.select: the task produces no val/accuracy (did you mean "),
+    "select metric not validation": ({"grid": GRID, "seeds": [1], "tune": {**TUNE, "select": "test/loss"}},
+                                     "tune.select: test/loss is not a validation metric"),
+    "tuned key is an axis": ({"grid": {**GRID, "train.lr": [0.1]}, "seeds": [1], "tune": TUNE},
+                             "tune.key: train.lr is also varied by grid"),
+    "empty tuning list": ({"grid": GRID, "seeds": [1], "tune": {**TUNE, "values": []}}, "tune.values: has no values"),
+    "empty tuning range": ({"grid": GRID, "seeds": [1], "tune": {**TUNE, "values": {"min": 0.1, "max": 0.01,
+                                                                                     "n": 3}}},
+                           "tune.values: the range is empty: min (0.1) is above max (0.01)"),
+    "tuned value the config rejects": ({"grid": GRID, "seeds": [1], "tune": {**TUNE, "key": "train.max_steps",
+                                                                             "values": [5, -1]}},
+                                       "tune.train.max_steps: must be positive"),
+    "halving": ({"grid": GRID, "seeds": [1], "tune": {**TUNE, "halving": {"eta": 3}}},
+                "tune.halving: successive halving is not supported"),
     "wandb method": ({"method": "bayes", "parameters": {"model.position": {"values": ["rope"]}}}, "method:"),
 }
 

@@ -1,0 +1,120 @@
+"""A tuned sweep's stage 1 in the report: each variant's tuning curve (the selection metric against
+the tuned value, as a table and a plot), the value it was chosen at, and a warning when that value is
+an end of the range tried. The choice is recomputed by the sweep's own rule (``sweeps.tune.choose``),
+so the report and stage 2 can never disagree about it.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import pandas as pd
+
+from ..formatting import number
+from ..metrics import goal_of
+from ..sweeps.tune import Choice, TuneSpec, choose, edge_warning, variant_key
+from ..run_names import plain
+
+FINISHED = ("completed", "diverged", "failed")  # what stage 2 waits for in stage 1
+
+
+def _spec(record: Dict[str, Any]) -> TuneSpec:
+    runs = record["runs"]
+    values = list(dict.fromkeys(r["value"] for r in runs))
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        values.sort()
+    seeds = tuple(dict.fromkeys(r["seed"] for r in runs))
+    select = record.get("select") or "val/loss"
+    return TuneSpec(record["key"], tuple(values), seeds, select, record.get("goal") or goal_of(select) or "min")
+
+
+def choices(record: Dict[str, Any]) -> Dict[str, Choice]:
+    """variant (its name without the tuned key) -> its Choice."""
+    spec = _spec(record)
+    rows = [({"variant": r["variant"], spec.key: r["value"]}, r["seed"], r["status"], r["metric"])
+            for r in record["runs"]]
+    picked = choose(spec, rows)
+    names = dict.fromkeys(r["variant"] for r in record["runs"])
+    return {name: picked[variant_key({"variant": name})] for name in names}
+
+
+def _unfinished(record: Dict[str, Any], variant: str) -> bool:
+    return any(r["status"] not in FINISHED for r in record["runs"] if r["variant"] == variant)
+
+
+def _cell(record: Dict[str, Any], variant: str, value: Any, score: Optional[float]) -> str:
+    if score is not None:
+        return number(score, 4)
+    states = sorted({r["status"] for r in record["runs"] if r["variant"] == variant and r["value"] == value
+                     and r["status"] != "completed"})
+    return ", ".join(states) or "-"
+
+
+def tuning_table(record: Dict[str, Any]) -> pd.DataFrame:
+    """One row per variant: the selection metric (mean over the tuning seeds) at each value, then the
+    value chosen; a value that did not complete on every seed shows its status (e.g. diverged)."""
+    spec, picked = _spec(record), choices(record)
+    rows = []
+    for variant, c in picked.items():
+        row = {"variant": variant}
+        for v in spec.values:
+            text = _cell(record, variant, v, c.scores.get(v))
+            row[f"{plain(v)}"] = f"**{text}**" if v == c.value and not _unfinished(record, variant) else text
+        row[f"chosen {spec.key}"] = ("not yet (stage 1 is unfinished)" if _unfinished(record, variant) else
+                                     plain(c.value) if c.value is not None else "none (no value completed)")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def tuning_notes(record: Dict[str, Any]) -> List[str]:
+    spec, picked = _spec(record), choices(record)
+    lines = [f"tuning: each variant trained at its own {spec.key}, chosen in stage 1 from {len(spec.values)} values "
+             f"({', '.join(plain(v) for v in spec.values)}) by the {spec.goal} of {spec.select} averaged over tuning "
+             f"seed{'s' * (len(spec.seeds) != 1)} {', '.join(map(str, spec.seeds))}; the table compares stage 2, on "
+             "other seeds. A value that diverged or failed on any tuning seed is never chosen."]
+    for variant, c in picked.items():
+        if _unfinished(record, variant):
+            continue
+        warning = edge_warning(spec.key, variant, c.edge, plain(c.value))
+        if warning:
+            lines.append(warning)
+        if c.value is None:
+            lines.append(f"warning: {variant} completed no {spec.key} on every tuning seed, so it has no stage 2")
+    return lines
+
+
+def tuning_plot(record: Dict[str, Any], out_dir: Path) -> Optional[Path]:
+    """The tuning curves: selection metric against the tuned value, one line per variant, the chosen
+    value ringed; a value that did not complete is marked x on the top edge."""
+    from .plots import _colors, _figure, _legend, _save, _text  # matplotlib: only when plots are written
+
+    spec, picked = _spec(record), choices(record)
+    colors = _colors(list(picked))
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in spec.values)
+    xs = {v: (v if numeric else i) for i, v in enumerate(spec.values)}
+    fig = _figure()
+    ax = fig.add_subplot()
+    finite = [s for c in picked.values() for s in c.scores.values() if s is not None and math.isfinite(s)]
+    top = max(finite) if finite else 1.0
+    for variant, c in picked.items():
+        color = colors.get(variant)
+        done = [(xs[v], s) for v, s in c.scores.items() if s is not None]
+        if done:
+            ax.plot(*zip(*done), marker="o", color=color, label=_text(variant))
+        failed = [xs[v] for v, s in c.scores.items() if s is None and all(
+            r["status"] in FINISHED for r in record["runs"] if r["variant"] == variant and r["value"] == v)]
+        if failed:
+            ax.plot(failed, [top] * len(failed), "x", color=color, markersize=9)
+        if c.value is not None and not _unfinished(record, variant):
+            ax.plot([xs[c.value]], [c.scores[c.value]], "o", markersize=12, markerfacecolor="none", color=color)
+    if numeric and min(spec.values) > 0 and max(spec.values) / min(spec.values) >= 10:
+        ax.set_xscale("log")
+    if not numeric:
+        ax.set_xticks(list(xs.values()), [_text(plain(v)) for v in spec.values])
+    ax.set_xlabel(_text(spec.key))
+    ax.set_ylabel(_text(f"{spec.select} (mean over tuning seeds)"))
+    ax.set_title(_text("tuning curves (ringed: chosen; x: diverged or failed)"), fontsize="medium")
+    ax.grid(True, alpha=0.3)
+    _legend(ax, len(picked))
+    return _save(fig, out_dir, "tuning")

@@ -1,0 +1,205 @@
+"""Per-variant tuning: ``tune: {key, values | {min, max, n, log}, seeds, select}`` in a sweep spec.
+
+A tuned sweep runs in two planned stages of one store. Stage 1 trains every variant at every value of
+``key`` on the tuning ``seeds``; stage 2 trains each variant at its own best value (by ``select``, a
+validation metric, averaged over the tuning seeds) on the spec's ``seeds``, which must differ, and the
+report compares stage 2 on held-out metrics. Stage 2's plan is a pure function of stage 1's finished
+results (``choose``), so a killed sweep resumes either stage by running the same command again.
+
+This module is pure data (no torch, no store): the spec's ``tune`` key, the stage-1 spec and the
+choice. ``plan.py`` turns them into runs; ``runner.py`` reads stage 1's results from the store.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ..errors import ConfigError, did_you_mean
+from ..metrics import goal_of
+from .fields import GOALS, SweepSpec, Variant, _axis_key, _check_keys, _int, _mapping, _values
+
+TUNE_KEYS = ("key", "values", "seeds", "select")
+RANGE_KEYS = ("min", "max", "n", "log")
+STAGE_TUNE, STAGE_EVAL = "tune", "eval"  # run.json's tune.stage
+
+
+@dataclass(frozen=True)
+class TuneSpec:
+    key: str  # a dotted config key, e.g. train.lr
+    values: Tuple[Any, ...]  # in the order tried (a range: ascending)
+    seeds: Tuple[int, ...]
+    select: str = "val/loss"
+    goal: str = "min"
+
+
+def parse_tune(value: Any, spec: SweepSpec) -> TuneSpec:
+    """``tune`` after the spec's axes and seeds are known (the key must not be an axis, the tuning
+    seeds must not be evaluation seeds)."""
+    t = _mapping(value, "tune")
+    if "halving" in t:
+        raise ConfigError("tune.halving", "successive halving is not supported: every stage-1 run trains its full "
+                          "budget (see the README's 'Per-variant tuning'); drop tune.halving")
+    _check_keys(t, TUNE_KEYS, "tune.")
+    if "key" not in t:
+        raise ConfigError("tune.key", "missing: name the config key to tune, e.g. key: train.lr")
+    key = _axis_key(t["key"], "tune.key")
+    if key in spec.source_key:
+        raise ConfigError("tune.key", f"{key} is also varied by {spec.source_key[key]}; a key is either compared "
+                          "(an axis) or tuned per variant, not both")
+    if "values" not in t:
+        raise ConfigError("tune.values", "missing: give a list, or {min, max, n, log: true}")
+    values = _range(t["values"]) if isinstance(t["values"], Mapping) else tuple(_values(t["values"], "tune.values"))
+    if "seeds" not in t:
+        raise ConfigError("tune.seeds", "missing: list the tuning seeds (they must differ from the sweep's 'seeds')")
+    raw = t["seeds"]
+    raw = [raw] if isinstance(raw, int) and not isinstance(raw, bool) else raw
+    seeds = tuple(_int(s, f"tune.seeds[{i}]") for i, s in enumerate(_values(raw, "tune.seeds")))
+    shared = sorted(set(seeds) & set(spec.seeds or []))
+    if shared:
+        raise ConfigError("tune.seeds", f"seed {shared[0]} is also an evaluation seed (the sweep's 'seeds'); stage 2 "
+                          "must be judged on seeds the choice never saw")
+    select, goal = _select(t.get("select", "val/loss"))
+    return TuneSpec(key, values, seeds, select, goal)
+
+
+def _select(value: Any) -> Tuple[str, str]:
+    m = {"name": value} if isinstance(value, str) else _mapping(value, "tune.select")
+    _check_keys(m, ("name", "goal"), "tune.select.")
+    name = m.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError("tune.select", f"expected a validation metric such as val/loss, got {name!r}")
+    split = name.split("/", 1)[0]
+    if "/" not in name or not (split == "val" or split.startswith("val@")):
+        raise ConfigError("tune.select", f"{name} is not a validation metric; tune on val/... so that stage 2's "
+                          "test metrics stay held out")
+    goal = m.get("goal", goal_of(name))
+    if goal not in GOALS:
+        raise ConfigError("tune.select.goal", f"expected min or max for {name}, got {goal!r}")
+    return name, GOALS[goal]
+
+
+def _range(value: Mapping) -> Tuple[Any, ...]:
+    """{min, max, n, log}: n values from min to max, evenly spaced (on a log scale with log: true);
+    integers when min and max are integers and the scale is linear."""
+    r = dict(value)
+    _check_keys(r, RANGE_KEYS, "tune.values.")
+    for k in ("min", "max", "n"):
+        if k not in r:
+            raise ConfigError(f"tune.values.{k}", "missing: a range needs min, max and n (log: true for a log scale)")
+    lo, hi, n, log = r["min"], r["max"], r["n"], r.get("log", False)
+    for k, v in (("min", lo), ("max", hi)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ConfigError(f"tune.values.{k}", f"expected a number, got {v!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError("tune.values.n", f"the range is empty: n must be a positive integer, got {n!r}")
+    if lo > hi:
+        raise ConfigError("tune.values", f"the range is empty: min ({lo}) is above max ({hi})")
+    if not isinstance(log, bool):
+        raise ConfigError("tune.values.log", f"expected true or false, got {log!r}")
+    if log and lo <= 0:
+        raise ConfigError("tune.values.min", f"a log range needs min > 0, got {lo}")
+    if n == 1 or lo == hi:
+        if n > 1:
+            raise ConfigError("tune.values", f"min and max are both {lo}, so {n} values would repeat one")
+        return (lo,)
+    if log:
+        xs = [math.exp(math.log(lo) + i * (math.log(hi) - math.log(lo)) / (n - 1)) for i in range(n)]
+    else:
+        xs = [lo + i * (hi - lo) / (n - 1) for i in range(n)]
+    if isinstance(lo, int) and isinstance(hi, int) and not log:
+        out = tuple(dict.fromkeys(int(round(x)) for x in xs))
+    else:
+        out = tuple(dict.fromkeys(float(f"{x:.4g}") for x in xs))  # readable in names, exactly reproducible
+    if len(out) < n:
+        raise ConfigError("tune.values", f"{n} values between {lo} and {hi} repeat after rounding; lower n")
+    return out
+
+
+# ----------------------------------------------------------------------------------------- the stages
+
+def stage_one_spec(spec: SweepSpec) -> SweepSpec:
+    """The spec stage 1 runs: the tuned key as one more grid axis, on the tuning seeds."""
+    t = spec.tune
+    return dataclasses.replace(spec, grid={**spec.grid, t.key: list(t.values)}, seeds=list(t.seeds),
+                               source_key={**spec.source_key, t.key: "tune"})
+
+
+def stage_two_spec(spec: SweepSpec) -> SweepSpec:
+    """Stage 2's spec: stage 1's axes (so names and run ids read alike), on the evaluation seeds."""
+    return dataclasses.replace(stage_one_spec(spec), seeds=spec.seeds)
+
+
+def base_settings(settings: Mapping[str, Any], key: str) -> Dict[str, Any]:
+    return {k: v for k, v in settings.items() if k != key}
+
+
+def stage_two_variants(variants: Sequence[Variant], key: str, chosen: Mapping[Any, Any]) -> List[Variant]:
+    """Each variant (by its settings without ``key``) at its chosen value; variants with no choice
+    (every value failed) are left out."""
+    out = []
+    for v in variants:
+        label = variant_key(v.settings)
+        if label in chosen:
+            out.append(Variant({**v.settings, key: chosen[label]}, {**v.sources, key: "tune"}))
+    return out
+
+
+def variant_key(settings: Mapping[str, Any]) -> str:
+    """A variant's identity across both stages: its settings, the tuned key left out by the caller."""
+    return repr(sorted(settings.items(), key=lambda kv: kv[0]))
+
+
+@dataclass
+class Choice:
+    value: Any  # None: no value completed on every tuning seed
+    scores: Dict[Any, Optional[float]]  # value -> mean over tuning seeds; None: some seed did not complete
+    edge: Optional[str] = None  # "smallest" | "largest": the best value is at that end of the range
+
+
+def choose(tune: TuneSpec, results: Sequence[Tuple[Dict[str, Any], int, str, Optional[float]]]
+           ) -> Dict[str, Choice]:
+    """Stage 1's (settings, seed, status, select metric) rows -> each variant's choice, keyed by
+    ``_label`` of its settings without the tuned key. A value counts only if it completed on every
+    tuning seed (a diverged or failed seed rules it out: it is the instability the range was meant to
+    reach); ties go to the value tried first."""
+    by_variant: Dict[str, Dict[Any, List[Optional[float]]]] = {}
+    for settings, _seed, status, value in results:
+        label = variant_key(base_settings(settings, tune.key))
+        ok = status == "completed" and isinstance(value, (int, float)) and math.isfinite(value)
+        by_variant.setdefault(label, {}).setdefault(settings[tune.key], []).append(value if ok else None)
+    out = {}
+    for label, per_value in by_variant.items():
+        scores = {v: (sum(xs) / len(xs) if len(xs) == len(tune.seeds) and None not in xs else None)
+                  for v, xs in ((v, per_value.get(v, [])) for v in tune.values)}
+        ok = [(s, i, v) for i, (v, s) in enumerate(scores.items()) if s is not None]
+        if not ok:
+            out[label] = Choice(None, scores)
+            continue
+        sign = 1 if tune.goal == "min" else -1
+        _, _, best = min(ok, key=lambda t: (sign * t[0], t[1]))
+        out[label] = Choice(best, scores, edge_of(tune.values, best))
+    return out
+
+
+def edge_of(values: Sequence[Any], best: Any) -> Optional[str]:
+    """'largest' / 'smallest' when ``best`` is an end of the numeric values tried."""
+    nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if len(nums) < 2 or len(nums) != len(values):
+        return None
+    return "largest" if best == max(nums) else "smallest" if best == min(nums) else None
+
+
+def edge_warning(key: str, variant: str, edge: Optional[str], value: Any) -> Optional[str]:
+    if edge is None:
+        return None
+    return (f"warning: the best {key} for {variant} is the {edge} tried ({value}); the optimum may lie beyond the "
+            "range: widen it")
+
+
+def known_metric(select: str, produced: Sequence[str]) -> None:
+    """``tune.select`` against the validation metrics the task produces."""
+    if select not in produced:
+        raise ConfigError("tune.select", f"the task produces no {select}{did_you_mean(select, list(produced))}; "
+                          f"its validation metrics: {', '.join(produced)}")
