@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ..errors import ConfigError
+from ..errors import ConfigError, yaml_error
 from .fields import (BUDGETS, GOALS, NAME_RE, Distribution, SweepSpec, Variant, _axis_key, _check_keys,  # noqa: F401
                      _distribution, _finish, _int, _mapping, _name, _values, parse_overrides, resolve_base)
 from .tune import parse_tune

@@ -4,6 +4,7 @@ groups its runs the same way in all three, beside the CSV that stays the source 
 README (Dashboards): "runs of a sweep are grouped the same way in all three: the sweep (wandb group,
 MLflow experiment, one TensorBoard log dir), the variant (wandb job_type, MLflow tag, an HParams
 column)"; "`export` after a live-logged sweep adds nothing"."""
+import pytest
 import json
 import os
 import subprocess
@@ -18,6 +19,7 @@ from .test_export import _tensorboard
 from .wandb_records import read_run
 
 
+@pytest.mark.slow  # a live 2-run sweep with three loggers, ~35 s: make test-slow
 def test_a_sweep_logs_live_to_tensorboard_mlflow_and_wandb_grouped_alike(tmp_path):
     base = {**BASE, "logging": {"tensorboard": {"enabled": True}, "mlflow": {"enabled": True},
                                 "wandb": {"enabled": True, "mode": "offline"}}}

@@ -24,6 +24,7 @@ def _status(run_dir):
         return {}
 
 
+@pytest.mark.slow  # ~1 min of CPU, minutes of wall: make test-slow
 def test_slurm_launcher_runs_each_run_as_a_job_and_resumes_a_preempted_one(tmp_path):
     """README: "`--launcher slurm` submits one job per run (a job array) through submitit; a
     preempted job is requeued and resumes from its run's last checkpoint; rerunning the sweep

@@ -62,6 +62,7 @@ def _finals(outcome) -> dict:
             for r in outcome.plan.runs}
 
 
+@pytest.mark.slow  # ~1 min: make test-slow
 def test_sigkill_between_the_stages_then_resume_gives_the_uninterrupted_result(spec_dir, tmp_path, hooked):  # noqa: F811
     path = write_spec(spec_dir, SPEC)
     reference = run_sweep(load_spec(path), tmp_path / "ref", log=lambda line: None)
