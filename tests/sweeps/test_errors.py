@@ -70,8 +70,8 @@ def test_missing_spec_file_and_bad_flags(tmp_path, capsys):
     assert main(["sweep", str(tmp_path / "none.yaml")]) == 2
     assert "sweep: file not found" in capsys.readouterr().err
     path = write_spec(tmp_path, {"grid": GRID})
-    assert main(["sweep", str(path), "--launcher", "slurm"]) == 2
-    assert "invalid choice: 'slurm'" in capsys.readouterr().err
+    assert main(["sweep", str(path), "--launcher", "kubernetes"]) == 2
+    assert "invalid choice: 'kubernetes'" in capsys.readouterr().err
     assert main(["sweep", str(path), "--workers", "0"]) == 2
     assert "--workers: must be at least 1" in capsys.readouterr().err
 
