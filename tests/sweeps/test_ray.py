@@ -100,6 +100,7 @@ def ray_head():
         shutil.rmtree(temp, ignore_errors=True)
 
 
+@pytest.mark.slow  # starts its own `ray start --head` cluster; failed once on the loaded machine: make test-slow
 def test_cli_sweep_on_a_running_ray_cluster(tmp_path, ray_head):
     """README: "`arch-zoo sweep SPEC --launcher ray --ray-address HOST:PORT` sends each run to an
     existing Ray cluster (one started with `ray start --head`)": through the CLI, every run trains
