@@ -105,7 +105,7 @@ def _cache_dir(args) -> None:
 
 
 def _prepare(args) -> int:
-    from .config import load
+    from .loading import load
     from .data.prepare import interactive
     from .data.tasks.common import prepare_all
 
