@@ -46,7 +46,7 @@ def test_failures_are_data_the_sweep_goes_on_and_reruns_leave_finished_runs(tmp_
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("arch-zoo: 2 of 3 runs did not complete: lr=1000000.0,strategy=auto s0: "
                                                "diverged (non-finite training loss at step"), err
-    assert "; lr=0.001,strategy=bogus s0: failed (ValueError: You selected an invalid strategy name" in err[0]
+    assert "; lr=0.001,strategy=bogus s0: failed (ConfigError: train.strategy: unknown Lightning strategy 'bogus'" in err[0]
     rows = index(out, "f")
     assert list(rows[0]) == ["run_id", "variant", "seed", "status", "reason", "train.lr", "train.strategy"]
     assert [(r["variant"], r["status"]) for r in rows] == [
