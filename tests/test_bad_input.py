@@ -213,6 +213,9 @@ CASES = [
      "--tracking-uri: is for --to mlflow; --to tensorboard writes next to the runs"),
     ("train-unreachable-tracking-uri", "train {ws}/exp.yaml --out {ws}/r logging.mlflow.enabled=true "
      "logging.mlflow.tracking_uri=http://127.0.0.1:9", "logging.mlflow.tracking_uri: cannot reach the MLflow"),
+    ("sweep-unreachable-tracking-uri", "sweep {ws}/spec.yaml logging.mlflow.enabled=true "
+     "logging.mlflow.tracking_uri=http://127.0.0.1:9 --out {ws}/store",
+     "logging.mlflow.tracking_uri: cannot reach the MLflow"),
     ("dashboard-not-a-sweep", "dashboard {ws}/a_dir", "{ws}/a_dir is not a sweep directory"),
     ("dashboard-unknown-tool", "dashboard {ws}/sweep --tool grafana", "--tool: unknown dashboard 'grafana'"),
     ("report-watch-zero-interval", "report {ws}/sweep --out {ws}/rep --watch --interval 0",

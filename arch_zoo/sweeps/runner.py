@@ -62,6 +62,19 @@ def make_launcher(kind: str, workers: Optional[int], ray_address: Optional[str] 
     raise choice_error("--launcher", "launcher", kind, ["local", "ray", "slurm"])
 
 
+def _check_loggers(plan) -> None:
+    """A dashboard library that is missing or an MLflow server that does not answer is one error up
+    front, not the same failure once per run."""
+    from ..dashboards.deps import check_logging
+
+    seen = set()
+    for run in plan.runs:
+        key = repr(run.config.logging)
+        if key not in seen:
+            seen.add(key)
+            check_logging(run.config.logging)
+
+
 def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT_OUT, workers: Optional[int] = None,
               launcher: str = "local", ray_address: Optional[str] = None, retry_failed: bool = False,
               log: Callable[[str], None] = print, ray_init: Optional[Dict[str, Any]] = None,
@@ -88,6 +101,7 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
         plan = make_plan(spec)
         store = Store(Path(out) / spec.name)
         store.check_conflicts(plan)
+        _check_loggers(plan)
         from ..data.tasks.common import prepare_all
 
         prepare_all([r.config for r in plan.runs], log)  # each distinct token store once, before any worker
