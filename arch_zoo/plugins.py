@@ -164,10 +164,7 @@ def records(plugins: Sequence[str] = ()) -> List[Dict[str, Any]]:
 
 
 def rebuild(cls: type, data: Dict[str, Any]):
-    """Unpickling a config (a sweep's task in a fresh worker process): the built-in registries, its
-    plugins, then the schema."""
-    from . import catalog  # noqa: F401  (a Ray worker may not have imported the components yet)
-
+    """Unpickling a config (a sweep's task in a worker process): its plugins first, then the schema."""
     load_plugins(data.get("plugins") or ())
     return from_dict(cls, data)
 

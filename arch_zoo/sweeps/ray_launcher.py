@@ -13,10 +13,17 @@ from ..errors import ConfigError
 from .worker import Result, Task, TaskQueue
 
 
-def _run_task(task: Task, threads: int) -> Result:
+def _run_task(pickled_task: bytes, threads: int) -> Result:
+    """The task travels pickled: Ray would unpickle an argument before this function runs, and a
+    config naming plugin components needs the built-in registries imported first."""
+    import pickle
     import warnings
 
+    from ..catalog import all_registries
     from .worker import execute, set_threads
+
+    all_registries()
+    task = pickle.loads(pickled_task)
 
     for category in (DeprecationWarning, FutureWarning):
         warnings.simplefilter("ignore", category)
@@ -92,6 +99,8 @@ class RayLauncher:
 
     def run(self, tasks: List[Task], on_result: Callable[[Task, Result], None],
             on_lost: Callable[[Task, Optional[int], str], None]) -> None:
+        import pickle
+
         import ray
 
         self.start()
@@ -103,7 +112,7 @@ class RayLauncher:
             while queue and (self.max_in_flight is None or len(in_flight) < self.max_in_flight):
                 task = queue.next()
                 request = resources(task.config, cluster)
-                ref = remote.options(**request, max_retries=0).remote(task, max(1, int(request["num_cpus"])))
+                ref = remote.options(**request, max_retries=0).remote(pickle.dumps(task), max(1, int(request["num_cpus"])))
                 in_flight[ref] = task
             done, _ = ray.wait(list(in_flight), num_returns=1)
             task = in_flight.pop(done[0])
