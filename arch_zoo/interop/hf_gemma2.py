@@ -2,11 +2,15 @@
 soft-capping, scaled embeddings, gated tanh-GELU, query_pre_attn_scalar.
 
 Gemma's RMSNorm multiplies by (1 + weight): the import stores 1 + weight in arch_zoo's plain RMSNorm
-gain, which is the same float32 sum Hugging Face computes. Local/global alternation needs per-layer
-attention (``model.layers``, not on this branch): a model whose sliding window is shorter than its
-context is refused, since all-global attention would differ from it beyond the window.
+gain, which is the same float32 sum Hugging Face computes. Local/global alternation (``layer_types``:
+``sliding_attention`` on even layers, ``full_attention`` on odd ones by default) becomes per-layer
+attention: ``attention: global`` plus ``layers: [{pattern: [{attention: sliding_window}, {}]}]``, the
+shortest repeating pattern that gives every layer its type. Sliding windows have no weights, so the
+tensors map as without alternation.
 """
 from __future__ import annotations
+
+from typing import List, Optional, Tuple
 
 from ..config import ModelConfig
 from .checkpoint import WeightMap
@@ -14,11 +18,29 @@ from .hf import HFArchitecture, ffn_name, register, unsupported
 from .hf_llama import GATED, llama_config
 
 
+ATTENTION_TYPES = ("sliding_attention", "full_attention")
+
+
+def layer_attention(model_type: str, c: dict) -> Tuple[object, Optional[List[dict]]]:
+    """(``model.attention``, ``model.layers``) for HF's per-layer ``layer_types``: the shortest pattern
+    repeating over the layers, each entry windowed (``sliding_attention``) or not; None when every
+    layer is alike. Without ``layer_types``, Gemma 2's default: sliding on even layers."""
+    n, window = c["num_hidden_layers"], c.get("sliding_window")
+    types = list(c.get("layer_types") or [ATTENTION_TYPES[i % 2] for i in range(n)])
+    if len(types) != n or not set(types) <= set(ATTENTION_TYPES):
+        raise unsupported(model_type, f"layer_types {types} (expected {n} of {', '.join(ATTENTION_TYPES)})")
+    if window is None and "sliding_attention" in types:
+        raise unsupported(model_type, "sliding_attention layers without a sliding_window")
+    sliding = {"name": "sliding_window", "window": int(window)} if window is not None else None
+    if len(set(types)) == 1:
+        return (sliding if types[0] == "sliding_attention" else "global"), None
+    period = next(p for p in range(1, n + 1) if all(t == types[i % p] for i, t in enumerate(types)))
+    return "global", [{"pattern": [{"attention": sliding} if t == "sliding_attention" else {}
+                                   for t in types[:period]]}]
+
+
 def gemma2_config(c: dict, weights: WeightMap) -> dict:
-    window, context = c.get("sliding_window"), c.get("max_position_embeddings", 8192)
-    if "sliding_attention" in (c.get("layer_types") or ["sliding_attention"]) and window and window < context:
-        raise unsupported("gemma2", f"local/global alternation (sliding_window {window} < "
-                                    f"max_position_embeddings {context})")
+    attention, layers = layer_attention("gemma2", c)
     if c.get("use_bidirectional_attention"):
         raise unsupported("gemma2", "use_bidirectional_attention: true")
     base = llama_config({**c, "hidden_act": "silu", "mlp_bias": c.get("attention_bias", False)}, weights)
@@ -30,7 +52,8 @@ def gemma2_config(c: dict, weights: WeightMap) -> dict:
             "attn_logit_softcap": c.get("attn_logit_softcapping"),
             "final_logit_softcap": c.get("final_logit_softcapping"),
             "scale_embeddings": True,
-            "tie_embeddings": c.get("tie_word_embeddings", True)}
+            "tie_embeddings": c.get("tie_word_embeddings", True),
+            "attention": attention, "layers": layers}
 
 
 def _gain(w):
