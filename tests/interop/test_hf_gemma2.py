@@ -1,7 +1,9 @@
 """The gemma2 preset computes what Hugging Face's Gemma2ForCausalLM computes: same logits to 1e-4 in
 fp32 on left- and right-padded batches, and cached greedy decoding picks the tokens HF ``generate``
-picks. README (Configs, Gemma 2): "equal to the Hugging Face model's logits to 1e-4 with left and
-right padding, and cached greedy decoding picks the tokens HF `generate` picks".
+picks. README (Configs, "Gemma 2: the `gemma2` preset ..."): "equal to the Hugging Face model's
+logits to 1e-4 with left and right padding, and cached greedy decoding picks the tokens HF
+`generate` picks"; "any `layer_types` list converts; a sliding layer's decoding cache keeps only
+its window".
 
 The reference alternates local and global layers (HF's default ``layer_types``: sliding on even
 layers) with a window (8) shorter than the batches (12) and than prompt + decoded tokens (18), so
@@ -92,6 +94,10 @@ def test_cached_greedy_decoding_equals_hf_generate(ref):
     expected = out[:, -steps:]
     assert len(set(expected.flatten().tolist())) > 1
     assert torch.equal(greedy_cached(model, ids, mask, steps), expected)
+    cache = model.new_cache()
+    with torch.no_grad():
+        model(out, torch.cat((mask, torch.ones_like(expected)), dim=1), cache=cache)
+    assert [len(layer.self_kv) for layer in cache.layers] == [7, 10 + steps]  # window - 1 keys; all of them
 
 
 def test_any_layer_types_map_to_per_layer_attention():
