@@ -4,43 +4,23 @@ soft-capping, scaled embeddings, gated tanh-GELU, query_pre_attn_scalar.
 Gemma's RMSNorm multiplies by (1 + weight): the import stores 1 + weight in arch_zoo's plain RMSNorm
 gain, which is the same float32 sum Hugging Face computes. Local/global alternation (``layer_types``:
 ``sliding_attention`` on even layers, ``full_attention`` on odd ones by default) becomes per-layer
-attention: ``attention: global`` plus ``layers: [{pattern: [{attention: sliding_window}, {}]}]``, the
-shortest repeating pattern that gives every layer its type. Sliding windows have no weights, so the
-tensors map as without alternation.
+attention (``layer_attention``): ``attention: global`` plus
+``layers: [{pattern: [{attention: sliding_window}, {}]}]``; any other ``layer_types`` list maps layer by
+layer. Sliding windows have no weights, so the tensors map as without alternation.
 """
 from __future__ import annotations
-
-from typing import List, Optional, Tuple
 
 from ..config import ModelConfig
 from .checkpoint import WeightMap
 from .hf import HFArchitecture, ffn_name, register, unsupported
 from .hf_llama import GATED, llama_config
-
-
-ATTENTION_TYPES = ("sliding_attention", "full_attention")
-
-
-def layer_attention(model_type: str, c: dict) -> Tuple[object, Optional[List[dict]]]:
-    """(``model.attention``, ``model.layers``) for HF's per-layer ``layer_types``: the shortest pattern
-    repeating over the layers, each entry windowed (``sliding_attention``) or not; None when every
-    layer is alike. Without ``layer_types``, Gemma 2's default: sliding on even layers."""
-    n, window = c["num_hidden_layers"], c.get("sliding_window")
-    types = list(c.get("layer_types") or [ATTENTION_TYPES[i % 2] for i in range(n)])
-    if len(types) != n or not set(types) <= set(ATTENTION_TYPES):
-        raise unsupported(model_type, f"layer_types {types} (expected {n} of {', '.join(ATTENTION_TYPES)})")
-    if window is None and "sliding_attention" in types:
-        raise unsupported(model_type, "sliding_attention layers without a sliding_window")
-    sliding = {"name": "sliding_window", "window": int(window)} if window is not None else None
-    if len(set(types)) == 1:
-        return (sliding if types[0] == "sliding_attention" else "global"), None
-    period = next(p for p in range(1, n + 1) if all(t == types[i % p] for i, t in enumerate(types)))
-    return "global", [{"pattern": [{"attention": sliding} if t == "sliding_attention" else {}
-                                   for t in types[:period]]}]
+from .hf_llama_variants import ATTENTION_TYPES, layer_attention
 
 
 def gemma2_config(c: dict, weights: WeightMap) -> dict:
-    attention, layers = layer_attention("gemma2", c)
+    n = c["num_hidden_layers"]
+    attention, layers = layer_attention("gemma2", c, [ATTENTION_TYPES[i % 2] for i in range(n)],
+                                        repeating=True)
     if c.get("use_bidirectional_attention"):
         raise unsupported("gemma2", "use_bidirectional_attention: true")
     base = llama_config({**c, "hidden_act": "silu", "mlp_bias": c.get("attention_bias", False)}, weights)

@@ -101,13 +101,15 @@ def test_cached_greedy_decoding_equals_hf_generate(ref):
 
 
 def test_any_layer_types_map_to_per_layer_attention():
-    """A layer_types list other than the default alternation maps layer by layer (shortest repeating
-    pattern); one type on every layer needs no per-layer entry."""
-    types = ["full_attention", "sliding_attention", "sliding_attention"]
-    hf = reference(num_hidden_layers=3, layer_types=types)
-    model = from_hf(hf)
-    assert model.config.layers == [{"pattern": [{}, {"attention": SLIDING}, {"attention": SLIDING}]}]
-    torch.testing.assert_close(*reversed(both("gemma2", hf, model, "left")), atol=ATOL, rtol=0)
+    """A layer_types list other than the default alternation maps layer by layer, as the shortest
+    repeating pattern; one type on every layer needs no per-layer entry."""
+    for types, pattern in [(["full_attention", "sliding_attention"] * 2, [{}, {"attention": SLIDING}]),
+                           (["full_attention", "sliding_attention", "sliding_attention"],
+                            [{}, {"attention": SLIDING}, {"attention": SLIDING}])]:
+        hf = reference(num_hidden_layers=len(types), layer_types=types)
+        model = from_hf(hf)
+        assert model.config.layers == [{"pattern": pattern}]
+        torch.testing.assert_close(*reversed(both("gemma2", hf, model, "left")), atol=ATOL, rtol=0)
     local = model_config_from_hf(reference(layer_types=["sliding_attention"] * 2))
     assert (local.attention.options.window, local.layers) == (8, None)
 
