@@ -74,6 +74,8 @@ WRONG = {  # each Gemma 2 feature taken away: the parity check must notice
     "alternation shifted": {"layers": [{"pattern": [{}, {"attention": SLIDING}]}]},
     "no attention soft-cap": {"attn_logit_softcap": None},
     "no final soft-cap": {"final_logit_softcap": None},
+    "scale from head_dim": {"attention_scale": 32 ** -0.5},
+    "no embedding scale": {"scale_embeddings": False},
 }
 
 
