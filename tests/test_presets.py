@@ -10,7 +10,7 @@ from arch_zoo.models import build_model
 from tests.conftest import tiny
 
 REFERENCE_PRESETS = ["vaswani", "bert", "gpt2", "llama", "t5", "t5-v1_1", "pythia", "bloom"]
-REFERENCE_PRESETS += ["qwen3", "mistral", "mixtral"]
+REFERENCE_PRESETS += ["qwen3", "mistral", "mixtral", "gemma2"]
 
 
 def test_every_reference_preset_comes_with_a_tiny_size():
@@ -42,6 +42,7 @@ def test_describe_every_preset(name, capsys):
     ("t5-v1_1", 32128, 247_577_856, "geglu_tanh"),  # google/t5-v1_1-base
     ("pythia", 50304, 162_322_944, "fraction=0.25"),  # EleutherAI/pythia-160m
     ("bloom", 250880, 559_214_592, "alibi"),  # bigscience/bloom-560m
+    ("gemma2", 256000, 2_614_341_888, "22, 24: attention=sliding_window(window=4096)"),  # google/gemma-2-2b
 ])
 def test_full_presets_have_the_reference_size(name, vocab, total, feature, capsys):
     assert main(["describe", f"preset:{name}", "--vocab-size", str(vocab)]) == 0

@@ -1,8 +1,8 @@
 """Weights from reference implementations into arch_zoo models.
 
-* ``from_hf(model)``: an in-memory Hugging Face GPT2LMHeadModel, BertModel/BertForMaskedLM,
-  LlamaForCausalLM or T5ForConditionalGeneration;
-  GPTNeoXForCausalLM (Pythia), BloomForCausalLM and Gemma2ForCausalLM too;
+* ``from_hf(model)``: an in-memory Hugging Face model of a supported ``model_type`` (``ARCHITECTURES``):
+  GPT-2, BERT, Llama, T5 (1.0 and 1.1), Qwen3, Mistral, Mixtral, GPT-NeoX (Pythia), BLOOM and
+  Gemma 2 (local/global alternation as per-layer attention, ``model.layers``);
 * ``load_hf_checkpoint(path)``: a local Hugging Face checkpoint directory (config.json +
   model.safetensors), read with safetensors alone: no transformers, no network;
 * ``from_torch_transformer(module, vocab_size)``: torch.nn.Transformer / nn.TransformerEncoder.

@@ -98,8 +98,10 @@ def model_config_from_hf(hf_model) -> ModelConfig:
 
 def from_hf(hf_model, config: ConfigLike = None, changes: Optional[Mapping[str, Any]] = None):
     """Convert an in-memory Hugging Face model: GPT2LMHeadModel/GPT2Model, BertForMaskedLM/BertModel,
-    LlamaForCausalLM, T5ForConditionalGeneration. A bare LlamaModel has no output projection to
-    take; ``changes={"tie_embeddings": True}`` gives its hidden states with a tied head."""
+    LlamaForCausalLM, T5ForConditionalGeneration (T5 1.0 and 1.1), Qwen3ForCausalLM,
+    MistralForCausalLM, MixtralForCausalLM, GPTNeoXForCausalLM (Pythia), BloomForCausalLM and
+    Gemma2ForCausalLM (``ARCHITECTURES`` lists the model types). A bare LlamaModel has no output
+    projection to take; ``changes={"tie_embeddings": True}`` gives its hidden states with a tied head."""
     return convert(hf_model.config.to_dict(), hf_model.state_dict(), config, changes,
                    where=type(hf_model).__name__)
 

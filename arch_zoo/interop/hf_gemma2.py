@@ -2,9 +2,11 @@
 soft-capping, scaled embeddings, gated tanh-GELU, query_pre_attn_scalar.
 
 Gemma's RMSNorm multiplies by (1 + weight): the import stores 1 + weight in arch_zoo's plain RMSNorm
-gain, which is the same float32 sum Hugging Face computes. Local/global alternation needs per-layer
-attention (``model.layers``, not on this branch): a model whose sliding window is shorter than its
-context is refused, since all-global attention would differ from it beyond the window.
+gain, which is the same float32 sum Hugging Face computes. Local/global alternation (``layer_types``:
+``sliding_attention`` on even layers, ``full_attention`` on odd ones by default) becomes per-layer
+attention (``layer_attention``): ``attention: global`` plus
+``layers: [{pattern: [{attention: sliding_window}, {}]}]``; any other ``layer_types`` list maps layer by
+layer. Sliding windows have no weights, so the tensors map as without alternation.
 """
 from __future__ import annotations
 
@@ -12,13 +14,13 @@ from ..config import ModelConfig
 from .checkpoint import WeightMap
 from .hf import HFArchitecture, ffn_name, register, unsupported
 from .hf_llama import GATED, llama_config
+from .hf_llama_variants import ATTENTION_TYPES, layer_attention
 
 
 def gemma2_config(c: dict, weights: WeightMap) -> dict:
-    window, context = c.get("sliding_window"), c.get("max_position_embeddings", 8192)
-    if "sliding_attention" in (c.get("layer_types") or ["sliding_attention"]) and window and window < context:
-        raise unsupported("gemma2", f"local/global alternation (sliding_window {window} < "
-                                    f"max_position_embeddings {context})")
+    n = c["num_hidden_layers"]
+    attention, layers = layer_attention("gemma2", c, [ATTENTION_TYPES[i % 2] for i in range(n)],
+                                        repeating=True)
     if c.get("use_bidirectional_attention"):
         raise unsupported("gemma2", "use_bidirectional_attention: true")
     base = llama_config({**c, "hidden_act": "silu", "mlp_bias": c.get("attention_bias", False)}, weights)
@@ -30,7 +32,8 @@ def gemma2_config(c: dict, weights: WeightMap) -> dict:
             "attn_logit_softcap": c.get("attn_logit_softcapping"),
             "final_logit_softcap": c.get("final_logit_softcapping"),
             "scale_embeddings": True,
-            "tie_embeddings": c.get("tie_word_embeddings", True)}
+            "tie_embeddings": c.get("tie_word_embeddings", True),
+            "attention": attention, "layers": layers}
 
 
 def _gain(w):

@@ -1,10 +1,13 @@
-"""Llama's descendants: Qwen3 (QK-norm), Mistral (sliding window) and Mixtral (mixture of experts).
+"""Llama's descendants: Qwen3 (QK-norm), Mistral (sliding window) and Mixtral (mixture of experts);
+and HF's per-layer ``layer_types`` as ``model.layers`` (Qwen3's windowed layers, Gemma 2's alternation).
 
 Each is a Llama with one change, so each converter is Llama's (``llama_config``, ``llama_weights``)
 plus that change. ``WeightMap.copy`` skips tensors a checkpoint lacks, so ``llama_weights`` maps
 everything the variants share and leaves Mixtral's missing dense MLP alone.
 """
 from __future__ import annotations
+
+from typing import List, Optional, Tuple
 
 from ..config import ModelConfig
 from .checkpoint import WeightMap
@@ -14,22 +17,50 @@ from .hf_llama import llama_config, llama_weights
 ROTARY = (r"(layers\.\d+\.self_attn\.)?rotary_emb\.inv_freq",)  # recomputed, not learned
 
 
-def attention_pattern(model_type: str, c: dict) -> object:
-    """Mistral's ``sliding_window`` (None: global attention) as a ``model.attention`` value.
-    Qwen3 opts in with ``use_sliding_window`` and windows only some layers (``layer_types``)."""
+ATTENTION_TYPES = ("sliding_attention", "full_attention")  # HF's layer_types values
+
+
+def layer_attention(model_type: str, c: dict, default: List[str],
+                    repeating: bool) -> Tuple[object, Optional[List[dict]]]:
+    """(``model.attention``, ``model.layers``) for HF's per-layer ``layer_types`` (``default`` when the
+    config has none); one type on every layer needs no ``layers``. Written as the family writes it:
+    ``repeating``, the shortest ``pattern`` that gives each layer its type (Gemma 2:
+    ``[{attention: sliding_window}, {}]``); otherwise one ``range`` entry per run of windowed layers
+    (Qwen3's last layers)."""
+    n, window = c["num_hidden_layers"], c.get("sliding_window")
+    types = list(c.get("layer_types") or default)
+    if len(types) != n or not set(types) <= set(ATTENTION_TYPES):
+        raise unsupported(model_type, f"layer_types {types} (expected {n} of {', '.join(ATTENTION_TYPES)})")
+    if window is None and "sliding_attention" in types:
+        raise unsupported(model_type, "sliding_attention layers without a sliding_window")
+    sliding = {"name": "sliding_window", "window": int(window)} if window is not None else None
+    if len(set(types)) == 1:
+        return (sliding if types[0] == "sliding_attention" else "global"), None
+    if repeating:
+        period = next(p for p in range(1, n + 1) if all(t == types[i % p] for i, t in enumerate(types)))
+        return "global", [{"pattern": [{"attention": sliding} if t == "sliding_attention" else {}
+                                       for t in types[:period]]}]
+    starts = [i for i, t in enumerate(types) if t == "sliding_attention" and (i == 0 or types[i - 1] != t)]
+    ends = [i + 1 for i, t in enumerate(types) if t == "sliding_attention" and (i == n - 1 or types[i + 1] != t)]
+    return "global", [{"range": f"{a}:{b}", "attention": sliding} for a, b in zip(starts, ends)]
+
+
+def attention_pattern(model_type: str, c: dict) -> Tuple[object, Optional[List[dict]]]:
+    """(``model.attention``, ``model.layers``): Mistral's ``sliding_window`` (None: global attention) on
+    every layer. Qwen3 opts in with ``use_sliding_window`` and windows the layers from
+    ``max_window_layers`` on (``layer_types``)."""
     window = c.get("sliding_window")
     if model_type == "qwen3":
-        types = set(c.get("layer_types") or ["full_attention"])
-        if "sliding_attention" not in types:
-            return "global"
-        if types != {"sliding_attention"}:
-            raise unsupported(model_type, "sliding window on some layers only (max_window_layers)")
-    return "global" if window is None else {"name": "sliding_window", "window": int(window)}
+        on = c.get("use_sliding_window") and window is not None
+        first = c.get("max_window_layers", 28)
+        return layer_attention(model_type, c, [ATTENTION_TYPES[0] if on and i >= first else ATTENTION_TYPES[1]
+                                               for i in range(c["num_hidden_layers"])], repeating=False)
+    return ("global" if window is None else {"name": "sliding_window", "window": int(window)}), None
 
 
 def variant_config(model_type: str, c: dict, weights: WeightMap) -> dict:
     cfg = llama_config(c, weights)
-    cfg["attention"] = attention_pattern(model_type, c)
+    cfg["attention"], cfg["layers"] = attention_pattern(model_type, c)
     return cfg
 
 

@@ -10,7 +10,7 @@ longer than mistral-tiny's window (8), and decoding runs past it."""
 import pytest
 import torch
 
-from arch_zoo.interop import CheckpointError, from_hf, model_config_from_hf
+from arch_zoo.interop import from_hf, model_config_from_hf
 from tests.interop.references import VOCAB, padded_batch, randomize, tiny
 from tests.interop.test_hf_parity import ATOL, both, greedy_cached
 
@@ -115,14 +115,20 @@ def test_mixtral_published_checkpoint_layout():
     torch.testing.assert_close(*reversed(both("mixtral", hf, model, "right")), atol=ATOL, rtol=0)
 
 
-def test_qwen3_sliding_window_on_every_layer_converts_and_on_some_is_refused():
+def test_qwen3_sliding_window_on_every_layer_or_on_the_last_ones_converts():
+    """use_sliding_window windows the layers from max_window_layers on: all of them is model.attention,
+    the last ones a model.layers range (README: "windowing some of them converts to per-layer attention")."""
     hf = reference("qwen3", use_sliding_window=True, sliding_window=4, max_window_layers=0)
     model = from_hf(hf)
-    assert model.config.attention.options.window == 4
+    assert (model.config.attention.options.window, model.config.layers) == (4, None)
     torch.testing.assert_close(*reversed(both("qwen3", hf, model, "left")), atol=ATOL, rtol=0)
     mixed = reference("qwen3", use_sliding_window=True, sliding_window=4, max_window_layers=1)
-    with pytest.raises(CheckpointError, match="sliding window on some layers only"):
-        from_hf(mixed)
+    model = from_hf(mixed)
+    assert model.config.attention.name == "global"
+    assert model.config.layers == [{"range": "1:2", "attention": {"name": "sliding_window", "window": 4}}]
+    a, b = both("qwen3", mixed, model, "left")
+    torch.testing.assert_close(b, a, atol=ATOL, rtol=0)
+    assert (a - both("qwen3", mixed, from_hf(mixed, changes={"layers": None}), "left")[1]).abs().max() > ATOL
 
 
 def test_mixtral_checkpoint_directory_round_trip(tmp_path):
