@@ -3,15 +3,14 @@
 README, "Your own components: plugins". The README's worked example is run here exactly as
 written (its code blocks are extracted into files), through arch_zoo.testing, describe, train, a
 2-worker local sweep (worker processes import the plugin again), report and generate from a fresh
-process in another directory (the run dir alone re-imports it). A module plugin adds a norm and a
-feed-forward; an installed distribution's entry point is discovered by importlib.metadata.
-
-TODO (issue 14, Done when): placements (``components/placements.py``) and attention
-architectures are not registries on this branch; once merged, add a placement and an attention
-variant to ``LAB_BLOCKS`` below (a class and a registration each) and to the configs of
-``test_a_module_plugin_adds_a_norm_and_an_ffn``: the grid helper and the commands need no change.
+process in another directory (the run dir alone re-imports it). A module plugin adds a norm, a
+feed-forward, a placement with learned parameters and an attention pattern, and runs them through
+the same helper and commands; an init scheme from a file sees each layer's context; an installed
+distribution's entry point is discovered by importlib.metadata. Nothing in ``arch_zoo/`` names
+any of them (issue 14, Done when).
 """
 import json
+import math
 import os
 import re
 import subprocess
@@ -173,8 +172,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from arch_zoo.components.attention_patterns import ATTENTION, AttentionPattern
 from arch_zoo.components.feedforward import FEEDFORWARD, MLP
 from arch_zoo.components.norms import NORMS
+from arch_zoo.components.placements import PLACEMENTS, Placement
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,52 @@ class SquaredReLU(MLP):
     @staticmethod
     def act(x):
         return F.relu(x).square()
+
+
+@dataclass(frozen=True)
+class LayerScaleOptions:
+    init: float = 0.1  # every channel's scale at the start
+
+
+@PLACEMENTS.register("layerscale", LayerScaleOptions, "x + gamma * f(norm(x)), gamma learned per channel "
+                                                      "(Touvron et al. 2021, CaiT)")
+class LayerScale(Placement):
+    formula = "x + gamma * f(norm(x))"
+
+    def __init__(self, options, ctx):
+        super().__init__(options, ctx)
+        self.gamma = nn.Parameter(torch.full((3 if ctx.cross else 2, ctx.d_model), options.init))
+
+    def forward(self, x, slots, branches):
+        for gamma, slot, branch in zip(self.gamma, slots, branches):
+            x = x + gamma * branch(slot.norm(x))
+        return x
+
+    def after_init(self, slots):
+        nn.init.constant_(self.gamma, self.options.init)  # an init scheme may have drawn it as a matrix
+
+
+@dataclass(frozen=True)
+class StridedOptions:
+    stride: int = 128
+
+
+@ATTENTION.register("strided", StridedOptions, "the last `stride` keys and every stride-th one before them "
+                                               "(Child et al. 2019)")
+class Strided(AttentionPattern):
+    example_options = {"stride": 3}  # short enough to matter in the invariants' tiny sequences
+
+    def band(self, q_len, k_len, device=None):
+        dist = (torch.arange(q_len, device=device).unsqueeze(1) + (k_len - q_len)
+                - torch.arange(k_len, device=device).unsqueeze(0)).abs()
+        return (dist < self.options.stride) | (dist % self.options.stride == 0)
+
+    def restrict(self, mask, q_len, k_len, device):
+        return mask.restrict(self.band(q_len, k_len, device))
+
+    def visible_keys(self, seq_len, causal):
+        band = self.band(seq_len, seq_len)
+        return float((band.tril() if causal else band).sum(-1).double().mean())
 """
 
 
@@ -223,31 +270,134 @@ def _package(root: Path, name: str) -> Path:
     return root / name / "blocks.py"
 
 
-def test_a_module_plugin_adds_a_norm_and_an_ffn(tmp_path, monkeypatch, capsys):
-    """README: "module names (my_lab.blocks) work too"; what a plugin registers is validated like a
-    built-in (typed options, did-you-mean) and passes the grid's invariants (arch_zoo.testing)."""
+def test_a_module_plugin_adds_a_norm_an_ffn_a_placement_and_an_attention_pattern(tmp_path, monkeypatch, capsys):
+    """README: "module names (my_lab.blocks) work too"; what a plugin registers (a norm, a
+    feed-forward, a placement, an attention pattern) is validated like a built-in (typed options,
+    did-you-mean), shown by `describe`, counted in its parameters and FLOPs, and passes the grid's
+    invariants (arch_zoo.testing)."""
     from arch_zoo.loading import load
     from arch_zoo.errors import ConfigError
 
     blocks = _package(tmp_path / "lab", "my_lab")
     monkeypatch.syspath_prepend(str(tmp_path / "lab"))
     cfg = load({"plugins": ["my_lab.blocks"], "model": {"norm": {"name": "scalenorm", "eps": 1e-6},
-                                                         "ffn": "squared_relu"}})
+                                                         "ffn": "squared_relu", "norm_placement": "layerscale",
+                                                         "attention": {"name": "strided", "stride": 8}}})
     assert cfg.model.norm.options.eps == 1e-6 and cfg.model.ffn.name == "squared_relu"
+    assert cfg.model.norm_placement.options.init == 0.1 and cfg.model.attention.options.stride == 8
     assert all_registries()["norms"].get("scalenorm").source == "my_lab.blocks"
+    assert all_registries()["placements"].get("layerscale").source == "my_lab.blocks"
     with pytest.raises(ConfigError, match=r"model.norm.eps: expected a number, got 'small'"):
         load({"plugins": ["my_lab.blocks"], "model": {"norm": {"name": "scalenorm", "eps": "small"}}})
     with pytest.raises(ConfigError, match=r"unknown norm 'scalenrom' \(did you mean 'scalenorm'\?\)"):
         load({"plugins": ["my_lab.blocks"], "model": {"norm": "scalenrom"}})
+    with pytest.raises(ConfigError, match=r"model.norm_placement.int: unknown option for norm placement "
+                                          r"'layerscale' \(did you mean 'init'\?\)"):
+        load({"plugins": ["my_lab.blocks"], "model": {"norm_placement": {"name": "layerscale", "int": 0.5}}})
+    with pytest.raises(ConfigError, match=r"unknown attention pattern 'stride' \(did you mean 'strided'\?\)"):
+        load({"plugins": ["my_lab.blocks"], "model": {"attention": "stride"}})
+    with pytest.raises(ConfigError, match=r"model.attention.stride: expected an integer, got 'wide'"):
+        load({"plugins": ["my_lab.blocks"], "model": {"attention": {"name": "strided", "stride": "wide"}}})
     assert main(["describe", "preset:decoder-small", "plugins=[my_lab.blocks]", "model.norm=scalenorm",
-                 "model.ffn=squared_relu", "--vocab-size", "50"]) == 0
+                 "model.ffn=squared_relu", "model.norm_placement=layerscale", "model.attention={name: strided, "
+                 "stride: 16}", "model.n_layers=2", "model.d_model=32", "--vocab-size", "50"]) == 0
     out = capsys.readouterr().out
     assert "scalenorm(eps=1e-05)" in out and "squared_relu" in out
+    assert "placement layerscale(init=0.1): x + gamma * f(norm(x))" in out
+    assert "attention     strided(stride=16), sdpa kernel" in out
+    assert re.search(r"\n  decoder placement +128 ", out)  # gamma: 2 sublayers x 32 channels x 2 layers
+    # FLOPs count the keys the pattern lets a query see: at length 256, query i sees min(i, 15) + 1 keys
+    # within the stride and i // 16 before, against i + 1 under global attention
+    from arch_zoo.formatting import si
+
+    keys = sum(min(i, 15) + 1 + i // 16 for i in range(256)) / 256
+    assert re.search(r"\n  decoder attention +" + re.escape(si(4 * 32 * 2 * keys)) + "\n", out)
     from arch_zoo.plugins import records
 
     assert records(["my_lab.blocks"])[0]["path"] == str(blocks)
     assert len(testing.check_component("norms", "scalenorm")) == 14  # every invariant, every kind
     assert len(testing.check_component("feedforward", "squared_relu")) == 14
+    assert len(testing.check_component("placements", "layerscale")) == 14
+    assert len(testing.check_component("attention", "strided", kinds=["encoder", "decoder"])) == 9
+
+
+def test_a_plugin_placement_and_attention_pattern_train_and_sweep(tmp_path, monkeypatch, capsys):
+    """README: plugin components work in `train` and `sweep` ("local and Ray workers import it"):
+    a module plugin's placement (with parameters of its own) and attention pattern, trained in
+    this process and swept against the built-ins by two worker processes."""
+    _package(tmp_path, "lab_sweep")
+    monkeypatch.chdir(tmp_path)  # a module plugin beside the configs imports, in the workers too
+    (tmp_path / "experiment.yaml").write_text(
+        "name: lab\nplugins: [lab_sweep.blocks]\ntask: {name: char_lm}\n"
+        "model: {base: preset:decoder-small, norm_placement: layerscale, attention: {name: strided, stride: 4}}\n")
+    assert main(["train", "experiment.yaml", "--out", "run", "--quiet", *TINY]) == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["plugins"][0]["plugin"] == "lab_sweep.blocks"
+    assert summary["parameters_by_part"]["decoder placement"] == 2 * 16  # gamma: 2 sublayers x d_model
+
+    (tmp_path / "sweep.yaml").write_text(
+        "name: lab_vs_builtin\nbase: experiment.yaml\nseeds: [0]\n"
+        "zip: {model.norm_placement: [pre, layerscale], model.attention: [global, {name: strided, stride: 4}]}\n")
+    assert main(["sweep", "sweep.yaml", "--workers", "2", "--out", "sweeps", *TINY]) == 0
+    capsys.readouterr()
+    runs = {}
+    for r in (tmp_path / "sweeps" / "lab_vs_builtin" / "runs").iterdir():
+        status = json.loads((r / "status.json").read_text())
+        assert status["status"] == "completed", status
+        model = yaml.safe_load((r / "config.yaml").read_text())["model"]
+        runs[model["norm_placement"]["name"], model["attention"]["name"]] = (status["pid"], json.loads(
+            (r / "summary.json").read_text()))
+    assert set(runs) == {("pre", "global"), ("layerscale", "strided")}
+    pids = {pid for pid, _ in runs.values()}
+    assert os.getpid() not in pids and len(pids) == 2  # trained in the two worker processes
+    ours, builtin = runs["layerscale", "strided"][1], runs["pre", "global"][1]
+    assert ours["parameters"] == builtin["parameters"] + 2 * 16
+    assert ours["flops_per_token"] < builtin["flops_per_token"]  # a query sees fewer keys
+
+
+LAB_INIT = """
+import math
+
+from torch import nn
+
+from arch_zoo.components.init import INITS, NormalInit, NormalInitOptions
+
+SEEN = []
+
+
+@INITS.register("depth_scaled", NormalInitOptions, "normal, each layer's matrices / sqrt(index + 1) (Zhang et al. 2019)")
+class DepthScaled(NormalInit):
+    def init_layer(self, layer, ctx):
+        SEEN.append((ctx.stack, ctx.index, ctx.depth, ctx.model_kind))
+        for p in layer.parameters():
+            if p.dim() > 1:
+                p.data.div_(math.sqrt(ctx.index + 1))
+"""
+
+
+def test_a_plugin_init_scheme_sees_each_layers_context(tmp_path):
+    """An init scheme's ``init_layer(layer, ctx)`` runs once per layer of each stack, in order, with
+    its index and its stack's depth, after the whole-model pass: a depth-scaled init (DS-Init) is
+    one class, and the rest of the model keeps the draws of the scheme it extends."""
+    import torch
+
+    from arch_zoo.models import build_model
+    from arch_zoo.plugins import load_plugins
+
+    (tmp_path / "my_init.py").write_text(LAB_INIT)
+    module = sys.modules[load_plugins([tmp_path / "my_init.py"])[0]["module"]]
+    base = {"kind": "encoder_decoder", "d_model": 16, "n_encoder_layers": 2, "n_decoder_layers": 3, "n_heads": 2}
+    torch.manual_seed(0)
+    scaled = build_model({**base, "init": "depth_scaled"}, 31)
+    assert module.SEEN == [("encoder", 0, 2, "encoder_decoder"), ("encoder", 1, 2, "encoder_decoder"),
+                           ("decoder", 0, 3, "encoder_decoder"), ("decoder", 1, 3, "encoder_decoder"),
+                           ("decoder", 2, 3, "encoder_decoder")]
+    torch.manual_seed(0)
+    plain = build_model({**base, "init": "normal"}, 31).state_dict()
+    for name, value in scaled.state_dict().items():
+        index = int(name.split(".")[2]) if ".layers." in name else 0
+        expected = plain[name] / math.sqrt(index + 1) if value.dim() > 1 else plain[name]
+        torch.testing.assert_close(value, expected, rtol=0, atol=0, msg=name)
 
 
 def test_an_installed_entry_point_is_loaded_by_every_command(tmp_path):
@@ -266,6 +416,8 @@ def test_an_installed_entry_point_is_loaded_by_every_command(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"\n  scalenorm +one learned scale .*  \(plugin: entry point 'lab' \(lab-ep 0.1\)\)", proc.stdout)
     assert re.search(r"\n  squared_relu .*\(plugin: entry point 'lab'", proc.stdout)
+    assert re.search(r"\n  layerscale +x \+ gamma .*\[init=0.1\]  \(plugin: entry point 'lab'", proc.stdout)
+    assert re.search(r"\n  strided +the last .*\[stride=128\]  \(plugin: entry point 'lab'", proc.stdout)
 
 
 def test_a_plugin_that_fails_registers_nothing(tmp_path):
