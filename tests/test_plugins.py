@@ -213,15 +213,13 @@ class LayerScale(Placement):
 
     def __init__(self, options, ctx):
         super().__init__(options, ctx)
-        self.gamma = nn.Parameter(torch.full((3 if ctx.cross else 2, ctx.d_model), options.init))
+        # one vector per sublayer: 1-D, so no weight decay and no init scheme redraws it (as timm's)
+        self.gamma = nn.ParameterList(torch.full((ctx.d_model,), options.init) for _ in range(3 if ctx.cross else 2))
 
     def forward(self, x, slots, branches):
         for gamma, slot, branch in zip(self.gamma, slots, branches):
             x = x + gamma * branch(slot.norm(x))
         return x
-
-    def after_init(self, slots):
-        nn.init.constant_(self.gamma, self.options.init)  # an init scheme may have drawn it as a matrix
 
 
 @dataclass(frozen=True)
