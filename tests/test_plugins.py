@@ -271,8 +271,9 @@ def _package(root: Path, name: str) -> Path:
 def test_a_module_plugin_adds_a_norm_an_ffn_a_placement_and_an_attention_pattern(tmp_path, monkeypatch, capsys):
     """README: "module names (my_lab.blocks) work too"; what a plugin registers (a norm, a
     feed-forward, a placement, an attention pattern) is validated like a built-in (typed options,
-    did-you-mean), shown by `describe`, counted in its parameters and FLOPs, and passes the grid's
-    invariants (arch_zoo.testing)."""
+    did-you-mean), shown by `describe`, and passes the grid's invariants (arch_zoo.testing). README: a
+    placement's "parameters of its own are trained, counted under `placement` by `describe`"; an
+    attention pattern says "how many keys a query sees in `visible_keys` (FLOP counts use it)"."""
     from arch_zoo.loading import load
     from arch_zoo.errors import ConfigError
 
@@ -322,7 +323,8 @@ def test_a_module_plugin_adds_a_norm_an_ffn_a_placement_and_an_attention_pattern
 def test_a_plugin_placement_and_attention_pattern_train_and_sweep(tmp_path, monkeypatch, capsys):
     """README: plugin components work in `train` and `sweep` ("local and Ray workers import it"):
     a module plugin's placement (with parameters of its own) and attention pattern, trained in
-    this process and swept against the built-ins by two worker processes."""
+    this process and swept against the built-ins by two worker processes; each run's summary
+    counts the placement's parameters and the pattern's FLOPs."""
     _package(tmp_path, "lab_sweep")
     monkeypatch.chdir(tmp_path)  # a module plugin beside the configs imports, in the workers too
     (tmp_path / "experiment.yaml").write_text(
@@ -374,9 +376,10 @@ class DepthScaled(NormalInit):
 
 
 def test_a_plugin_init_scheme_sees_each_layers_context(tmp_path):
-    """An init scheme's ``init_layer(layer, ctx)`` runs once per layer of each stack, in order, with
-    its index and its stack's depth, after the whole-model pass: a depth-scaled init (DS-Init) is
-    one class, and the rest of the model keeps the draws of the scheme it extends."""
+    """README: an init scheme "initialises the whole model in `__call__(model)`, then each layer in
+    `init_layer(layer, ctx)` with its `LayerContext`, so a depth-scaled init is one method": it runs
+    once per layer of each stack, in order, with the layer's index and its stack's depth, and the
+    rest of the model keeps the draws of the scheme it extends."""
     import torch
 
     from arch_zoo.models import build_model
