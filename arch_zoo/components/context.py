@@ -1,5 +1,5 @@
 """Where a layer sits in the model, handed to the factories whose choice depends on it (placement,
-DeepNorm's depth-derived constants, per-layer configs)."""
+DeepNorm's depth-derived constants, per-layer configs, an init scheme's ``init_layer``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

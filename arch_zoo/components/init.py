@@ -1,4 +1,12 @@
-"""Weight initialisation schemes, applied once to a freshly built model."""
+"""Weight initialisation schemes, applied once to a freshly built model.
+
+A scheme is built with its options and the model's total number of layers (``n_layers``, all
+stacks together: GPT-2's residual scaling counts them so). ``__call__(model)`` initialises the whole
+model; then ``init_layer(layer, ctx)`` runs on each layer of each stack, in order, with its
+``LayerContext`` (index, depth, stack, kind), so a depth-scaled scheme (Zhang et al. 2019's DS-Init,
+OLMo's per-layer std) adjusts what ``__call__`` drew. The layer's placement then finishes its own
+part (``Placement.after_init``: DeepNorm's beta).
+"""
 from __future__ import annotations
 
 import math
@@ -7,6 +15,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from ..registry import NoOptions, Registry
+from .context import LayerContext
 
 INITS = Registry("init", "init scheme")
 
@@ -29,11 +38,22 @@ def _reset_norms_and_biases(model: nn.Module) -> None:
                 nn.init.zeros_(module.bias)
 
 
-@INITS.register("xavier", NoOptions, "Xavier-uniform matrices, zero biases (Vaswani et al. 2017, torch.nn.Transformer)")
-class XavierInit:
-    def __init__(self, options, n_layers: int):
-        pass
+class InitScheme:
+    """What the model calls: ``__call__`` on the whole model, then ``init_layer`` per layer."""
 
+    def __init__(self, options, n_layers: int):
+        self.options = options
+        self.n_layers = n_layers
+
+    def __call__(self, model: nn.Module) -> None:
+        raise NotImplementedError
+
+    def init_layer(self, layer: nn.Module, ctx: LayerContext) -> None:
+        """Adjust one layer (``ctx.index`` of ``ctx.depth`` in ``ctx.stack``) after ``__call__``."""
+
+
+@INITS.register("xavier", NoOptions, "Xavier-uniform matrices, zero biases (Vaswani et al. 2017, torch.nn.Transformer)")
+class XavierInit(InitScheme):
     def __call__(self, model: nn.Module) -> None:
         _reset_norms_and_biases(model)
         for p in model.parameters():
@@ -52,11 +72,7 @@ class NormalInitOptions:
 
 
 @INITS.register("normal", NormalInitOptions, "N(0, std) matrices and embeddings, GPT-2-style scaled residual outputs")
-class NormalInit:
-    def __init__(self, options: NormalInitOptions, n_layers: int):
-        self.options = options
-        self.n_layers = n_layers
-
+class NormalInit(InitScheme):
     def __call__(self, model: nn.Module) -> None:
         _reset_norms_and_biases(model)
         std = self.options.std

@@ -5,6 +5,8 @@ A sublayer knows nothing about norms. The layer hands the placement a list of ``
 one per sublayer, each holding the sublayer and the norms the placement asked for
 (``norm_slots``); the placement's ``forward`` combines them. ``final_norm`` declares whether the
 stack ends with a norm by default; ``after_init`` adjusts weights once the init scheme has run.
+A placement is a module of its layer, so one with learned parameters of its own (a residual
+scale, say) declares them in ``__init__`` (``ctx.d_model`` gives the width); the built-ins have none.
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ class Slot(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
 
-class Placement:
+class Placement(nn.Module):
     """Sequential placements apply ``residual`` to each sublayer in turn."""
 
     final_norm = True  # the stack ends with a norm unless model.final_norm says otherwise
@@ -41,6 +43,7 @@ class Placement:
     formula = ""  # shown by describe; empty: the registration's description
 
     def __init__(self, options, ctx: LayerContext):
+        super().__init__()
         self.options, self.ctx = options, ctx
 
     def norm_slots(self, index: int) -> Tuple[str, ...]:

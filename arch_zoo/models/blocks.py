@@ -51,6 +51,7 @@ class TransformerLayer(nn.Module):
 
     def __init__(self, cfg: ModelConfig, ctx: LayerContext):
         super().__init__()
+        self.ctx = ctx
         self.placement = PLACEMENTS.build(cfg.norm_placement, ctx)
 
         def slot(index: int, sublayer: nn.Module) -> Slot:

@@ -80,9 +80,13 @@ class TransformerModel(nn.Module):
 
     def _finish(self) -> None:
         n_layers = sum(len(m.layers) for m in self.modules() if isinstance(m, Stack))
-        INITS.build(self.config.init, n_layers)(self)
+        init = INITS.build(self.config.init, n_layers)
+        init(self)
+        init_layer = getattr(init, "init_layer", None)  # a plugin's plain callable may not have one
         for stack in (m for m in self.modules() if isinstance(m, Stack)):
             for layer in stack.layers:
+                if init_layer is not None:
+                    init_layer(layer, layer.ctx)
                 layer.placement.after_init(layer.slots())
         if self.config.tie_embeddings and hasattr(self.head, "tie"):
             self.head.tie(self.embed)
