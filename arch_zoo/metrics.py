@@ -4,11 +4,12 @@ A metric's direction is declared, never guessed from its name: the metrics arch_
 listed in ``GOALS`` by name; a sweep spec's ``metric.goal`` names it for the sweep's metric (and
 must, for a metric not listed). A run records the goals of the metrics it logged in summary.json
 (``goals``), so a report reads them from the run.
+``best_metrics`` (a run's best value of each metric, ranked by these goals) sits beside them.
 This module is a leaf (no torch, no pandas): reading a report never imports the model library.
 """
 from __future__ import annotations
 
-from typing import Dict, Mapping, Optional
+from typing import Callable, Dict, List, Mapping, Optional
 
 DIRECTIONS = ("min", "max")
 
@@ -37,3 +38,18 @@ def goal_of(metric: str, declared: Optional[Mapping[str, str]] = None) -> Option
             if key in table:
                 return table[key]
     return None
+
+
+def best_metrics(history: List[Dict[str, float]], goal: Callable[[str], Optional[str]]
+                 ) -> Dict[str, Dict[str, float]]:
+    """For every validation metric with a declared goal, its best value over the run and the step
+    it was reached at."""
+    best: Dict[str, Dict[str, float]] = {}
+    for row in history:
+        for k, v in row.items():
+            if k == "step" or v != v or goal(k) is None:  # skip NaN, and metrics nobody said how to rank
+                continue
+            pick = max if goal(k) == "max" else min
+            if k not in best or pick(v, best[k]["value"]) != best[k]["value"]:
+                best[k] = {"value": v, "step": row["step"]}
+    return best

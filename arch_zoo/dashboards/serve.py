@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from ..errors import ConfigError, choice_error
-from ..reports.load import is_run_dir, is_sweep_dir
+from ..reports.runstore import is_run_dir, is_sweep_dir
 from .export import export, finished_runs
 
 HOST = "127.0.0.1"

@@ -27,7 +27,7 @@ from .encode import BATCH, FRACTIONS, ShardWriter, scan, segments
 from .pretrained import tokenizer_file
 from .sources import Input, resolve, stdlib_inputs, stdlib_origin, stdlib_root
 from .store import MANIFEST, SPLITS, VERSION, TokenStore, cache_root, fingerprint, file_sha256
-from .tokenizers import TOKENIZERS
+from .tokenizers import TOKENIZERS, parse_tokenizer
 
 DTYPES = ("auto", "uint16", "uint32")
 Log = Callable[[str], None]
@@ -207,8 +207,6 @@ def _build(r: Recipe, key: str, tmp: Path, progress: bool) -> None:
     if sc.chars == 0:
         what = f"the files {list(o.files)}" if o.files else f"the default corpus ({r.origin})"
         raise ConfigError("task.files", f"the corpus is empty: {what} hold no text")
-    from .tasks.common import parse_tokenizer
-
     seconds = {"scan": lap()}
     tok = TOKENIZERS.build(parse_tokenizer(o.tokenizer))
     tok.fit(_fit_sample(r, sc, tok))

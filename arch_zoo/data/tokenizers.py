@@ -13,7 +13,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
-from ..registry import NoOptions, Registry
+from ..registry import ComponentSpec, NoOptions, Registry
 
 TOKENIZERS = Registry("tokenizers", "tokenizer")
 
@@ -268,6 +268,10 @@ class BPETokenizer(Tokenizer):
     def state(self):
         return {"options": {"vocab_size": self.options.vocab_size, "train_chars": self.options.train_chars},
                 "serialized": self._tok.to_str()}
+
+
+def parse_tokenizer(value, key: str = "task.tokenizer") -> ComponentSpec:
+    return TOKENIZERS.parse(value, key)
 
 
 def build_tokenizer(spec) -> Tokenizer:

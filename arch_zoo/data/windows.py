@@ -11,7 +11,7 @@ from typing import Callable, List
 import numpy as np
 
 from .store import TokenArray
-from .tasks.base import Example
+from .example import Example
 
 
 class Windows(Sequence):

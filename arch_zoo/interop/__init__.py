@@ -13,7 +13,8 @@ Each derives the arch_zoo config from the reference's, or loads into a given one
 shapes when only the shape is wrong). Importing this package needs torch alone.
 """
 from .checkpoint import CheckpointError, CheckpointMismatchError, load_checked, read_checkpoint_dir
-from .hf import ARCHITECTURES, convert, from_hf, load_hf_checkpoint, model_config_from_hf
+from .hf import convert, from_hf, load_hf_checkpoint, model_config_from_hf
+from .hf_registry import ARCHITECTURES
 from .torch_nn import from_torch_transformer, torch_transformer_config
 
 __all__ = ["ARCHITECTURES", "CheckpointError", "CheckpointMismatchError", "convert", "from_hf",

@@ -10,57 +10,16 @@ checkpoint that does not fit the config fails at the first tensor, naming it and
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional
 
 from torch import Tensor
 
 from ..config import ModelConfig
-from .checkpoint import (CheckpointError, ConfigLike, WeightMap, read_checkpoint_config, read_checkpoint_weights,
-                         resolve_config)
-
-
-@dataclass(frozen=True)
-class HFArchitecture:
-    model_type: str  # config.json's "model_type"
-    config: Callable[[dict, WeightMap], dict]  # HF config (+ which tensors exist) -> arch_zoo model mapping
-    weights: Callable[[WeightMap, ModelConfig], None]  # fill the WeightMap for a model built from that config
-    prefix: str = ""  # base-model prefix in task-head classes ('transformer.' in GPT2LMHeadModel)
-    ignore: Tuple[str, ...] = ()  # full-match patterns of tensors with no arch_zoo counterpart
-
-
-ARCHITECTURES: Dict[str, HFArchitecture] = {}
-
-
-def register(arch: HFArchitecture) -> HFArchitecture:
-    ARCHITECTURES[arch.model_type] = arch
-    return arch
-
-
-def unsupported(model_type: str, what: str) -> CheckpointError:
-    return CheckpointError(f"{model_type} config", f"{what} has no arch_zoo equivalent, so this model cannot be "
-                                                   f"converted exactly")
-
-
-FFN_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
-
-
-def ffn_name(model_type: str, activation: str, table: Mapping[str, str] = FFN_ACTIVATIONS) -> str:
-    if activation not in table:
-        raise unsupported(model_type, f"activation '{activation}' (supported: {', '.join(sorted(table))})")
-    return table[activation]
-
-
-def transposed(w: Tensor) -> Tensor:
-    return w.t()
-
-
-def architecture(hf_config: Mapping[str, Any], where: str = "config") -> HFArchitecture:
-    model_type = hf_config.get("model_type")
-    if model_type not in ARCHITECTURES:
-        raise CheckpointError(where, f"model_type '{model_type}' is not supported; supported: "
-                                     f"{', '.join(sorted(ARCHITECTURES))}")
-    return ARCHITECTURES[model_type]
+from . import hf_bert, hf_gpt2, hf_llama, hf_t5  # noqa: F401  (each registers its architecture)
+from . import hf_llama_variants  # noqa: F401  (Qwen3, Mistral, Mixtral)
+from . import hf_bloom, hf_gemma2, hf_neox  # noqa: F401  (GPT-NeoX, BLOOM, Gemma 2)
+from .checkpoint import ConfigLike, WeightMap, read_checkpoint_config, read_checkpoint_weights, resolve_config
+from .hf_registry import architecture
 
 
 def _strip(state: Mapping[str, Tensor], prefix: str) -> Dict[str, Tensor]:
@@ -113,7 +72,3 @@ def load_hf_checkpoint(path, config: ConfigLike = None, changes: Optional[Mappin
     architecture(hf_config, where)  # an unsupported model is refused before its weights are read
     return convert(hf_config, read_checkpoint_weights(path), config, changes, where=where)
 
-
-from . import hf_bert, hf_gpt2, hf_llama, hf_t5  # noqa: E402,F401  (each registers its architecture)
-from . import hf_llama_variants  # noqa: E402,F401  (Qwen3, Mistral, Mixtral)
-from . import hf_bloom, hf_gemma2, hf_neox  # noqa: E402,F401  (GPT-NeoX, BLOOM, Gemma 2)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..config import ModelConfig
 from .checkpoint import WeightMap
-from .hf import HFArchitecture, ffn_name, register, unsupported
+from .hf_registry import HFArchitecture, ffn_name, register, unsupported
 
 MLM = "cls.predictions."
 

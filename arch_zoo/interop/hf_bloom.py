@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..config import ModelConfig
 from .checkpoint import WeightMap
-from .hf import HFArchitecture, register, unsupported
+from .hf_registry import HFArchitecture, register, unsupported
 from .hf_neox import per_head_qkv
 
 

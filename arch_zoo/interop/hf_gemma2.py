@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..config import ModelConfig
 from .checkpoint import WeightMap
-from .hf import HFArchitecture, ffn_name, register, unsupported
+from .hf_registry import HFArchitecture, ffn_name, register, unsupported
 from .hf_llama import GATED, llama_config
 from .hf_llama_variants import ATTENTION_TYPES, layer_attention
 

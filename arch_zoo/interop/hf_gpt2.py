@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..config import ModelConfig
 from .checkpoint import WeightMap
-from .hf import HFArchitecture, ffn_name, register, transposed, unsupported
+from .hf_registry import HFArchitecture, ffn_name, register, transposed, unsupported
 
 
 def gpt2_config(c: dict, weights: WeightMap) -> dict:

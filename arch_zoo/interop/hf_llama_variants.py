@@ -11,7 +11,7 @@ from typing import List, Optional, Tuple
 
 from ..config import ModelConfig
 from .checkpoint import WeightMap
-from .hf import HFArchitecture, register, unsupported
+from .hf_registry import HFArchitecture, register, unsupported
 from .hf_llama import llama_config, llama_weights
 
 ROTARY = (r"(layers\.\d+\.self_attn\.)?rotary_emb\.inv_freq",)  # recomputed, not learned

@@ -6,7 +6,7 @@ from torch import Tensor
 
 from ..config import ModelConfig
 from .checkpoint import WeightMap
-from .hf import HFArchitecture, ffn_name, register, unsupported
+from .hf_registry import HFArchitecture, ffn_name, register, unsupported
 
 
 def per_head_qkv(n_heads: int):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..config import ModelConfig
 from .checkpoint import WeightMap
-from .hf import HFArchitecture, ffn_name, register
+from .hf_registry import HFArchitecture, ffn_name, register
 
 PLAIN = {"relu": "relu", "gelu": "gelu"}
 GATED = {"relu": "reglu", "gelu": "geglu", "silu": "swiglu", "gelu_new": "geglu_tanh", "gelu_pytorch_tanh": "geglu_tanh"}

@@ -6,26 +6,24 @@ keys such as ``model.position``) and one per final metric (names with a slash, `
 ``frame.attrs`` carries what the frame alone cannot: the sweep spec's metric, goal and baseline,
 the settings columns, and the run dirs to read curves from.
 
-The run store is written by other processes while we read it, so every file may be missing or
-half-written; a run whose files cannot be read is reported with the status it has, never dropped.
+``runstore.py`` reads the files (written by other processes while we read them) into one dict per
+run; a tuned sweep's stage 1 is set apart by ``tuning.py`` and rides in ``attrs["tuning"]``.
 """
 from __future__ import annotations
 
 import csv
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 import pandas as pd
-import yaml
 
 from ..errors import ConfigError
-from ..metrics import DIRECTIONS, goal_of
-from ..sweeps.tune import STAGE_TUNE
+from ..metrics import goal_of
 from .grouping import by_task, check_distinct, differing, drop_duplicates, ordered as _ordered
-from .tuning import tuning_notes
+from .runstore import is_run_dir, is_sweep_dir, load_sweep, read_run, scalar
+from .tuning import split_stages, tuning_notes, tuning_record
 
 FIXED = ["sweep", "variant", "seed", "status", "reason", "is_baseline", "run_id", "params", "flops_per_token",
          "train_tokens", "train_flops", "train_tokens_per_s", "mfu", "peak_memory_mb", "wall_time_s", "step",
@@ -42,91 +40,6 @@ def goal_for(attrs: Dict[str, Any], metric: str) -> Optional[str]:
     return goal_of(metric, attrs.get("goals"))
 
 
-def _json(path: Path) -> Optional[Dict[str, Any]]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def read_yaml(path: Path) -> Optional[Dict[str, Any]]:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def is_run_dir(path: Path) -> bool:
-    return path.is_dir() and any((path / f).is_file() for f in ("status.json", "summary.json", "run.json"))
-
-
-def is_sweep_dir(path: Path) -> bool:
-    return path.is_dir() and ((path / "sweep.yaml").is_file() or (path / "index.csv").is_file()
-                              or (path / "runs").is_dir())
-
-
-def flatten(cfg: Any, prefix: str = "") -> Dict[str, Any]:
-    """{'model.position': 'rope', 'model.position.base': 10000.0, ...}: a component's ``name`` is
-    the value of its own key, as a sweep names it."""
-    out: Dict[str, Any] = {}
-    if isinstance(cfg, dict):
-        if prefix and "name" in cfg and not isinstance(cfg["name"], (dict, list)):
-            out[prefix] = cfg["name"]
-        for k, v in cfg.items():
-            if prefix and k == "name":
-                continue
-            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-    elif isinstance(cfg, list):
-        out[prefix] = str(cfg)
-    else:
-        out[prefix] = cfg
-    return out
-
-
-def _scalar(v: Any) -> Any:
-    if isinstance(v, (dict, list, tuple)):
-        return json.dumps(v, sort_keys=True)
-    return v
-
-
-def _lock_free(path: Path) -> bool:
-    """True when a sweep's run lock exists and no process holds it: the run's trainer died. The
-    probe is the store's own (flock, released at once); a worker that meets it retries later."""
-    try:
-        import fcntl
-    except ImportError:  # no flock here: cannot tell
-        return False
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return True
-
-
-def _not_evaluated(summary: Dict[str, Any]) -> Optional[str]:
-    """'split: why; ...' for eval splits the run skipped (e.g. lengths past a learned position table)."""
-    skipped = (summary.get("task") or {}).get("not_evaluated") or {}
-    return "; ".join(f"{split}: {why}" for split, why in skipped.items()) or None
-
-
-def _spent(budget: Dict[str, Any], step: Any) -> Dict[str, Any]:
-    """Training tokens and FLOPs up to the step the run reached (its plan's, scaled: a diverged run
-    spent less); run.json records the plan under ``budget`` (sweeps since budgets existed)."""
-    steps = budget.get("steps")
-    if not steps or not isinstance(step, (int, float)):
-        return {"train_tokens": None, "train_flops": None}
-    return {"train_tokens": budget.get("tokens", math.nan) * step / steps,
-            "train_flops": budget.get("flops", math.nan) * step / steps}
-
-
 def _budget_note(rows: List[Dict[str, Any]]) -> List[str]:
     matches = sorted({r["_budget"] for r in rows if r.get("_budget")})
     if not matches:
@@ -134,113 +47,6 @@ def _budget_note(rows: List[Dict[str, Any]]) -> List[str]:
     # "tokens" keeps each variant's steps, so it claims nothing when an axis varies batch or length
     return [f"budget: matched {' / '.join(matches)} (the sweep's budget.match); each variant's actual train_tokens, "
             "params and train_flops (3 x forward FLOPs/token x tokens) are in variants.csv."]
-
-
-def _read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
-    meta = _json(run_dir / "run.json") or {}
-    status = _json(run_dir / "status.json") or {}
-    summary = _json(run_dir / "summary.json") or {}
-    cfg = read_yaml(run_dir / "config.yaml") or {}
-    state = status.get("status") or summary.get("status") or "pending"  # a sweep writes run.json first
-    if state == "running" and _lock_free(run_dir / ".lock"):
-        state = "interrupted"
-        status = {**status, "reason": status.get("reason") or "its process died"}
-    row: Dict[str, Any] = {
-        "sweep": meta.get("sweep") or sweep_name,
-        "variant": meta.get("variant"),
-        "seed": meta.get("seed", cfg.get("seed")),
-        "status": state,
-        "reason": status.get("reason") or summary.get("reason"),
-        "is_baseline": bool(meta.get("is_baseline", False)),
-        "run_id": meta.get("run_id") or run_dir.name,
-        "params": summary.get("parameters", meta.get("params")),
-        "flops_per_token": summary.get("flops_per_token"),
-        **_spent(meta.get("budget") or {}, summary.get("step", status.get("step"))),
-        "train_tokens_per_s": summary.get("train_tokens_per_s"),
-        "mfu": summary.get("mfu"),
-        "peak_memory_mb": summary.get("peak_memory_mb"),
-        "wall_time_s": summary.get("wall_time_s"),
-        "step": summary.get("step", status.get("step")),
-        "diverged_at": summary.get("diverged_at"),
-        "run_dir": str(run_dir),
-    }
-    row["_budget"] = (meta.get("budget") or {}).get("match")
-    row["_tune"] = meta.get("tune") or {}
-    row["_settings"] = {k: _scalar(v) for k, v in (meta.get("settings") or {}).items()}
-    row["_goals"] = {k: v for k, v in (summary.get("goals") or {}).items() if v in DIRECTIONS}
-    row["_samples"] = summary.get("samples") or []
-    row["_commit"] = summary.get("git_commit")
-    row["_not_evaluated"] = _not_evaluated(summary)
-    row["_config"] = flatten(cfg)
-    row["_metrics"] = {k: float(v) for k, v in (summary.get("final") or {}).items()
-                       if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return row
-
-
-def _index_rows(sweep_dir: Path, sweep_name: str) -> Dict[str, Dict[str, Any]]:
-    """Planned runs from index.csv, for those that have no run dir yet."""
-    path = sweep_dir / "index.csv"
-    rows: Dict[str, Dict[str, Any]] = {}
-    try:
-        with path.open(newline="") as f:
-            for rec in csv.DictReader(f):
-                run_id = rec.get("run_id")
-                if not run_id:
-                    continue
-                settings = {k: _parse(v) for k, v in rec.items()
-                            if k not in ("run_id", "variant", "seed", "status", "reason") and k}
-                rows[run_id] = {"sweep": sweep_name, "variant": rec.get("variant"), "seed": _parse(rec.get("seed")),
-                                "status": rec.get("status") or "pending", "reason": rec.get("reason") or None,
-                                "is_baseline": False, "run_id": run_id,
-                                "run_dir": str(sweep_dir / "runs" / run_id), "_settings": settings,
-                                "_config": {}, "_metrics": {}}
-    except OSError:
-        pass
-    return rows
-
-
-def _parse(text: Optional[str]) -> Any:
-    if text is None or text == "":
-        return None
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
-    return _scalar(value)
-
-
-def read_invocations(sweep_dir: Path) -> List[Dict[str, Any]]:
-    """The sweep's invocations.jsonl records (a torn last line from a killed process is skipped)."""
-    out = []
-    try:
-        lines = (sweep_dir / "invocations.jsonl").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
-
-
-def _load_sweep(sweep_dir: Path) -> tuple:
-    spec = read_yaml(sweep_dir / "sweep.yaml") or {}
-    spec["invocations"] = read_invocations(sweep_dir)
-    name = str(spec.get("name") or sweep_dir.resolve().name)
-    rows = _index_rows(sweep_dir, name)
-    runs = sweep_dir / "runs"
-    for run_dir in sorted(runs.iterdir()) if runs.is_dir() else []:
-        if not run_dir.is_dir():
-            continue
-        row = _read_run(run_dir, name)
-        planned = rows.get(row["run_id"], {})
-        for key in ("variant", "seed"):
-            if row[key] is None:
-                row[key] = planned.get(key)
-        row["_settings"] = row["_settings"] or planned.get("_settings", {})
-        rows[row["run_id"]] = row
-    return spec, name, list(rows.values())
 
 
 def _label(settings: Dict[str, Any]) -> str:
@@ -279,10 +85,10 @@ def load_groups(path: Union[str, Path, Sequence[Union[str, Path]]]) -> List[pd.D
     specs, rows = [], []
     for p in paths:
         if is_run_dir(p):
-            rows.append(_read_run(p, p.resolve().parent.parent.name if (p / "run.json").is_file()
+            rows.append(read_run(p, p.resolve().parent.parent.name if (p / "run.json").is_file()
                                   else p.resolve().name))
         elif is_sweep_dir(p):
-            spec, name, sweep_rows = _load_sweep(p)
+            spec, name, sweep_rows = load_sweep(p)
             specs.append({**spec, "name": name})
             rows.extend(sweep_rows)
         else:
@@ -294,8 +100,7 @@ def load_groups(path: Union[str, Path, Sequence[Union[str, Path]]]) -> List[pd.D
     groups = by_task(rows)
     frames = []
     for label, group in groups.items():
-        stage_one = [r for r in group if r.get("_tune", {}).get("stage") == STAGE_TUNE]
-        group = [r for r in group if r not in stage_one]  # a tuned sweep's table compares stage 2 only
+        stage_one, group = split_stages(group)  # a tuned sweep's table compares stage 2 only
         frame = _frame(group, paths, specs, single_sweep)
         if stage_one:
             frame.attrs["tuning"] = tuning_record(stage_one, specs[0] if single_sweep else {})
@@ -317,7 +122,7 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
         settings_keys = differing([r["_config"] for r in rows if r["_config"]])
         for r in rows:
             source = r["_config"] or r["_settings"]  # a planned run has no config yet: its sweep settings
-            r["_settings"] = {k: _scalar(source.get(k)) for k in settings_keys}
+            r["_settings"] = {k: scalar(source.get(k)) for k in settings_keys}
         _group_labels(rows, settings_keys)
     metric_keys = _ordered(k for r in rows for k in r["_metrics"])
     records, decoded, not_evaluated = [], [], {}
@@ -363,20 +168,6 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
         "invocations": spec.get("invocations") or [],
     })
     return frame
-
-
-def tuning_record(rows: List[Dict[str, Any]], spec: Dict[str, Any]) -> Dict[str, Any]:
-    """A tuned sweep's stage 1, JSON-safe (it rides in ``frame.attrs``): the spec's tune key and one
-    entry per run (its variant without the tuned key, value, seed, status and selection metric)."""
-    tune = spec.get("tune") or {}
-    select = tune.get("select", "val/loss")
-    select = select.get("name", "val/loss") if isinstance(select, dict) else select
-    first = rows[0]["_tune"]
-    return {"key": first.get("key"), "select": select,
-            "goal": (tune.get("select") or {}).get("goal") if isinstance(tune.get("select"), dict) else None,
-            "runs": [{"variant": r["_tune"].get("variant"), "value": r["_tune"].get("value"), "seed": r.get("seed"),
-                      "status": r.get("status"), "reason": r.get("reason"), "metric": r["_metrics"].get(select),
-                      "run_dir": r.get("run_dir")} for r in rows]}
 
 
 def _group_labels(rows: List[Dict[str, Any]], settings_keys: List[str]) -> None:

@@ -18,7 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from .curves import read_curves
-from .load import read_yaml
+from .runstore import read_yaml
 
 LENGTH = re.compile(r"^val@(\d+)/loss$")
 ACCURACY = ("val/exact_match", "val/token_accuracy", "val/accuracy")

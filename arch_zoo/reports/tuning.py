@@ -7,16 +7,36 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pandas as pd
 
 from ..formatting import number
 from ..metrics import goal_of
-from ..sweeps.tune import Choice, TuneSpec, choose, edge_warning, variant_key
+from ..sweeps.tune import STAGE_TUNE, Choice, TuneSpec, choose, edge_warning, variant_key
 from ..run_names import plain
 
 FINISHED = ("completed", "diverged", "failed")  # what stage 2 waits for in stage 1
+
+
+def split_stages(rows: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """(a tuned sweep's stage-1 runs, the others) among ``runstore`` rows."""
+    stage_one = [r for r in rows if r.get("_tune", {}).get("stage") == STAGE_TUNE]
+    return stage_one, [r for r in rows if r not in stage_one]
+
+
+def tuning_record(rows: List[Dict[str, Any]], spec: Dict[str, Any]) -> Dict[str, Any]:
+    """A tuned sweep's stage 1, JSON-safe (it rides in ``frame.attrs``): the spec's tune key and one
+    entry per run (its variant without the tuned key, value, seed, status and selection metric)."""
+    tune = spec.get("tune") or {}
+    select = tune.get("select", "val/loss")
+    select = select.get("name", "val/loss") if isinstance(select, dict) else select
+    first = rows[0]["_tune"]
+    return {"key": first.get("key"), "select": select,
+            "goal": (tune.get("select") or {}).get("goal") if isinstance(tune.get("select"), dict) else None,
+            "runs": [{"variant": r["_tune"].get("variant"), "value": r["_tune"].get("value"), "seed": r.get("seed"),
+                      "status": r.get("status"), "reason": r.get("reason"), "metric": r["_metrics"].get(select),
+                      "run_dir": r.get("run_dir")} for r in rows]}
 
 
 def _spec(record: Dict[str, Any]) -> TuneSpec:

@@ -1,4 +1,4 @@
-"""The spec's shapes (``SweepSpec``, ``Variant``, ``Distribution``) and the checks of the keys both spec
+"""The spec's shapes (``SweepSpec``, ``Variant``, ``Distribution``, ``TuneSpec``) and the checks of the keys both spec
 formats share (seeds, baseline, metric, match_params, budget): ``spec.py`` reads the native format,
 ``wandb_format.py`` the wandb one, and both build on this module, which imports neither.
 Nothing here imports torch."""
@@ -9,14 +9,11 @@ import random as _random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, did_you_mean
 from ..metrics import goal_of
 from ..run_names import yaml_value
-
-if TYPE_CHECKING:
-    from .tune import TuneSpec
 
 GOALS = {"min": "min", "max": "max", "minimize": "min", "maximize": "max"}
 # budget.match: what every variant gets the same amount of -> how the plan gets there
@@ -53,6 +50,17 @@ class Variant:
     sources: Dict[str, str]  # dotted key -> the spec key that varies it ("grid", "zip", ...)
 
 
+@dataclass(frozen=True)
+class TuneSpec:
+    """The spec's ``tune`` key (``tune.py`` parses it and plans the two stages)."""
+
+    key: str  # a dotted config key, e.g. train.lr
+    values: Tuple[Any, ...]  # in the order tried (a range: ascending)
+    seeds: Tuple[int, ...]
+    select: str = "val/loss"
+    goal: str = "min"
+
+
 @dataclass
 class SweepSpec:
     name: str
@@ -72,7 +80,7 @@ class SweepSpec:
     budget: str = "tokens"  # tokens | params | flops (params <=> match_params is set)
     source_key: Dict[str, str] = field(default_factory=dict)  # axis key -> "grid" | "zip" | "random.parameters"
     command_line: List[str] = field(default_factory=list)  # the overrides given after SPEC (also in ``overrides``)
-    tune: Optional["TuneSpec"] = None  # per-variant tuning (stage 1) before the evaluation on ``seeds`` (stage 2)
+    tune: Optional[TuneSpec] = None  # per-variant tuning (stage 1) before the evaluation on ``seeds`` (stage 2)
 
     @property
     def axes(self) -> List[str]:

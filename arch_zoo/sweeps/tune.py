@@ -18,20 +18,11 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, did_you_mean
 from ..metrics import goal_of
-from .fields import GOALS, SweepSpec, Variant, _axis_key, _check_keys, _int, _mapping, _values
+from .fields import GOALS, SweepSpec, TuneSpec, Variant, _axis_key, _check_keys, _int, _mapping, _values
 
 TUNE_KEYS = ("key", "values", "seeds", "select")
 RANGE_KEYS = ("min", "max", "n", "log")
 STAGE_TUNE, STAGE_EVAL = "tune", "eval"  # run.json's tune.stage
-
-
-@dataclass(frozen=True)
-class TuneSpec:
-    key: str  # a dotted config key, e.g. train.lr
-    values: Tuple[Any, ...]  # in the order tried (a range: ascending)
-    seeds: Tuple[int, ...]
-    select: str = "val/loss"
-    goal: str = "min"
 
 
 def parse_tune(value: Any, spec: SweepSpec) -> TuneSpec:

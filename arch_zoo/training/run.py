@@ -8,7 +8,7 @@ import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from ..config import ExperimentConfig
 from ..loading import load, save
@@ -224,17 +224,3 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
                           step=summary["step"])
     return RunResult(run_dir, summary["status"], summary, summary.get("reason"))
 
-
-def best_metrics(history: List[Dict[str, float]], goal: Callable[[str], Optional[str]]
-                 ) -> Dict[str, Dict[str, float]]:
-    """For every validation metric with a declared goal, its best value over the run and the step
-    it was reached at."""
-    best: Dict[str, Dict[str, float]] = {}
-    for row in history:
-        for k, v in row.items():
-            if k == "step" or v != v or goal(k) is None:  # skip NaN, and metrics nobody said how to rank
-                continue
-            pick = max if goal(k) == "max" else min
-            if k not in best or pick(v, best[k]["value"]) != best[k]["value"]:
-                best[k] = {"value": v, "step": row["step"]}
-    return best

@@ -11,7 +11,7 @@ import pytorch_lightning as pl
 
 from ..config import ExperimentConfig
 from ..data.tasks.base import TaskData
-from ..metrics import goal_of
+from ..metrics import best_metrics, goal_of
 from ..models.mfu import mfu_for_run
 from ..models.summary import active_parameters, count_parameters, flops_per_token, parameter_breakdown
 from ..plugins import records as plugin_records
@@ -82,8 +82,6 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
     final = dict(module.history[-1]) if module.history else {}
     final.pop("step", None)
     final.update(module.test_metrics)
-    from .run import best_metrics
-
     model = module.model
     summary = {
         "name": cfg.name,

@@ -4,7 +4,7 @@ import json
 
 import pandas as pd
 
-from arch_zoo.reports.load import read_invocations
+from arch_zoo.reports.runstore import read_invocations
 from arch_zoo.reports.provenance import provenance_lines, sweep_calls
 from arch_zoo.sweeps.store import Store
 

@@ -21,26 +21,18 @@ For generation-scored tasks (``exact_match``), ``prompt_ids`` is what the model 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from ...registry import Registry
+from ..example import Example
 from ..tokenizers import Tokenizer
 
 TASKS = Registry("tasks", "task")
 
 IGNORE = -100
 OBJECTIVES = ("lm", "seq2seq", "mlm", "classification", "token_classification")
-
-
-@dataclass(frozen=True)
-class Example:
-    input_ids: List[int]
-    labels: Union[List[int], int]
-    decoder_input_ids: Optional[List[int]] = None
-    prompt_ids: Optional[List[int]] = None
-    target_ids: Optional[List[int]] = None
 
 
 @dataclass

@@ -10,14 +10,10 @@ from ...errors import ConfigError
 from ...registry import ComponentSpec
 from ..prepare import Log, interactive
 from ..store import TokenStore
-from ..tokenizers import TOKENIZERS, Tokenizer
+from ..tokenizers import TOKENIZERS, Tokenizer, parse_tokenizer
 from .base import TASKS
 
 SPLITS = ("train", "val", "test")
-
-
-def parse_tokenizer(value: Any, key: str = "task.tokenizer") -> ComponentSpec:
-    return TOKENIZERS.parse(value, key)
 
 
 # What a task needs of a tokenizer, asked of its class (its declared capabilities), never of its name.

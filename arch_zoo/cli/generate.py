@@ -1,0 +1,62 @@
+"""`arch-zoo generate`: continue a prompt (or translate a source) with a trained run."""
+from __future__ import annotations
+
+import warnings
+
+from ..errors import ConfigError
+from .common import warn
+
+
+# (flag, argparse dest, the strategies that use it): any other strategy warns that it is ignored
+_STRATEGY_OPTIONS = (("--temperature", "temperature", ("sample",)), ("--top-k", "top_k", ("sample",)),
+                     ("--top-p", "top_p", ("sample",)), ("--seed", "seed", ("sample",)),
+                     ("--beams", "beams", ("beam",)))
+
+
+def _generate(args) -> int:
+    from ..errors import choice_error
+    from ..generation import STRATEGIES, generate
+    from ..generation.prompts import unknown_pieces
+    from ..training.restore import prompt_ids, restore
+
+    if not args.prompt:
+        raise ConfigError("--prompt", "is empty; give the text to continue or translate")
+    if args.strategy not in STRATEGIES:  # before any warning about the options it would use
+        raise choice_error("--strategy", "strategy", args.strategy, STRATEGIES)
+    with warnings.catch_warnings(record=True) as caught:  # a changed plugin: one line, not a warnings trace
+        cfg, model, tokenizer = restore(args.run)
+    for w in caught:
+        warn(str(w.message))
+    ids = prompt_ids(cfg, tokenizer, args.prompt)
+    if not ids:
+        raise ConfigError("--prompt", f"'{args.prompt}' has no tokens under the run's tokenizer")
+    unknown = unknown_pieces(tokenizer, args.prompt)
+    if unknown:
+        warn(f"--prompt: {', '.join(map(repr, unknown))} not in the run's vocabulary; encoded as the unknown token")
+    ignored = [flag for flag, value, used_by in _STRATEGY_OPTIONS
+               if getattr(args, value) is not None and args.strategy not in used_by]
+    if ignored:
+        warn(f"{', '.join(ignored)} {'has' if len(ignored) == 1 else 'have'} no effect with --strategy "
+              f"{args.strategy}")
+    extra = {"sample": dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p),
+             "beam": dict(beams=args.beams)}.get(args.strategy, {})
+    out = generate(model, [ids], strategy=args.strategy, max_new_tokens=args.max_new_tokens,
+                   eos_token_id=tokenizer.eos_id, pad_token_id=tokenizer.pad_id, seed=args.seed,
+                   decoder_start_token_id=tokenizer.bos_id if cfg.model.kind == "encoder_decoder" else None,
+                   **{k: v for k, v in extra.items() if v is not None})
+    print(tokenizer.decode(out.to_lists()[0][0]))
+    return 0
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("generate", help="continue a prompt (or translate a source) with a trained run")
+    p.add_argument("run", metavar="RUN_DIR_OR_CKPT", help="a run directory or its checkpoints/last.ckpt")
+    p.add_argument("--prompt", required=True, help="the text; encoded with the run's own tokenizer")
+    p.add_argument("--strategy", default="greedy", help="greedy, sample or beam")
+    p.add_argument("--temperature", type=float, default=None, help="sample: softmax temperature")
+    p.add_argument("--top-k", type=int, default=None, help="sample: keep the k most likely tokens")
+    p.add_argument("--top-p", type=float, default=None, help="sample: keep the smallest set reaching p")
+    p.add_argument("--beams", type=int, default=None, help="beam: beam size (default 4)")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--seed", type=int, default=None, help="seed for sampling")
+    p.set_defaults(func=_generate)

@@ -1,0 +1,109 @@
+"""`arch-zoo report`, `compare`, `export` and `dashboard`: what finished runs show."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..provenance import command_line
+from .common import output_dir
+
+
+def _stats_options(p) -> None:
+    p.add_argument("--ci", default="t", choices=["t", "bootstrap"],
+                   help="95%% intervals from the t-distribution (default) or a BCa bootstrap (metrics far from normal)")
+    p.add_argument("--min-effect", type=float, default=None, metavar="D",
+                   help="seeds needed: plan for a difference D of the metric (its units) instead of the observed Δ")
+
+
+def _report(args) -> int:
+    from ..formatting import plural
+    from ..reports import terminal_table, write_report
+
+    if args.out:
+        output_dir(args.out, "--out")
+    options = dict(formats=args.format, metric=args.metric, baseline=args.baseline, command=command_line(args.argv),
+                   ci=args.ci, min_effect=args.min_effect)
+    if args.watch:
+        from ..reports.watch import watch
+
+        if args.interval <= 0:
+            raise ConfigError("--interval", f"must be positive seconds, got {args.interval}")
+        result = watch(args.sweep_dir, args.out, args.interval, **options)
+    else:
+        result = write_report(args.sweep_dir, args.out, **options)
+    sys.stdout.write(terminal_table([g["variants"] for g in result["groups"]]))
+    print(f"report: {result['out_dir']}/ ({plural(len(result['files']), 'file')})")
+    return 0
+
+
+def _compare(args) -> int:
+    from ..reports import load_groups, summarize, terminal_table, write_report
+
+    if args.out:  # one table per task: runs of different tasks are not ranked together
+        output_dir(args.out, "--out")
+        tables = [g["variants"] for g in write_report(args.paths, args.out, metric=args.metric, baseline=args.baseline,
+                                                      ci=args.ci, min_effect=args.min_effect)["groups"]]
+    else:
+        tables = [summarize(runs, metric=args.metric, baseline=args.baseline, ci=args.ci, min_effect=args.min_effect)
+                  for runs in load_groups(args.paths)]
+    sys.stdout.write(terminal_table(tables))
+    if args.out:
+        print(f"report: {args.out}/")
+    return 0
+
+
+def _export(args) -> int:
+    from ..dashboards.export import export
+
+    if args.tracking_uri and args.to != "mlflow":
+        raise ConfigError("--tracking-uri", f"is for --to mlflow; --to {args.to} writes next to the runs")
+    result = export(args.paths, args.to, tracking_uri=args.tracking_uri)
+    for line in result.lines():
+        print(line)
+    return 0
+
+
+def _dashboard(args) -> int:
+    from ..dashboards.serve import dashboard
+
+    return dashboard(Path(args.sweep_dir), args.tool, args.port, say=lambda line: print(line, flush=True))
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("report", help="tables with statistics, plots and exports for a sweep")
+    p.add_argument("sweep_dir", help="a sweep directory (or one run directory)")
+    p.add_argument("--out", default=None, help="report directory (default: reports/<sweep name>)")
+    p.add_argument("--format", default=None, help="comma-separated: md,csv,tex,parquet,html,plots "
+                                                  "(default: md,csv,tex,parquet,html)")
+    p.add_argument("--metric", default=None, help="metric to rank and test on (default: the sweep's, else val/loss)")
+    p.add_argument("--baseline", nargs="+", action="extend", default=None, metavar="KEY=VALUE",
+                   help="the variant Δ is measured against (default: the sweep's baseline)")
+    p.add_argument("--watch", action="store_true", help="rewrite the report as runs progress (the HTML page "
+                   "reloads itself) until every run has finished; prints each variant's runs done/running/waiting")
+    p.add_argument("--interval", type=float, default=10.0, help="--watch: seconds between checks (default 10)")
+    _stats_options(p)
+    p.set_defaults(func=_report)
+
+    p = sub.add_parser("compare", help="compare runs from several sweeps or run directories on one metric")
+    p.add_argument("paths", nargs="+", metavar="RUN_OR_SWEEP", help="sweep or run directories")
+    p.add_argument("--metric", default=None, help="metric to compare on (default: val/loss)")
+    p.add_argument("--baseline", nargs="+", action="extend", default=None, metavar="KEY=VALUE",
+                   help="the variant Δ is measured against (keys are the settings that differ)")
+    p.add_argument("--out", default=None, help="also write a report (md, csv, tex, parquet, html) here")
+    _stats_options(p)
+    p.set_defaults(func=_compare)
+
+    p = sub.add_parser("export", help="write finished runs (metrics.csv, summary.json) into TensorBoard, MLflow "
+                                      "or wandb; rerunning adds only what is new")
+    p.add_argument("paths", nargs="+", metavar="RUN_OR_SWEEP_DIR", help="sweep or run directories")
+    p.add_argument("--to", required=True, help="tensorboard, mlflow or wandb")
+    p.add_argument("--tracking-uri", default=None, help="mlflow: a server URL or a store URI (default: "
+                   "sqlite:///<sweep dir>/mlflow.db)")
+    p.set_defaults(func=_export)
+
+    p = sub.add_parser("dashboard", help="export a sweep and serve it in TensorBoard or MLflow on 127.0.0.1")
+    p.add_argument("sweep_dir", help="a sweep directory (or one run directory)")
+    p.add_argument("--tool", default="tensorboard", help="tensorboard (default) or mlflow")
+    p.add_argument("--port", type=int, default=None, help="port (default: 6006 / 5000 when free, else any free one)")
+    p.set_defaults(func=_dashboard)

@@ -1,0 +1,78 @@
+"""`arch-zoo sweep`: run (or resume) a sweep spec into a run store."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..provenance import command_line
+from .common import EXIT_INTERRUPTED, EXIT_RUN_FAILED, cache_dir, cache_option, output_dir
+
+
+def _sweep(args) -> int:
+    from ..sweeps import dry_run_table, load_spec, make_plan, run_sweep
+    from ..sweeps.cli_support import export_path, failure_line, final_table, preload_reports
+
+    spec = load_spec(args.spec, args.overrides)
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError("--workers", f"must be at least 1, got {args.workers}")
+    output_dir(args.out, "--out")
+    cache_dir(args)
+    if args.export_wandb:
+        from ..sweeps.wandb_format import export_wandb
+
+        path = export_wandb(spec, export_path(spec, args.out))
+        print(f"wandb sweep config: {path}\n  wandb sweep {path}   # then, on each machine: wandb agent <sweep id>")
+        return 0
+    if args.dry_run:
+        from ..sweeps.store import Store
+
+        plan = make_plan(spec)
+        Store(Path(args.out) / spec.name).check_conflicts(plan)
+        if spec.command_line:
+            print(f"command-line overrides (every run): {' '.join(spec.command_line)}")
+        sys.stdout.write(dry_run_table(plan))
+        return 0
+    try:
+        slurm = {"partition": args.slurm_partition, "time_limit": args.slurm_time, "gpus": args.slurm_gpus,
+                 "extra": args.slurm_extra, "cluster": args.slurm_cluster}
+        outcome = run_sweep(spec, args.out, args.workers, args.launcher, args.ray_address, args.retry_failed,
+                            command=command_line(args.argv), on_launch=preload_reports, slurm=slurm)
+    except KeyboardInterrupt:
+        print("arch-zoo: sweep interrupted; finished runs are kept, and rerunning the same command resumes",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    sys.stdout.write(final_table(outcome))
+    line = failure_line(outcome)
+    if line:
+        print(f"arch-zoo: {line}", file=sys.stderr)
+        return EXIT_RUN_FAILED
+    return 0
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("sweep", help="run (or resume) a sweep spec: variants x seeds, into a run store")
+    p.add_argument("spec", help="a sweep spec YAML (see sweeps/)")
+    p.add_argument("overrides", nargs="*", help="key=value overrides for every run, applied after the spec's "
+                   "own (e.g. train.max_steps=100); they are part of the spec, so its runs' configs carry them")
+    p.add_argument("--workers", type=int, default=None, help="local: worker processes (default 1); "
+                   "ray: most runs at once (default: as many as the cluster fits)")
+    p.add_argument("--launcher", choices=["local", "ray", "slurm"], default="local",
+                   help="where runs train (default: local); slurm: one job per run through submitit")
+    p.add_argument("--ray-address", default=None, help="ray: a cluster address (default: start a local one)")
+    p.add_argument("--slurm-partition", default=None, help="slurm: the partition to submit to")
+    p.add_argument("--slurm-time", default=None, help="slurm: each job's time limit (MM, HH:MM:SS, D-HH:MM:SS)")
+    p.add_argument("--slurm-gpus", type=int, default=None, help="slurm: GPUs per job")
+    p.add_argument("--slurm-extra", action="append", default=[], metavar="KEY=VALUE",
+                   help="slurm: any other #SBATCH option, passed through (repeatable; e.g. qos=high)")
+    p.add_argument("--slurm-cluster", choices=["slurm", "local"], default="slurm",
+                   help="slurm: 'local' runs each job as a local subprocess through submitit (to try a sweep)")
+    p.add_argument("--out", default="runs/sweeps", help="run store root; runs go to OUT/<sweep name>/ "
+                   "(default: runs/sweeps)")
+    p.add_argument("--retry-failed", action="store_true", help="train failed and diverged runs again")
+    p.add_argument("--dry-run", action="store_true", help="print the runs (variant, seed, changed keys, "
+                   "parameters) and train nothing")
+    p.add_argument("--export-wandb", action="store_true", help="write a wandb sweep config for `wandb agent` "
+                   "and train nothing")
+    cache_option(p)
+    p.set_defaults(func=_sweep)

@@ -1,0 +1,211 @@
+"""A run store's files -> one plain dict per run (no pandas: ``load.py`` makes the frame).
+
+Reads a sweep dir (sweep.yaml, index.csv, invocations.jsonl, runs/*) or a run dir (run.json,
+status.json, summary.json, config.yaml). The store is written by other processes while we read it,
+so every file may be missing or half-written; a run whose files cannot be read keeps the status it
+has, never dropped. Keys a row holds for ``load.py`` alone start with ``_``.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import yaml
+
+from ..metrics import DIRECTIONS
+
+
+def _json(path: Path) -> Optional[Dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_yaml(path: Path) -> Optional[Dict[str, Any]]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_run_dir(path: Path) -> bool:
+    return path.is_dir() and any((path / f).is_file() for f in ("status.json", "summary.json", "run.json"))
+
+
+def is_sweep_dir(path: Path) -> bool:
+    return path.is_dir() and ((path / "sweep.yaml").is_file() or (path / "index.csv").is_file()
+                              or (path / "runs").is_dir())
+
+
+def flatten(cfg: Any, prefix: str = "") -> Dict[str, Any]:
+    """{'model.position': 'rope', 'model.position.base': 10000.0, ...}: a component's ``name`` is
+    the value of its own key, as a sweep names it."""
+    out: Dict[str, Any] = {}
+    if isinstance(cfg, dict):
+        if prefix and "name" in cfg and not isinstance(cfg["name"], (dict, list)):
+            out[prefix] = cfg["name"]
+        for k, v in cfg.items():
+            if prefix and k == "name":
+                continue
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(cfg, list):
+        out[prefix] = str(cfg)
+    else:
+        out[prefix] = cfg
+    return out
+
+
+def scalar(v: Any) -> Any:
+    if isinstance(v, (dict, list, tuple)):
+        return json.dumps(v, sort_keys=True)
+    return v
+
+
+def _lock_free(path: Path) -> bool:
+    """True when a sweep's run lock exists and no process holds it: the run's trainer died. The
+    probe is the store's own (flock, released at once); a worker that meets it retries later."""
+    try:
+        import fcntl
+    except ImportError:  # no flock here: cannot tell
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def _not_evaluated(summary: Dict[str, Any]) -> Optional[str]:
+    """'split: why; ...' for eval splits the run skipped (e.g. lengths past a learned position table)."""
+    skipped = (summary.get("task") or {}).get("not_evaluated") or {}
+    return "; ".join(f"{split}: {why}" for split, why in skipped.items()) or None
+
+
+def _spent(budget: Dict[str, Any], step: Any) -> Dict[str, Any]:
+    """Training tokens and FLOPs up to the step the run reached (its plan's, scaled: a diverged run
+    spent less); run.json records the plan under ``budget`` (sweeps since budgets existed)."""
+    steps = budget.get("steps")
+    if not steps or not isinstance(step, (int, float)):
+        return {"train_tokens": None, "train_flops": None}
+    return {"train_tokens": budget.get("tokens", math.nan) * step / steps,
+            "train_flops": budget.get("flops", math.nan) * step / steps}
+
+
+def read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
+    meta = _json(run_dir / "run.json") or {}
+    status = _json(run_dir / "status.json") or {}
+    summary = _json(run_dir / "summary.json") or {}
+    cfg = read_yaml(run_dir / "config.yaml") or {}
+    state = status.get("status") or summary.get("status") or "pending"  # a sweep writes run.json first
+    if state == "running" and _lock_free(run_dir / ".lock"):
+        state = "interrupted"
+        status = {**status, "reason": status.get("reason") or "its process died"}
+    row: Dict[str, Any] = {
+        "sweep": meta.get("sweep") or sweep_name,
+        "variant": meta.get("variant"),
+        "seed": meta.get("seed", cfg.get("seed")),
+        "status": state,
+        "reason": status.get("reason") or summary.get("reason"),
+        "is_baseline": bool(meta.get("is_baseline", False)),
+        "run_id": meta.get("run_id") or run_dir.name,
+        "params": summary.get("parameters", meta.get("params")),
+        "flops_per_token": summary.get("flops_per_token"),
+        **_spent(meta.get("budget") or {}, summary.get("step", status.get("step"))),
+        "train_tokens_per_s": summary.get("train_tokens_per_s"),
+        "mfu": summary.get("mfu"),
+        "peak_memory_mb": summary.get("peak_memory_mb"),
+        "wall_time_s": summary.get("wall_time_s"),
+        "step": summary.get("step", status.get("step")),
+        "diverged_at": summary.get("diverged_at"),
+        "run_dir": str(run_dir),
+    }
+    row["_budget"] = (meta.get("budget") or {}).get("match")
+    row["_tune"] = meta.get("tune") or {}
+    row["_settings"] = {k: scalar(v) for k, v in (meta.get("settings") or {}).items()}
+    row["_goals"] = {k: v for k, v in (summary.get("goals") or {}).items() if v in DIRECTIONS}
+    row["_samples"] = summary.get("samples") or []
+    row["_commit"] = summary.get("git_commit")
+    row["_not_evaluated"] = _not_evaluated(summary)
+    row["_config"] = flatten(cfg)
+    row["_metrics"] = {k: float(v) for k, v in (summary.get("final") or {}).items()
+                       if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return row
+
+
+def _index_rows(sweep_dir: Path, sweep_name: str) -> Dict[str, Dict[str, Any]]:
+    """Planned runs from index.csv, for those that have no run dir yet."""
+    path = sweep_dir / "index.csv"
+    rows: Dict[str, Dict[str, Any]] = {}
+    try:
+        with path.open(newline="") as f:
+            for rec in csv.DictReader(f):
+                run_id = rec.get("run_id")
+                if not run_id:
+                    continue
+                settings = {k: _parse(v) for k, v in rec.items()
+                            if k not in ("run_id", "variant", "seed", "status", "reason") and k}
+                rows[run_id] = {"sweep": sweep_name, "variant": rec.get("variant"), "seed": _parse(rec.get("seed")),
+                                "status": rec.get("status") or "pending", "reason": rec.get("reason") or None,
+                                "is_baseline": False, "run_id": run_id,
+                                "run_dir": str(sweep_dir / "runs" / run_id), "_settings": settings,
+                                "_config": {}, "_metrics": {}}
+    except OSError:
+        pass
+    return rows
+
+
+def _parse(text: Optional[str]) -> Any:
+    if text is None or text == "":
+        return None
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return scalar(value)
+
+
+def read_invocations(sweep_dir: Path) -> List[Dict[str, Any]]:
+    """The sweep's invocations.jsonl records (a torn last line from a killed process is skipped)."""
+    out = []
+    try:
+        lines = (sweep_dir / "invocations.jsonl").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def load_sweep(sweep_dir: Path) -> tuple:
+    spec = read_yaml(sweep_dir / "sweep.yaml") or {}
+    spec["invocations"] = read_invocations(sweep_dir)
+    name = str(spec.get("name") or sweep_dir.resolve().name)
+    rows = _index_rows(sweep_dir, name)
+    runs = sweep_dir / "runs"
+    for run_dir in sorted(runs.iterdir()) if runs.is_dir() else []:
+        if not run_dir.is_dir():
+            continue
+        row = read_run(run_dir, name)
+        planned = rows.get(row["run_id"], {})
+        for key in ("variant", "seed"):
+            if row[key] is None:
+                row[key] = planned.get(key)
+        row["_settings"] = row["_settings"] or planned.get("_settings", {})
+        rows[row["run_id"]] = row
+    return spec, name, list(rows.values())
