@@ -2,11 +2,12 @@
 
 1. ``scan``: characters, the text's sha256, and (split_by: documents) each document's split.
 2. the tokenizer is fitted on the training text's first ``fit_chars`` characters, streamed.
-3. ``segments`` -> ``encode_batch`` -> ``ShardWriter``: text is cut into segments of about
-   ``SEGMENT`` characters, never across a split (nor a document, split_by: documents), and -- for
-   tokenizers whose tokens depend on context (BPE) -- only where the text reads ``X\\nY`` with X and
-   Y not whitespace: the byte-level pre-tokenizer always starts a new piece there, so the ids equal
-   those of encoding the whole split in one call (what a run tokenized before the store existed)."""
+3. ``segments`` -> ``batches`` -> ``encoded`` (``encode_batch`` in a worker thread) -> ``ShardWriter``:
+   text is cut into segments of about ``SEGMENT`` characters, never across a split (nor a document,
+   split_by: documents), and -- for tokenizers whose tokens depend on context (BPE) -- only where the
+   text reads ``X\\nY`` with X and Y not whitespace: the byte-level pre-tokenizer always starts a new
+   piece there, so the ids equal those of encoding the whole split in one call (what a run tokenized
+   before the store existed)."""
 from __future__ import annotations
 
 import hashlib
