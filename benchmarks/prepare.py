@@ -9,14 +9,17 @@
 2. A second prepare of the same config: the in-process call (a cache hit) and the whole
    ``arch-zoo prepare`` command (interpreter start and imports included).
 3. A run's start-up before its first training step (task build from the store + the first batch),
-   for a SMALL MB corpus and the SIZE MB one, each in a fresh child: seconds and RSS growth.
+   for a SMALL MB corpus and the SIZE MB one, alternating fresh children: median wall and process CPU
+   seconds, and RSS growth (``--startup-tokenizer char`` compares a store of SIZE M tokens, quick to
+   prepare: 300 MB of text holds more tokens and windows than 1 GB under the 8k BPE).
 4. A sweep of N runs over one corpus tokenizes it once: a real ``arch-zoo sweep`` with 2 workers
    on a fresh cache; the cache's builds.jsonl must hold one line.
 
 The corpus is this machine's Python standard library, repeated (each copy prefixed by its number
 so no two copies are byte-identical) up to SIZE MB: real code and prose, nothing downloaded.
 
-Usage: python benchmarks/prepare.py [--size-mb 1000] [--small-mb 10] [--vocab 8192] [--json PATH]
+Usage: python benchmarks/prepare.py [--size-mb 1000] [--small-mb 10] [--vocab 8192] [--pairs N] [--json PATH]
+       python benchmarks/prepare.py --size-mb 300 --sections startup --startup-tokenizer char
        (--quick: 20 MB vs 5 MB with a 2k BPE, for a smoke run)
 """
 from __future__ import annotations
@@ -31,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -80,20 +84,21 @@ from arch_zoo.training.module import ArchZooModule
 from arch_zoo.training.run import prepare
 cfg = load(sys.argv[1], sys.argv[2:])
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 data = prepare(cfg)
 dm = TaskDataModule(data, cfg.train, cfg.seed)
 module = ArchZooModule(cfg, data)
 batch = next(iter(dm.train_dataloader()))
 from arch_zoo.training import objectives
 objectives.forward(module.model, batch, data.objective)  # the batch reaches the model: training could step
-print(json.dumps({"startup_s": time.perf_counter() - t, "windows": len(data.splits["train"]),
+print(json.dumps({"startup_s": time.perf_counter() - t, "startup_cpu_s": time.process_time() - c,
+                  "windows": len(data.splits["train"]),
                   "rss_growth_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - rss0}))
 """
 
 
-def child(code: str, *args: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def child(code: str, *args: str, env: Optional[dict] = None) -> dict:
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
     if proc.returncode:
         raise SystemExit(f"child failed:\n{proc.stderr[-3000:]}")
@@ -124,7 +129,9 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=8192)
     ap.add_argument("--sweep-runs", type=int, default=4)
     ap.add_argument("--pairs", type=int, default=1, help="prepare / reference pairs, alternating")
-    ap.add_argument("--rounds", type=int, default=5, help="start-up measurements per corpus (median)")
+    ap.add_argument("--rounds", type=int, default=9, help="start-up measurements per corpus (median)")
+    ap.add_argument("--startup-tokenizer", default="bpe", choices=["bpe", "char", "byte"],
+                    help="the stores the start-up compares (char: a store of SIZE M tokens, quick to prepare)")
     ap.add_argument("--workdir", default=None, help="where the corpora and the cache go (default: a temp dir)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--quick", action="store_true")
@@ -174,9 +181,11 @@ def prepare_vs_ceiling(a, out, task, cache, big) -> None:
     pairs = []
     for i in range(a.pairs):
         shutil.rmtree(cache, ignore_errors=True)
+        load = os.getloadavg()[0]
         prep = child(CHILD_PREPARE, json.dumps(task), str(cache))
         ref = child(CHILD_REFERENCE, str(Path(prep["root"]) / "tokenizer.json"), str(big))
-        pairs.append({"prepare": prep, "reference": ref, "ratio_wall": ref["encode_s"] / prep["phases_s"]["encode"],
+        pairs.append({"prepare": prep, "reference": ref, "loadavg": [load, os.getloadavg()[0]],
+                      "ratio_wall": ref["encode_s"] / prep["phases_s"]["encode"],
                       "ratio_cpu": ref["encode_cpu_s"] / prep["phases_cpu_s"]["encode"],
                       "ratio_end_to_end": ref["encode_s"] / prep["wall_s"]})
         p, r = prep, ref
@@ -187,7 +196,8 @@ def prepare_vs_ceiling(a, out, task, cache, big) -> None:
         print(f"[{i + 1}/{a.pairs}] tokenizers encode_batch_fast of the same text: {r['encode_s']:.1f}s "
               f"({r['encode_cpu_s']:.1f} CPU-s), {r['tokens']:,} tokens (prepare: {p['tokens']:,}, cut at the splits); "
               f"ratio {pairs[-1]['ratio_wall']:.2f}x wall, {pairs[-1]['ratio_cpu']:.2f}x CPU (target >= 0.8x); "
-              f"end to end (scan + BPE training + encode) {pairs[-1]['ratio_end_to_end']:.2f}x")
+              f"end to end (scan + BPE training + encode) {pairs[-1]['ratio_end_to_end']:.2f}x; "
+              f"load average {load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     out["prepare_pairs"] = pairs
     out["throughput_ratio_wall"] = sum(r["reference"]["encode_s"] for r in pairs) / sum(
         r["prepare"]["phases_s"]["encode"] for r in pairs)
@@ -210,24 +220,33 @@ def cache_hit(a, out, task, cache, cfg, env) -> None:
 
 
 def startup(a, out, task, cache, cfg, small, big) -> None:
-    child(CHILD_PREPARE, json.dumps({**task, "files": [str(small)]}), str(cache))
-    os.environ["ARCH_ZOO_CACHE"] = str(cache)
+    """Both stores are prepared first (no build is timed); then fresh children alternate small and big
+    ``--rounds`` times. Medians of wall and of process CPU seconds: CPU time counts only the child's own
+    work, so it holds while other processes load the machine (one torch thread, so no spinning OpenMP
+    thread inflates it)."""
+    tok = task["tokenizer"] if a.startup_tokenizer == "bpe" else a.startup_tokenizer
+    for path in (small, big):
+        child(CHILD_PREPARE, json.dumps({**task, "files": [str(path)], "tokenizer": tok}), str(cache))
+    env = {"ARCH_ZOO_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
     samples = {"small": [], "big": []}
-    for _ in range(a.rounds):  # alternating fresh children; the median damps other processes' noise
+    for _ in range(a.rounds):  # alternating fresh children: a change in other load falls on both
         for label, path in (("small", small), ("big", big)):
-            samples[label].append(child(CHILD_STARTUP, str(cfg), f"task.files=[{path}]"))
+            samples[label].append(child(CHILD_STARTUP, str(cfg), f"task.files=[{path}]",
+                                        f"task.tokenizer={json.dumps(tok)}", env=env))
     rows = {k: {"startup_s": statistics.median(r["startup_s"] for r in v),
+                "startup_cpu_s": statistics.median(r["startup_cpu_s"] for r in v),
                 "rss_growth_mb": statistics.median(r["rss_growth_mb"] for r in v), "windows": v[0]["windows"],
-                "all_s": [round(r["startup_s"], 4) for r in v]} for k, v in samples.items()}
+                "all_s": [round(r["startup_s"], 4) for r in v], "all_cpu_s": [round(r["startup_cpu_s"], 4) for r in v]}
+            for k, v in samples.items()}
     out["startup"] = rows
-    ratio = rows["big"]["startup_s"] / rows["small"]["startup_s"]
-    out["startup_ratio"] = ratio
-    print(f"run start-up to the first batch (median of {a.rounds}): {a.small_mb:g} MB "
-          f"{rows['small']['startup_s'] * 1000:.0f} ms (+{rows['small']['rss_growth_mb']:.0f} MB RSS, "
-          f"{rows['small']['windows']:,} windows), {a.size_mb:g} MB {rows['big']['startup_s'] * 1000:.0f} ms "
-          f"(+{rows['big']['rss_growth_mb']:.0f} MB RSS, {rows['big']['windows']:,} windows): ratio {ratio:.2f} "
-          "(target within 10%)")
-
+    out["startup_ratio"] = rows["big"]["startup_s"] / rows["small"]["startup_s"]
+    out["startup_ratio_cpu"] = rows["big"]["startup_cpu_s"] / rows["small"]["startup_cpu_s"]
+    mb = {"small": a.small_mb, "big": a.size_mb}
+    print(f"run start-up to the first batch, {a.startup_tokenizer} tokenizer (median of {a.rounds}):")
+    for k, r in rows.items():
+        print(f"  {mb[k]:g} MB: {r['startup_s'] * 1000:.0f} ms wall, {r['startup_cpu_s'] * 1000:.0f} ms CPU, "
+              f"+{r['rss_growth_mb']:.0f} MB RSS, {r['windows']:,} train windows")
+    print(f"  big / small: {out['startup_ratio']:.2f} wall, {out['startup_ratio_cpu']:.2f} CPU (target within 10%)")
 
 
 def sweep_once(a, out, work, cfg, small, env) -> None:

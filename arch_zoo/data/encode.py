@@ -2,17 +2,19 @@
 
 1. ``scan``: characters, the text's sha256, and (split_by: documents) each document's split.
 2. the tokenizer is fitted on the training text's first ``fit_chars`` characters, streamed.
-3. ``segments`` -> ``encode_batch`` -> ``ShardWriter``: text is cut into segments of about
-   ``SEGMENT`` characters, never across a split (nor a document, split_by: documents), and -- for
-   tokenizers whose tokens depend on context (BPE) -- only where the text reads ``X\\nY`` with X and
-   Y not whitespace: the byte-level pre-tokenizer always starts a new piece there, so the ids equal
-   those of encoding the whole split in one call (what a run tokenized before the store existed)."""
+3. ``segments`` -> ``batches`` -> ``encoded`` (``encode_batch`` in a worker thread) -> ``ShardWriter``:
+   text is cut into segments of about ``SEGMENT`` characters, never across a split (nor a document,
+   split_by: documents), and -- for tokenizers whose tokens depend on context (BPE) -- only where the
+   text reads ``X\\nY`` with X and Y not whitespace: the byte-level pre-tokenizer always starts a new
+   piece there, so the ids equal those of encoding the whole split in one call (what a run tokenized
+   before the store existed)."""
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -59,11 +61,13 @@ def scan(inputs: List[Input], text_field: str, max_chars: Optional[int], by_docu
     return out
 
 
-def safe_cut(text: str, context_free: bool) -> int:
-    """The longest prefix of ``text`` that encodes on its own exactly as inside the whole (0: none)."""
+def safe_cut(text: str, context_free: bool, limit: Optional[int] = None) -> int:
+    """The longest prefix of ``text``, of at most ``limit`` characters, that encodes on its own exactly
+    as inside the whole (0: none)."""
+    end = len(text) if limit is None else min(len(text), limit)
     if context_free:
-        return len(text)
-    i = len(text) - 1
+        return end
+    i = end  # a cut after the newline at i needs i + 1 <= end
     while i > 0:
         i = text.rfind("\n", 0, i)
         if i <= 0:
@@ -86,13 +90,21 @@ def segments(inputs: List[Input], text_field: str, max_chars: Optional[int], sc:
     def flush(final: bool):
         nonlocal buf, size, starts
         text = "".join(buf)
-        cut = len(text) if final else safe_cut(text, context_free)
-        if cut == 0 and size < 8 * SEGMENT:  # no safe place yet: read on (a hard cut only past 8 segments)
+        # about SEGMENT characters: a batch then holds several segments, and every core gets an equal share
+        cut = len(text) if final else safe_cut(text, context_free, SEGMENT) or safe_cut(text, context_free)
+        if not final and cut == 0 and size < 8 * SEGMENT:  # no safe place yet: read on (a hard cut only past 8 segments)
             return None
         cut = cut or len(text)
         seg = (split, text[:cut], starts, final)
         buf, size, starts = ([text[cut:]] if cut < len(text) else []), len(text) - cut, final
         return seg
+
+    def full() -> Iterator[Segment]:  # while the buffer holds a segment's worth
+        while size >= SEGMENT:
+            seg = flush(False)
+            if seg is None:
+                return
+            yield seg
 
     for piece, end, _ in stream(inputs, text_field, max_chars):
         tick(len(piece.encode("utf-8", "surrogatepass")))
@@ -100,12 +112,8 @@ def segments(inputs: List[Input], text_field: str, max_chars: Optional[int], sc:
             split = sc.labels[doc]
             buf.append(piece)
             size += len(piece)
-            while size >= SEGMENT and not end:
-                seg = flush(False)
-                if seg is None:
-                    break
-                yield seg
-            if end:
+            yield from full()
+            if end:  # the document's last segment (empty when the text ended at a cut, or an empty document)
                 yield flush(True)
                 doc += 1
             continue
@@ -117,14 +125,47 @@ def segments(inputs: List[Input], text_field: str, max_chars: Optional[int], sc:
             pos += len(take)
             buf.append(take)
             size += len(take)
+            yield from full()
             if pos == limit:  # this split's text is complete: its last segment ends exactly here
                 yield flush(True)
-                continue
-            while size >= SEGMENT:
-                seg = flush(False)
-                if seg is None:
-                    break
-                yield seg
+
+
+def batches(segs: Iterator[Segment], chars: int) -> Iterator[List[Segment]]:
+    """Consecutive segments in groups of at least ``chars`` characters (the last one may hold fewer)."""
+    batch: List[Segment] = []
+    size = 0
+    for seg in segs:
+        batch.append(seg)
+        size += len(seg[1])
+        if size >= chars:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def encoded(encode_batch: Callable[[List[str]], List[np.ndarray]],
+            groups: Iterator[List[Segment]]) -> Iterator[Tuple[List[Segment], List[np.ndarray]]]:
+    """Each batch with its ids, in order. A worker thread encodes batch k+1 while the caller writes batch
+    k and this generator reads and cuts batch k+2: the HF tokenizers release the GIL while they encode,
+    so the cores are not idle while Python cuts, converts and writes. At most three batches of text and
+    two of ids are held; an error on either side stops both."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="arch-zoo-encode")
+    clean = False
+    try:
+        last = None
+        for batch in groups:
+            job = (batch, pool.submit(encode_batch, [seg[1] for seg in batch]))
+            if last is not None:
+                yield last[0], last[1].result()
+            last = job
+        if last is not None:
+            yield last[0], last[1].result()
+        clean = True
+    finally:
+        # after an error (a full disk, Ctrl-C) the queued batch is dropped and the running one is not
+        # waited for: the caller removes its temporary store at once
+        pool.shutdown(wait=clean, cancel_futures=True)
 
 
 class ShardWriter:

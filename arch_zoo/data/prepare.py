@@ -15,7 +15,7 @@ import shutil
 import sys
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional
@@ -23,7 +23,7 @@ from typing import Callable, List, Optional
 import numpy as np
 
 from ..errors import ConfigError
-from .encode import BATCH, FRACTIONS, ShardWriter, scan, segments
+from .encode import BATCH, FRACTIONS, ShardWriter, batches, encoded, scan, segments
 from .pretrained import tokenizer_file
 from .sources import Input, resolve, stdlib_inputs, stdlib_origin, stdlib_root
 from .store import MANIFEST, SPLITS, VERSION, TokenStore, cache_root, fingerprint, file_sha256
@@ -215,25 +215,17 @@ def _build(r: Recipe, key: str, tmp: Path, progress: bool) -> None:
     writers = [ShardWriter(tmp, s, dtype, tok.unk_id) for s in SPLITS]
     chars = [0, 0, 0]
     bar = _Progress(progress, total, "tokenize")
-    batch: list = []
-
-    def encode():
-        for (split, text, starts, ends), ids in zip(batch, tok.encode_batch([b[1] for b in batch])):
-            writers[split].write(ids, starts and r.by_documents)
-            chars[split] += len(text)
-            if ends and r.by_documents:
-                writers[split].write(np.asarray([tok.eos_id]))
-            bar.add_tokens(len(ids))
-        batch.clear()
-
-    size = 0
-    for seg in segments(r.inputs, o.text_field, o.max_chars, sc, r.by_documents, tok.context_free, bar.tick):
-        batch.append(seg)
-        size += len(seg[1])
-        if size >= BATCH:
-            encode()
-            size = 0
-    encode()
+    segs = segments(r.inputs, o.text_field, o.max_chars, sc, r.by_documents, tok.context_free, bar.tick)
+    with closing(encoded(tok.encode_batch, batches(segs, BATCH))) as pipeline:  # closed now on an error
+        for batch, ids_of in pipeline:
+            for (split, text, starts, ends), ids in zip(batch, ids_of):
+                if starts and ends and not text:  # an empty document (a blank dataset row): no eos of its own
+                    continue
+                writers[split].write(ids, starts and r.by_documents)
+                chars[split] += len(text)
+                if ends and r.by_documents:
+                    writers[split].write(np.asarray([tok.eos_id]))
+                bar.add_tokens(len(ids))
     bar.close()
     seconds["encode"] = lap()
     splits = {s: {**w.close(), "chars": c} for s, w, c in zip(SPLITS, writers, chars)}

@@ -2,9 +2,9 @@
 
 An entry of ``files`` is a file, a directory (every file below it, sorted, hidden ones skipped), a
 glob (``data/*.jsonl``, ``**`` recursive), a Hugging Face ``save_to_disk`` directory or ``hf:NAME``
-(a dataset this machine has cached; nothing is downloaded). Formats by suffix: ``.jsonl`` / ``.json``
-(JSON Lines), ``.parquet``, anything else plain UTF-8 text. A plain file is one document; a JSON
-line, a Parquet row or a dataset row is one. Documents stream in pieces of at most ``PIECE`` bytes,
+(a dataset this machine loads without a download: cached by an earlier load, or local; its train
+split). Formats by suffix: ``.jsonl`` / ``.json`` (JSON Lines), ``.parquet``, anything else plain
+UTF-8 text. A plain file is one document; a JSON line, a Parquet row or a dataset row is one. Documents stream in pieces of at most ``PIECE`` bytes,
 so memory does not grow with a file's size."""
 from __future__ import annotations
 
@@ -27,17 +27,21 @@ HF_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
 
 @dataclass(frozen=True)
 class Input:
-    """One readable thing: ``kind`` is text | jsonl | parquet | hf (a dataset directory) | stdlib."""
+    """One readable thing: ``kind`` is text | jsonl | parquet | hf (a dataset directory) | hf_cache (a
+    dataset loaded by name: ``parts`` are its train split's arrow files) | stdlib."""
 
     path: Path
     kind: str
     where: str  # the config key that named it, for errors
+    parts: Tuple[Path, ...] = ()
 
     def files(self) -> List[Path]:
         """The files whose bytes this input's documents come from (for the store's fingerprint)."""
-        if self.kind not in ("hf", "hf_cache"):
-            return [self.path]
-        return sorted(p for p in self.path.rglob("*.arrow") if p.is_file())
+        if self.kind == "hf_cache":
+            return list(self.parts)
+        if self.kind == "hf":
+            return sorted(p for p in self.path.rglob("*.arrow") if p.is_file())
+        return [self.path]
 
 
 def stdlib_root() -> Path:
@@ -68,22 +72,37 @@ def _is_hf_dir(path: Path) -> bool:
 
 
 def _hf_cached(name: str, where: str) -> Input:
-    """A dataset name the machine has cached: its arrow files, found offline."""
-    os.environ["HF_DATASETS_OFFLINE"] = "1"  # never download: a name must already be on this machine
+    """A dataset this machine loads by name without a download (cached by an earlier load, or a local
+    dataset directory): its train split's arrow files."""
     try:
         import datasets
     except ImportError:
         raise ConfigError(where, "'hf:' names need the `datasets` package (pip install datasets)") from None
+    from datasets.utils import logging as hf_logging
+
     repo, _, config = name.partition(":")
+    saved = datasets.config.HF_HUB_OFFLINE, datasets.config.HF_DATASETS_OFFLINE, hf_logging.get_verbosity()
+    # never download, and only for this load (the process may fetch models later); datasets reads the
+    # offline switch from its config at call time, its environment variable only once at import
+    datasets.config.HF_HUB_OFFLINE = datasets.config.HF_DATASETS_OFFLINE = True
+    hf_logging.set_verbosity_error()  # not its "using the cached version" warnings on every prepare
     try:
-        ds = datasets.load_dataset(repo, config or None, split="train")
+        ds = datasets.load_dataset(repo, config or None)
     except Exception as exc:  # noqa: BLE001 - datasets raises many kinds for "not cached"
-        raise ConfigError(where, f"dataset '{name}' is not cached on this machine (no download): "
-                          f"{(str(exc).splitlines() or [type(exc).__name__])[0][:160]}") from None
-    files = sorted({Path(f["filename"]).parent for f in ds.cache_files})
-    if len(files) != 1:
-        raise ConfigError(where, f"dataset '{name}' has no single cache directory; save_to_disk it and name that")
-    return Input(files[0], "hf_cache", where)
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise ConfigError(where, f"hf:{name} cannot be loaded on this machine without a download "
+                          f"(cached or local datasets only): {reason}") from None
+    finally:
+        datasets.config.HF_HUB_OFFLINE, datasets.config.HF_DATASETS_OFFLINE = saved[:2]
+        hf_logging.set_verbosity(saved[2])
+    if isinstance(ds, datasets.DatasetDict):
+        if "train" not in ds:
+            raise ConfigError(where, f"hf:{name} holds splits {sorted(ds)}, none called 'train'")
+        ds = ds["train"]
+    parts = tuple(Path(f["filename"]) for f in ds.cache_files)
+    if not parts:
+        raise ConfigError(where, f"hf:{name} loaded without arrow files on disk; save_to_disk it and name that")
+    return Input(parts[0].parent, "hf_cache", where, parts)
 
 
 def resolve(files: List[str], key: str = "task") -> List[Input]:

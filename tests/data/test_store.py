@@ -158,13 +158,16 @@ def test_parquet_dataset_dir_glob_and_directory_inputs(tmp_path):
 
 
 def test_bpe_store_equals_encoding_each_split_whole(corpus, tmp_path, monkeypatch):
-    """BPE segments are cut only where the byte-level pre-tokenizer splits anyway, so the stored ids
-    equal encoding each split in one call (segments of 300 characters here)."""
+    """README: "the ids equal encoding each split whole (tested)": BPE segments are cut only where the
+    byte-level pre-tokenizer splits anyway (segments of 300 characters here, in batches of 1,000 that a
+    worker thread encodes while the main thread writes)."""
     monkeypatch.setattr("arch_zoo.data.encode.SEGMENT", 300)
+    monkeypatch.setattr("arch_zoo.data.prepare.BATCH", 1000)
     store = prepare(options(files=[str(corpus)], tokenizer={"name": "bpe", "vocab_size": 300}), tmp_path / "c")
     body = corpus.read_text()
-    a = int(0.9 * len(body))
-    assert store.split("train").read(0, len(store.split("train"))).tolist() == store.tokenizer.encode(body[:a])
+    a, b = int(0.9 * len(body)), int(0.95 * len(body))
+    for split, part in (("train", body[:a]), ("val", body[a:b]), ("test", body[b:])):
+        assert store.split(split).read(0, len(store.split(split))).tolist() == store.tokenizer.encode(part)
 
 
 def test_pretrained_tokenizer_from_a_local_file(corpus, tmp_path):
