@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from arch_zoo.cli import main
 from arch_zoo.reports.provenance import sweep_calls
 from arch_zoo.sweeps import load_spec, make_plan, run_sweep
@@ -100,6 +102,7 @@ def test_failures_are_data_the_sweep_goes_on_and_reruns_leave_finished_runs(tmp_
     assert "<h2>Provenance</h2>" in (tmp_path / "r" / "report.html").read_text()
 
 
+@pytest.mark.slow  # tests/sweeps/test_sigkill.py kills the sweep 14 times in CI; this one-kill variant runs in make test-slow
 def test_sigkill_mid_sweep_then_rerun_completes_every_run_exactly_once(tmp_path):
     spec = {"name": "k", "grid": {"model.position": ["rope", "alibi", "sinusoidal"]}}
     base = {**BASE, "train": {**BASE["train"], "max_steps": 60, "val_every": 10}}
