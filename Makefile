@@ -44,7 +44,8 @@ demo: $(VENV)/.installed
 # A sweep's exit status 1 means some runs failed or diverged: that is data, the report still runs.
 studies: $(addprefix study-,$(STUDIES)) gradnorms
 
-# study-scan is not yet part of `studies`: its wall time on this machine is not measured (~1.5 h estimated).
+# study-scan is not part of `studies`: ~18 min of CPU on 2 idle cores (~180 CPU-s a run), but 43 min measured
+# here on the shared machine (load average 4-12); add it once a run on a quiet machine confirms ~20 min.
 $(addprefix study-,$(STUDIES) scan): study-%: $(VENV)/.installed
 	$(VENV)/bin/arch-zoo sweep sweeps/studies/$*.yaml --workers 2 --out runs/studies; rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(VENV)/bin/arch-zoo report runs/studies/$* --out reports/$*
