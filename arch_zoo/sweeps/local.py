@@ -157,10 +157,7 @@ class LocalLauncher:
         elif kind == "result":
             task, result = w.task, message[1]
             w.task = None
-            if result.outcome == "busy":
-                queue.hand_back(task)
-            else:
-                on_result(task, result)
+            queue.settle(task, result, on_result)
 
     def stop(self, interrupt: bool = False, abort: bool = False) -> None:
         """Ask idle workers to exit. ``interrupt`` also stops busy ones (run_one records their runs

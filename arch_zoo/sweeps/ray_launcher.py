@@ -121,10 +121,7 @@ class RayLauncher:
             except ray.exceptions.RayError as exc:  # the worker process died, or Ray lost the node
                 on_lost(task, None, f"its Ray task failed ({type(exc).__name__})")
                 continue
-            if result.outcome == "busy":
-                queue.hand_back(task)
-            else:
-                on_result(task, result)
+            queue.settle(task, result, on_result)
 
     def stop(self, interrupt: bool = False, abort: bool = False) -> None:
         import ray

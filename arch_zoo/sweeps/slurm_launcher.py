@@ -163,10 +163,7 @@ class SlurmLauncher:
                     detail = (str(exc).strip().splitlines() or [""])[-1][:200]
                     on_lost(task, None, f"its Slurm job {job.job_id} ended without a result ({detail})")
                     continue
-                if result.outcome == "busy":
-                    queue.hand_back(task)
-                else:
-                    on_result(task, result)
+                queue.settle(task, result, on_result)
 
     def stop(self, interrupt: bool = False, abort: bool = False) -> None:
         if interrupt:  # like the local launcher: the runs stop (recorded as interrupted); a rerun resumes

@@ -8,7 +8,7 @@ import traceback
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Deque, Dict, Iterable, Optional
+from typing import Any, Callable, Deque, Dict, Iterable, Optional
 
 FINISHED = ("completed", "diverged")
 
@@ -103,6 +103,14 @@ class TaskQueue:
 
     def hand_back(self, task: Task) -> None:
         self.busy.append(task)
+
+    def settle(self, task: Task, result: Result, on_result: Callable[[Task, Result], None]) -> None:
+        """What every launcher does with a finished task: a busy one comes back later, any other
+        outcome is the run's result."""
+        if result.outcome == "busy":
+            self.hand_back(task)
+        else:
+            on_result(task, result)
 
     def __bool__(self) -> bool:
         return bool(self.pending or self.busy)
