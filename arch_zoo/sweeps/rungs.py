@@ -54,6 +54,13 @@ def ladders(plan: Plan, store: Store, retry: bool = False) -> Dict[str, Tuple[La
     return out
 
 
+def cut_runs(plan: Plan, store: Store) -> set:
+    """Run ids of the values halving cut, finished or not: stage 2 never chooses among them (a
+    completed run of a cut value exists after --retry-failed re-decided a rung below it)."""
+    return {run.run_id for ladder, runs, states in ladders(plan, store).values()
+            for run, state in zip(runs, states) if state.value in ladder.cuts}
+
+
 def next_round(plan: Plan, store: Store, retry: bool, log: Callable[[str], None]) -> Stops:
     """Record every cut value's unfinished runs as pruned, and return the runs the next round trains
     (empty: stage 1 is done, or waits on nothing this process can train)."""

@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 from ..formatting import plural
 from .plan import Plan, make_plan, second_plan
 from .spec import SweepSpec, load_spec
-from .rungs import next_round
+from .rungs import cut_runs, next_round
 from .store import Store, read_json
 from .tune import STAGE_TUNE, base_settings, choose, edge_warning, variant_key
 from ..run_names import plain
@@ -192,8 +192,9 @@ def _second_stage(plan: Plan, store: Store, log: Callable[[str], None]) -> Optio
     """Stage 2's plan from stage 1's runs as the store holds them, or None while any is unfinished."""
     tune = plan.spec.tune
     rows, waiting, names = [], [], {}
+    cut = cut_runs(plan, store) if tune.halving is not None else set()
     for run in plan.runs:
-        status = store.status(run.run_id)["status"]
+        status = "pruned" if run.run_id in cut else store.status(run.run_id)["status"]
         if status not in FINISHED + ("failed", "pruned"):
             waiting.append(f"{run.variant} s{run.seed}: {status}")
         final = (read_json(store.run_dir(run.run_id) / "summary.json") or {}).get("final", {})
