@@ -73,8 +73,8 @@ def _halving_table(plan: Plan) -> str:
         rows.append([name + (" *" if base else ""), ", ".join(f"{s}: {k}" for s, k in ladder_sizes(n, h, max_steps)),
                      f"{spent:,}", f"{full:,}"])
     return (f"\nsuccessive halving (eta {h.eta}, min_steps {h.min_steps}): at each rung a variant keeps its best "
-            f"1/{h.eta} of the values still in (at least one) by {tune.select}, the mean over the tuning seeds; a value "
-            "that diverges or fails is dropped\n"
+            f"1/{h.eta} of the values still in (at least one) by {tune.select}, the mean over the tuning seeds; a "
+            "value that diverges or fails is dropped\n"
             + _table(["variant", "rungs (step: values that reach it)", "stage-1 steps", "without halving"], rows,
                      right=(2, 3))
             + f"stage-1 steps: {with_:,} with halving (at most), {without:,} without ({with_ / without - 1:+.0%})\n")

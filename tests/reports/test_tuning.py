@@ -29,7 +29,8 @@ def test_the_tuning_table_marks_each_choice_and_shows_what_did_not_complete(tmp_
 
 def test_a_value_pruned_by_successive_halving_shows_its_metric_at_its_rung_and_is_not_chosen(tmp_path):
     record = _record([("a", 0.001, 9, "pruned", 3.0), ("a", 0.01, 9, "pruned", 2.5), ("a", 0.1, 9, "completed", 1.0),
-                      ("b", 0.001, 9, "completed", 1.9), ("b", 0.01, 9, "pruned", 0.5), ("b", 0.1, 9, "diverged", None)])
+                      ("b", 0.001, 9, "completed", 1.9), ("b", 0.01, 9, "pruned", 0.5),
+                      ("b", 0.1, 9, "diverged", None)])
     for run, step in zip(record["runs"], (4, 8, None, None, 4, None)):
         run["pruned_at"] = step
     record["halving"] = {"eta": 2, "min_steps": 4}

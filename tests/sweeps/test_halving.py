@@ -12,7 +12,7 @@ import time
 import pytest
 
 from arch_zoo.cli import main
-from arch_zoo.sweeps import load_spec, run_sweep
+from arch_zoo.sweeps import load_spec, make_plan, run_sweep
 from arch_zoo.sweeps.fields import Halving, TuneSpec
 from arch_zoo.sweeps.halving import RunState, climb, kept, ladder_sizes, rungs, steps_per_seed
 from arch_zoo.training.run import run_one
@@ -76,6 +76,37 @@ def test_dry_run_shows_the_rungs_and_stage_one_steps_with_and_without_halving(sp
     assert "successive halving (eta 2, min_steps 4): at each rung a variant keeps its best 1/2" in out
     assert "4: 3, 8: 2, 16: 1" in out and "stage-1 steps: 28 with halving (at most), 48 without (-42%)" in out
     assert "3 runs in stage 1, 1 run in stage 2" in out and not (tmp_path / "out").exists()
+
+
+def test_each_round_is_decided_from_the_run_dirs_alone(spec_dir, tmp_path):
+    """next_round on hand-written run dirs: the same store always gives the same round; cut values'
+    runs are recorded as pruned; --retry-failed counts a diverged run as not yet trained."""
+    from arch_zoo.sweeps.rungs import cut_runs, next_round
+    from arch_zoo.sweeps.store import Store, write_json
+
+    plan = make_plan(load_spec(write_spec(spec_dir, SPEC, {**BASE, "train": TRAIN})))
+    store = Store(tmp_path / "store")
+    store.write_plan(plan)
+    low, mid, high = (r.run_id for r in plan.runs)  # lr 1e-4, 3e-3, 3e-2
+    logs = []
+
+    def put(run_id, status, **rungs):
+        write_json(store.run_dir(run_id) / "status.json", {"status": status, "step": max(map(int, rungs), default=0),
+                                                           "rungs": {k: {"val/loss": v} for k, v in rungs.items()}})
+
+    put(low, "paused", **{"4": 3.0})
+    put(mid, "diverged")
+    put(high, "paused", **{"4": 2.0})
+    assert next_round(plan, store, False, logs.append) == {low: 8, high: 8}  # mid dropped; ceil(3/2) = 2 go on
+    assert next_round(plan, store, True, logs.append) == {mid: 4}  # retried: rung 4 waits for it again
+    put(low, "paused", **{"4": 3.0, "8": 2.5})
+    put(high, "paused", **{"4": 2.0, "8": 1.5})
+    for _ in range(2):
+        assert next_round(plan, store, False, logs.append) == {high: None}  # to train.max_steps
+        assert store.status(low)["status"] == "pruned" and store.status(low)["pruned_at"] == 8
+    assert store.status(low)["reason"] == "pruned at step 8: val/loss ranked 2 of 2 at step 8"
+    assert cut_runs(plan, store) == {low, mid} and "stage 1: position=rope,lr=0.0001 s0 pruned at step 8 (val/loss " \
+        "2.5000)" in logs
 
 
 def _status(out, run_id):
