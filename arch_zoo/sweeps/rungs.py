@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..formatting import plural
-from ..training.rundir import PRUNED  # (rundir imports nothing heavy at module level)
+from ..training.rundir import CHECKPOINT, PRUNED, checkpoint_history  # (rundir imports torch lazily)
 from .halving import Ladder, RunState, climb, rungs
 from .plan import Plan, RunPlan
 from .store import Store, read_json, set_status
@@ -38,9 +38,18 @@ def run_state(store: Store, run: RunPlan, select: str, retry: bool = False) -> R
         return RunState(run.settings[run.tune["key"]], run.seed, "pending", {})
     at = {int(step): metrics.get(select) for step, metrics in (status.get("rungs") or {}).items()}
     if state == "completed":
-        final = (read_json(store.run_dir(run.run_id) / "summary.json") or {}).get("final", {})
-        at[run.config.train.max_steps] = final.get(select)
+        run_dir = store.run_dir(run.run_id)
+        final = (read_json(run_dir / "summary.json") or {}).get("final", {})
+        at = {**_validations(run_dir, select), **at, run.config.train.max_steps: final.get(select)}
     return RunState(run.settings[run.tune["key"]], run.seed, state, at)
+
+
+def _validations(run_dir, select: str) -> Dict[int, Optional[float]]:
+    """``select`` at every validation a completed run made (its checkpoint's history): the rungs of a
+    run trained to the end without halving, e.g. before ``tune.halving`` was added to the spec."""
+    if not (run_dir / CHECKPOINT).is_file():
+        return {}
+    return {int(row["step"]): row.get(select) for row in checkpoint_history(run_dir) if "step" in row}
 
 
 def ladders(plan: Plan, store: Store, retry: bool = False) -> Dict[str, Tuple[Ladder, List[RunPlan], List[RunState]]]:

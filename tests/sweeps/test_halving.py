@@ -171,3 +171,23 @@ def test_halving_prunes_at_rungs_survives_sigkill_and_the_promoted_run_equals_an
     assert all(r.outcome != "trained" for r in again.results.values())
     assert {r.run_id: _status(out, r.run_id)["status"] for r in stage1} == {
         r.run_id: status[r.settings["train.lr"]]["status"] for r in stage1}
+
+
+def test_halving_added_to_a_sweep_trained_without_it_decides_its_rungs_from_the_finished_runs(spec_dir, tmp_path):
+    """Completed runs have no rung records; their checkpoints' validation history holds the rung
+    metrics, so adding tune.halving afterwards retrains nothing and still decides every rung."""
+    plain = {**SPEC, "tune": {k: v for k, v in SPEC["tune"].items() if k != "halving"}}
+    out = tmp_path / "out"
+    first = run_sweep(load_spec(write_spec(spec_dir, plain, {**BASE, "train": TRAIN})), out, log=lambda _: None)
+    assert first.problems() == []
+    lines = []
+    again = run_sweep(load_spec(write_spec(spec_dir, SPEC, {**BASE, "train": TRAIN})), out, log=lines.append)
+    stage1 = [r for r in again.plan.runs if r.tune["stage"] == "tune"]
+    assert all(_status(out, r.run_id)["status"] == "completed" for r in stage1)
+    assert not any("rerun the same command" in line for line in lines), lines
+    from arch_zoo.sweeps.rungs import ladders
+
+    (ladder, _, _), = ladders(again.plan, again.store).values()
+    assert ladder.done and len(ladder.cuts) == 2 and sorted(c.step for c in ladder.cuts.values()) == [4, 8]
+    eval_runs = [r for r in again.plan.runs if r.tune["stage"] == "eval"]
+    assert [r.settings["train.lr"] for r in eval_runs] == ladder.alive and again.problems() == []
