@@ -1,7 +1,8 @@
 """A tuned sweep's stage 1 in the report: each variant's tuning curve (the selection metric against
 the tuned value, as a table and a plot), the value it was chosen at, and a warning when that value is
 an end of the range tried. The choice is recomputed by the sweep's own rule (``sweeps.tune.choose``),
-so the report and stage 2 can never disagree about it.
+so the report and stage 2 can never disagree about it. Under successive halving (``tune.halving``), a
+value pruned at a rung shows its metric there, marked pruned, and is never the choice.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ..metrics import goal_of
 from ..sweeps.tune import STAGE_TUNE, Choice, TuneSpec, choose, edge_warning, variant_key
 from ..run_names import plain
 
-FINISHED = ("completed", "diverged", "failed")  # what stage 2 waits for in stage 1
+FINISHED = ("completed", "diverged", "failed", "pruned")  # what stage 2 waits for in stage 1
 
 
 def split_stages(rows: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
@@ -34,9 +35,17 @@ def tuning_record(rows: List[Dict[str, Any]], spec: Dict[str, Any]) -> Dict[str,
     first = rows[0]["_tune"]
     return {"key": first.get("key"), "select": select,
             "goal": (tune.get("select") or {}).get("goal") if isinstance(tune.get("select"), dict) else None,
+            "halving": tune.get("halving"),
             "runs": [{"variant": r["_tune"].get("variant"), "value": r["_tune"].get("value"), "seed": r.get("seed"),
-                      "status": r.get("status"), "reason": r.get("reason"), "metric": r["_metrics"].get(select),
-                      "run_dir": r.get("run_dir")} for r in rows]}
+                      "status": r.get("status"), "reason": r.get("reason"), "metric": _metric(r, select),
+                      "pruned_at": r.get("_pruned_at"), "run_dir": r.get("run_dir")} for r in rows]}
+
+
+def _metric(row: Dict[str, Any], select: str) -> Optional[float]:
+    """The final ``select``; a pruned run's at the rung where it stopped."""
+    if row.get("_pruned_at") is not None:
+        return (row.get("_rungs") or {}).get(str(row["_pruned_at"]), {}).get(select)
+    return row["_metrics"].get(select)
 
 
 def _spec(record: Dict[str, Any]) -> TuneSpec:
@@ -63,11 +72,27 @@ def _unfinished(record: Dict[str, Any], variant: str) -> bool:
     return any(r["status"] not in FINISHED for r in record["runs"] if r["variant"] == variant)
 
 
+def pruned(record: Dict[str, Any], variant: str, value: Any) -> Optional[Tuple[int, Optional[float]]]:
+    """(rung step, mean ``select`` there over the tuning seeds, None when some seed has none) for a
+    value successive halving pruned; None for any other."""
+    runs = [r for r in record["runs"] if r["variant"] == variant and r["value"] == value]
+    cut = [r for r in runs if r["status"] == "pruned"]
+    if not cut:
+        return None
+    xs = [r["metric"] for r in cut]
+    whole = len(cut) == len(runs) and all(isinstance(x, (int, float)) and math.isfinite(x) for x in xs)
+    return cut[0].get("pruned_at"), (sum(xs) / len(xs) if whole else None)
+
+
 def _cell(record: Dict[str, Any], variant: str, value: Any, score: Optional[float]) -> str:
     if score is not None:
         return number(score, 4)
+    cut = pruned(record, variant, value)
     states = sorted({r["status"] for r in record["runs"] if r["variant"] == variant and r["value"] == value
-                     and r["status"] != "completed"})
+                     and r["status"] not in ("completed", "pruned")})
+    if cut is not None:
+        step, mean = cut
+        states.append((f"{number(mean, 4)} " if mean is not None else "") + f"(pruned at step {step})")
     return ", ".join(states) or "-"
 
 
@@ -93,6 +118,12 @@ def tuning_notes(record: Dict[str, Any]) -> List[str]:
              f"({', '.join(plain(v) for v in spec.values)}) by the {spec.goal} of {spec.select} averaged over tuning "
              f"seed{'s' * (len(spec.seeds) != 1)} {', '.join(map(str, spec.seeds))}; the table compares stage 2, on "
              "other seeds. A value that diverged or failed on any tuning seed is never chosen."]
+    halving = record.get("halving")
+    if halving:
+        lines.append(f"successive halving (eta {halving.get('eta')}, min_steps {halving.get('min_steps')}): a value "
+                     f"marked pruned stopped at that rung, where it ranked below the best 1/{halving.get('eta')} of "
+                     "its variant's values; it shows its metric there, and only values that trained to the end were "
+                     "chosen from.")
     for variant, c in picked.items():
         if _unfinished(record, variant):
             continue
@@ -122,7 +153,11 @@ def tuning_plot(record: Dict[str, Any], out_dir: Path) -> Optional[Path]:
         done = [(xs[v], s) for v, s in c.scores.items() if s is not None]
         if done:
             ax.plot(*zip(*done), marker="o", color=color, label=_text(variant))
-        failed = [xs[v] for v, s in c.scores.items() if s is None and all(
+        cut = {v: pruned(record, variant, v) for v in c.scores}
+        stopped = [(xs[v], cut[v][1]) for v in c.scores if cut[v] is not None and cut[v][1] is not None]
+        if stopped:
+            ax.plot(*zip(*stopped), "v", color=color, markerfacecolor="none", markersize=8)
+        failed = [xs[v] for v, s in c.scores.items() if s is None and (cut[v] is None or cut[v][1] is None) and all(
             r["status"] in FINISHED for r in record["runs"] if r["variant"] == variant and r["value"] == v)]
         if failed:
             ax.plot(failed, [top] * len(failed), "x", color=color, markersize=9)
@@ -134,7 +169,8 @@ def tuning_plot(record: Dict[str, Any], out_dir: Path) -> Optional[Path]:
         ax.set_xticks(list(xs.values()), [_text(plain(v)) for v in spec.values])
     ax.set_xlabel(_text(spec.key))
     ax.set_ylabel(_text(f"{spec.select} (mean over tuning seeds)"))
-    ax.set_title(_text("tuning curves (ringed: chosen; x: diverged or failed)"), fontsize="medium")
+    ax.set_title(_text("tuning curves (ringed: chosen; x: diverged or failed; v: pruned, at its rung)"),
+                 fontsize="medium")
     ax.grid(True, alpha=0.3)
     _legend(ax, len(picked))
     return _save(fig, out_dir, "tuning")

@@ -8,7 +8,7 @@ The names below load on first use (PEP 562), so the reports can read a spec's pu
 import importlib
 
 _WHERE = {"Plan": "plan", "RunPlan": "plan", "make_plan": "plan",
-          "DEFAULT_OUT": "runner", "SweepOutcome": "runner", "dry_run_table": "runner", "results_table": "runner",
+          "DEFAULT_OUT": "runner", "SweepOutcome": "runner", "dry_run_table": "tables", "results_table": "tables",
           "run_sweep": "runner", "SweepSpec": "spec", "expand": "spec", "load_spec": "spec", "parse_spec": "spec"}
 
 __all__ = sorted(_WHERE)

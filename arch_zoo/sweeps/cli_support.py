@@ -5,7 +5,8 @@ import importlib
 import threading
 from pathlib import Path
 
-from .runner import DEFAULT_OUT, SweepOutcome, results_table
+from .runner import DEFAULT_OUT, SweepOutcome
+from .tables import results_table
 from .spec import SweepSpec
 
 

@@ -1,7 +1,7 @@
-"""The spec's shapes (``SweepSpec``, ``Variant``, ``Distribution``, ``TuneSpec``) and the checks of the keys both spec
-formats share (seeds, baseline, metric, match_params, budget): ``spec.py`` reads the native format,
-``wandb_format.py`` the wandb one, and both build on this module, which imports neither.
-Nothing here imports torch."""
+"""The spec's shapes (``SweepSpec``, ``Variant``, ``Distribution``, ``TuneSpec``, ``Halving``) and the
+checks of the keys both spec formats share (seeds, baseline, metric, match_params, budget):
+``spec.py`` reads the native format, ``wandb_format.py`` the wandb one, and both build on this
+module, which imports neither. Nothing here imports torch."""
 from __future__ import annotations
 
 import math
@@ -51,6 +51,14 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class Halving:
+    """``tune.halving``: successive halving of stage 1 (``halving.py``)."""
+
+    eta: int  # keep the best 1/eta of a variant's values at each rung
+    min_steps: int  # the first rung
+
+
+@dataclass(frozen=True)
 class TuneSpec:
     """The spec's ``tune`` key (``tune.py`` parses it and plans the two stages)."""
 
@@ -59,6 +67,7 @@ class TuneSpec:
     seeds: Tuple[int, ...]
     select: str = "val/loss"
     goal: str = "min"
+    halving: Optional[Halving] = None  # None: every stage-1 run trains its full budget
 
 
 @dataclass

@@ -16,6 +16,7 @@ from ..config import ExperimentConfig
 from ..loading import load
 from ..config_types import to_dict
 from ..errors import ConfigError
+from .halving import check_budgets
 from .spec import SweepSpec, Variant, expand
 from .tune import STAGE_EVAL, STAGE_TUNE, Choice, base_settings, known_metric, stage_one_spec, stage_two_spec, \
     stage_two_variants
@@ -190,7 +191,11 @@ def make_plan(spec: SweepSpec, variants: Optional[List[Variant]] = None) -> Plan
             raise ConfigError("tune.seeds", f"seed {seed} is also the evaluation seed (the base config's seed; the "
                               "spec has no 'seeds'); stage 2 must use seeds the choice never saw")
         first = stage_one_spec(spec)
-        return _staged(_make_plan(first, expand(first)), spec, STAGE_TUNE)
+        plan = _staged(_make_plan(first, expand(first)), spec, STAGE_TUNE)
+        if spec.tune.halving is not None:
+            check_budgets(spec.tune.halving, [(r.tune["variant"], r.config.train.max_steps, r.config.train.val_every)
+                                              for r in plan.runs])
+        return plan
     return _make_plan(spec, expand(spec) if variants is None else variants)
 
 

@@ -1,4 +1,4 @@
-"""``run_sweep``: spec -> plan -> store -> launcher -> index, and the tables the CLI prints."""
+"""``run_sweep``: spec -> plan -> store -> launcher -> index (the tables the CLI prints: ``tables.py``)."""
 from __future__ import annotations
 
 import time
@@ -6,16 +6,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
-from ..formatting import plural, si
+from ..formatting import plural
 from .plan import Plan, make_plan, second_plan
-from .spec import BUDGETS, SweepSpec, load_spec
+from .spec import SweepSpec, load_spec
+from .rungs import cut_runs, next_round
 from .store import Store, read_json
 from .tune import STAGE_TUNE, base_settings, choose, edge_warning, variant_key
 from ..run_names import plain
 from .worker import FINISHED, Result, Task
 
 DEFAULT_OUT = "runs/sweeps"
-NOT_DONE = ("failed", "interrupted", "pending", "running")
+NOT_DONE = ("failed", "interrupted", "pending", "running", "paused")
 
 
 @dataclass
@@ -35,7 +36,7 @@ class SweepOutcome:
         statuses = self.statuses()
         for run in self.plan.runs:
             s = statuses[run.run_id]
-            if run.tune.get("stage") == STAGE_TUNE and s["status"] == "diverged":
+            if run.tune.get("stage") == STAGE_TUNE and s["status"] in ("diverged", "pruned"):
                 continue  # a tuning range is meant to reach instability: that value is just not chosen
             if s["status"] in NOT_DONE + ("diverged",):
                 out.append(f"{run.variant} s{run.seed}: {s['status']}" + (f" ({s['reason']})" if s.get("reason") else ""))
@@ -115,12 +116,17 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
     store.write_plan(plan)
     store.write_index(plan)
     outcome = SweepOutcome(plan, store)
-    tasks = _tasks(plan, store, retry_failed, log)
+    halving = spec.tune is not None and spec.tune.halving is not None
+    stops = next_round(plan, store, retry_failed, log) if halving else None
+    tasks = _tasks(plan, store, retry_failed, log, stops)
     index_s = [time.perf_counter() - writing]  # store I/O: run.json files, index.csv rewrites, invocations
     runs = {r.run_id: r for r in plan.runs}
 
+    received = [0]  # a halving run reports once per rung it trains to
+
     def on_result(task: Task, result: Result) -> None:
         outcome.results[task.run_id] = result
+        received[0] += 1
         t = time.perf_counter()
         store.write_index(plan)
         call.ran(result)
@@ -130,7 +136,7 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
         shown = f"  {spec.metric['name']} {value:.4f}" if isinstance(value, (int, float)) else ""
         note = "  (finished by another process)" if result.outcome == "skipped" else ""
         reason = f" ({result.reason})" if result.reason and result.status != "completed" else ""
-        log(f"[{len(outcome.results)}/{len(tasks)}] {run.variant} s{run.seed}: {result.status}{reason}{shown}"
+        log(f"[{received[0]}/{len(tasks)}] {run.variant} s{run.seed}: {result.status}{reason}{shown}"
             f"  {result.seconds:.1f}s{note}")
 
     def on_lost(task: Task, pid: Optional[int], why: str) -> None:
@@ -153,6 +159,14 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
 
     try:
         launch_tasks(tasks)
+        while stops:  # successive halving: the next rung's runs, decided from the store as it now is
+            previous, stops = stops, next_round(plan, store, False, log)
+            if stops == previous:  # e.g. a worker died: the same round again would not get further
+                log("stage 1: the last round left its runs where they were; rerun the same command to resume")
+                break
+            more = _tasks(plan, store, False, log, stops)
+            tasks += more
+            launch_tasks(more)
         second = _second_stage(plan, store, log) if spec.tune is not None else None
         if second is not None:  # a tuned sweep's stage 2, planned from stage 1's finished runs
             store.check_conflicts(second)
@@ -178,9 +192,10 @@ def _second_stage(plan: Plan, store: Store, log: Callable[[str], None]) -> Optio
     """Stage 2's plan from stage 1's runs as the store holds them, or None while any is unfinished."""
     tune = plan.spec.tune
     rows, waiting, names = [], [], {}
+    cut = cut_runs(plan, store) if tune.halving is not None else set()
     for run in plan.runs:
-        status = store.status(run.run_id)["status"]
-        if status not in FINISHED + ("failed",):
+        status = "pruned" if run.run_id in cut else store.status(run.run_id)["status"]
+        if status not in FINISHED + ("failed", "pruned"):
             waiting.append(f"{run.variant} s{run.seed}: {status}")
         final = (read_json(store.run_dir(run.run_id) / "summary.json") or {}).get("final", {})
         rows.append((run.settings, run.seed, status, final.get(tune.select)))
@@ -270,9 +285,13 @@ class _Invocation:
                           "between_runs_max": round(max(gaps), 3) if gaps else None}})
 
 
-def _tasks(plan: Plan, store: Store, retry_failed: bool, log: Callable[[str], None]) -> List[Task]:
+def _tasks(plan: Plan, store: Store, retry_failed: bool, log: Callable[[str], None],
+           stops: Optional[Dict[str, Optional[int]]] = None) -> List[Task]:
+    """The runs to train; ``stops`` (successive halving): only these runs, each to its rung."""
     tasks, kept = [], {"completed": 0, "diverged": 0, "failed": 0}
     for run in plan.runs:
+        if stops is not None and run.run_id not in stops:
+            continue
         status = store.status(run.run_id)
         state = status.get("status")
         retry = retry_failed and state in ("failed", "diverged")
@@ -280,7 +299,9 @@ def _tasks(plan: Plan, store: Store, retry_failed: bool, log: Callable[[str], No
             kept[state] += 1
             continue
         tasks.append(Task(run.run_id, str(store.run_dir(run.run_id)), run.config, str(store.root), retry,
-                          status.get("updated") if retry else None))
+                          status.get("updated") if retry else None, stop_at=(stops or {}).get(run.run_id)))
+    if stops is not None:
+        return tasks  # next_round said what it trains
     done = ", ".join(f"{n} {k}" for k, n in kept.items() if n)
     if done:
         hint = " (--retry-failed reruns failed and diverged ones)" if kept["failed"] + kept["diverged"] else ""
@@ -288,56 +309,3 @@ def _tasks(plan: Plan, store: Store, retry_failed: bool, log: Callable[[str], No
     else:
         log(f"sweep {plan.spec.name}: {plural(len(tasks), 'run')}")
     return tasks
-
-
-# ------------------------------------------------------------------------------------------ tables
-
-def _table(header: List[str], rows: List[List[str]], right: tuple = ()) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    lines = []
-    for row in [header] + rows:
-        cells = [str(x).rjust(w) if i in right else str(x).ljust(w) for i, (x, w) in enumerate(zip(row, widths))]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines) + "\n"
-
-
-def dry_run_table(plan: Plan) -> str:
-    rows = []
-    for run in plan.runs:
-        changes = {**run.settings, **run.matched}
-        b = run.budget
-        off = b.get("flops_vs_baseline")
-        rows.append([run.variant + (" *" if run.is_baseline else ""), str(run.seed),
-                     ", ".join(f"{k}={plain(v)}" for k, v in changes.items()) or "-", f"{run.params:,}",
-                     str(b.get("steps", "")), si(b.get("tokens")), f"{b['flops']:.3e}" if "flops" in b else "",
-                     f"{off:+.2%}" if off is not None else "", run.run_id])
-    text = _table(["variant", "seed", "changed keys", "params", "steps", "tokens", "train FLOPs", "vs baseline",
-                   "run_id"], rows, right=(1, 3, 4, 5, 6, 7))
-    text += (f"budget: match {plan.spec.budget} ({BUDGETS[plan.spec.budget]}); "
-             f"train FLOPs = 3 x forward FLOPs/token x tokens\n")
-    tune = plan.spec.tune
-    if tune is None:
-        return text + f"{plural(len(plan.runs), 'run')}; * marks the baseline; nothing was trained (--dry-run)\n"
-    variants = list(dict.fromkeys((r.tune["variant"], r.is_baseline) for r in plan.runs))
-    seeds = plan.spec.seeds or ["the base config's seed"]
-    rows = [[name + (" *" if base else ""), ", ".join(map(str, seeds)), f"{tune.key}=chosen after stage 1"]
-            for name, base in variants]
-    return (f"stage 1 (tuning {tune.key} on seeds {', '.join(map(str, tune.seeds))}):\n" + text
-            + f"\nstage 2 (each variant at its best {tune.key} by {tune.select}, {tune.goal} of the mean over the "
-              f"tuning seeds; planned when stage 1 has finished):\n"
-            + _table(["variant", "seeds", "setting"], rows)
-            + f"{plural(len(plan.runs), 'run')} in stage 1, {plural(len(variants) * len(seeds), 'run')} in stage 2; "
-              "* marks the baseline; nothing was trained (--dry-run)\n")
-
-
-def results_table(outcome: SweepOutcome) -> str:
-    metric = outcome.plan.spec.metric["name"]
-    rows, statuses = [], outcome.statuses()
-    for run in outcome.plan.runs:
-        final = (read_json(outcome.store.run_dir(run.run_id) / "summary.json") or {}).get("final", {})
-        value = final.get(metric)
-        rows.append([run.variant + (" *" if run.is_baseline else ""), str(run.seed), statuses[run.run_id]["status"],
-                     f"{value:.4f}" if isinstance(value, (int, float)) else "-"])
-    goal = "lower" if outcome.plan.spec.metric["goal"] == "min" else "higher"
-    return (_table(["variant", "seed", "status", metric], rows, right=(1, 3))
-            + f"{metric}: {goal} is better; * marks the baseline; index: {outcome.store.root / 'index.csv'}\n")

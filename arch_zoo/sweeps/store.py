@@ -11,7 +11,8 @@
                            commit, machine), a "run" line per run it trained, an "ended" line (times,
                            outcome); a call killed outright leaves no "ended" line, and reports say so
 
-Every status lives in the run dirs (status.json, written by run_one), so a killed sweep loses
+Every status lives in the run dirs (status.json, written by run_one; under successive halving the
+sweep also records a run's value as ``pruned`` there, see ``rungs.py``), so a killed sweep loses
 nothing: the index is derived, and a rerun rebuilds it."""
 from __future__ import annotations
 

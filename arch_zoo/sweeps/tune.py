@@ -6,8 +6,9 @@ validation metric, averaged over the tuning seeds) on the spec's ``seeds``, whic
 report compares stage 2 on held-out metrics. Stage 2's plan is a pure function of stage 1's finished
 results (``choose``), so a killed sweep resumes either stage by running the same command again.
 
-This module is pure data (no torch, no store): the spec's ``tune`` key, the stage-1 spec and the
-choice. ``plan.py`` turns them into runs; ``runner.py`` reads stage 1's results from the store.
+``tune.halving`` stops hopeless values early in stage 1 (``halving.py``). This module is pure data
+(no torch, no store): the spec's ``tune`` key, the stage-1 spec and the choice. ``plan.py`` turns
+them into runs; ``runner.py`` and ``rungs.py`` read stage 1's results from the store.
 """
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, did_you_mean
 from ..metrics import goal_of
+from .halving import parse_halving
 from .fields import GOALS, SweepSpec, TuneSpec, Variant, _axis_key, _check_keys, _int, _mapping, _values
 
-TUNE_KEYS = ("key", "values", "seeds", "select")
+TUNE_KEYS = ("key", "values", "seeds", "select", "halving")
 RANGE_KEYS = ("min", "max", "n", "log")
 STAGE_TUNE, STAGE_EVAL = "tune", "eval"  # run.json's tune.stage
 
@@ -29,9 +31,6 @@ def parse_tune(value: Any, spec: SweepSpec) -> TuneSpec:
     """``tune`` after the spec's axes and seeds are known (the key must not be an axis, the tuning
     seeds must not be evaluation seeds)."""
     t = _mapping(value, "tune")
-    if "halving" in t:
-        raise ConfigError("tune.halving", "successive halving is not supported: every stage-1 run trains its full "
-                          "budget (see the README's 'Per-variant tuning'); drop tune.halving")
     _check_keys(t, TUNE_KEYS, "tune.")
     if "key" not in t:
         raise ConfigError("tune.key", "missing: name the config key to tune, e.g. key: train.lr")
@@ -52,7 +51,8 @@ def parse_tune(value: Any, spec: SweepSpec) -> TuneSpec:
         raise ConfigError("tune.seeds", f"seed {shared[0]} is also an evaluation seed (the sweep's 'seeds'); stage 2 "
                           "must be judged on seeds the choice never saw")
     select, goal = _select(t.get("select", "val/loss"))
-    return TuneSpec(key, values, seeds, select, goal)
+    halving = parse_halving(t["halving"]) if t.get("halving") is not None else None
+    return TuneSpec(key, values, seeds, select, goal, halving)
 
 
 def _select(value: Any) -> Tuple[str, str]:

@@ -22,6 +22,7 @@ class Task:
     retry: bool = False  # --retry-failed, and the run had failed or diverged when the sweep was planned
     seen: Optional[str] = None  # the status.json "updated" stamp seen then: only that failure is retried
     wait: bool = False  # block on a lock another process holds, instead of handing the task back
+    stop_at: Optional[int] = None  # successive halving: stop (paused) at this rung step
 
 
 @dataclass
@@ -64,7 +65,7 @@ def _execute(task: Task) -> Result:
         try:
             from ..training.run import run_one
 
-            result = run_one(task.config, run_dir, quiet=True)
+            result = run_one(task.config, run_dir, quiet=True, stop_at=task.stop_at)
         except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C into SystemExit(1) mid-fit
             if (rundir.read_json(run_dir / rundir.STATUS) or {}).get("status") == "running":
                 rundir.set_status(run_dir, "interrupted", reason="interrupted by the user")

@@ -1,4 +1,4 @@
-"""Callbacks: divergence guard, throughput meter, checkpoints a rerun resumes from exactly."""
+"""Callbacks: divergence guard, a stop at a rung, throughput meter, checkpoints a rerun resumes from exactly."""
 from __future__ import annotations
 
 import os
@@ -21,6 +21,21 @@ class DivergenceGuard(pl.Callback):
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
         if loss is not None and not torch.isfinite(loss.detach()).all():
             pl_module.diverged_at = trainer.global_step
+            trainer.should_stop = True
+
+
+class StopAt(pl.Callback):
+    """Stops a fit at ``step`` (a successive-halving rung, a multiple of ``train.val_every``) as early
+    stopping does, after the step's validation, which RunCheckpoint saves; a promoted run resumes
+    from that ordinary checkpoint. (A stop between validations would resume one logged step behind:
+    Lightning counts the steps of such a checkpoint one short.) The config, and so the learning-rate
+    schedule, keeps its full ``train.max_steps``."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step >= self.step:
             trainer.should_stop = True
 
 

@@ -151,10 +151,11 @@ class RunTensorBoardLogger(TensorBoardLogger):
                                        int(summary.get("step") or 0))
 
 
-def finish_loggers(loggers: List[Logger], summary: Dict[str, Any], status: str) -> None:
-    """Final metrics (HParams, MLflow artifacts) into the dashboards, then each logger's finalize."""
+def finish_loggers(loggers: List[Logger], summary: Optional[Dict[str, Any]], status: str) -> None:
+    """Final metrics (HParams, MLflow artifacts) into the dashboards, then each logger's finalize;
+    ``summary`` None (a run paused at a rung): finalize only."""
     for logger in loggers:
-        if hasattr(logger, "log_final"):
+        if summary is not None and hasattr(logger, "log_final"):
             logger.log_final(summary)
         logger.finalize(status)
 

@@ -157,14 +157,20 @@ def _is_rank_zero() -> bool:
     return int(os.environ.get("LOCAL_RANK", 0)) == 0 and int(os.environ.get("NODE_RANK", 0)) == 0
 
 
-def run_one(cfg: ExperimentConfig, out_dir, callbacks: Sequence[Any] = (), quiet: bool = False) -> RunResult:
+def run_one(cfg: ExperimentConfig, out_dir, callbacks: Sequence[Any] = (), quiet: bool = False,
+            stop_at: Optional[int] = None) -> RunResult:
     """Train ``cfg`` into ``out_dir``. Reruns resume from checkpoints/last.ckpt; a finished run
     (completed or diverged) is returned as it is, not trained again. SIGTERM or Ctrl-C raise
     ``RunInterrupted`` once the run dir records the run as interrupted (SIGTERM after a checkpoint
     at the step in progress). A resumed run's metrics.csv and best metrics equal an uninterrupted
-    run's; its summary lists every attempt and sums their wall time."""
+    run's; its summary lists every attempt and sums their wall time.
+
+    ``stop_at`` (a successive-halving rung below ``train.max_steps``): validate and checkpoint at
+    that step and stop there, as status ``paused`` with the rung's validation metrics in
+    status.json's ``rungs`` (the result's ``metrics``); a later call with a higher ``stop_at``, or
+    none, resumes from that checkpoint, and ends as the run trained in one go would."""
     with _sigterm_raises():
-        return _run_one(cfg, Path(out_dir), callbacks, quiet)
+        return _run_one(cfg, Path(out_dir), callbacks, quiet, stop_at)
 
 
 def _check_checkpoint(run_dir: Path) -> None:
@@ -178,12 +184,16 @@ def _check_checkpoint(run_dir: Path) -> None:
                           f"{detail}); move it away to train this run from the start") from None
 
 
-def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], quiet: bool) -> RunResult:
+def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], quiet: bool,
+             stop_at: Optional[int]) -> RunResult:
     _check_same_config(cfg, run_dir)
     status = rundir.read_json(run_dir / rundir.STATUS) or {}
     if status.get("status") in rundir.FINISHED:
         return RunResult(run_dir, status["status"], rundir.read_json(run_dir / rundir.SUMMARY) or {},
                          status.get("reason"), skipped=True)
+    if rundir.stopped_by(status, stop_at):
+        return RunResult(run_dir, status["status"], _rung_summary(status, int(status["step"])), status.get("reason"),
+                         skipped=True)
     data = prepare(cfg)  # user errors surface here, before the run dir exists
     _check_checkpoint(run_dir)
     from .accel import check_compiler, check_precision, check_strategy
@@ -202,7 +212,8 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
     try:
         from .trainer import train
 
-        summary = train(cfg, data, run_dir, list(callbacks), quiet=quiet, writer=writer, attempt=attempt)
+        summary = train(cfg, data, run_dir, list(callbacks), quiet=quiet, writer=writer, attempt=attempt,
+                        stop_at=stop_at)
     except (KeyboardInterrupt, SystemExit) as exc:  # Lightning turns Ctrl-C into SystemExit(1)
         name = _signal_name(exc)
         attempt.update(outcome="interrupted")
@@ -216,6 +227,8 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
             (run_dir / "error.txt").write_text(traceback.format_exc())
             rundir.set_status(run_dir, "failed", reason=reason)
         return RunResult(run_dir, "failed", {}, reason)
+    if summary["status"] == rundir.PAUSED:
+        return _pause(run_dir, summary, attempt, writer)
     summary["attempts"] = attempt.update(summary["step"], summary["status"]) or summary.get("attempts", [])
     summary["wall_time_s"] = rundir.total_wall_time(summary["attempts"]) or summary["wall_time_s"]
     if writer:
@@ -224,3 +237,17 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
                           step=summary["step"])
     return RunResult(run_dir, summary["status"], summary, summary.get("reason"))
 
+
+
+def _pause(run_dir: Path, paused: Dict[str, Any], attempt: rundir.Attempt, writer: bool) -> RunResult:
+    step = paused["step"]
+    attempt.update(step, rundir.PAUSED)
+    reason = f"stopped at rung step {step}"
+    if writer:
+        rungs = (rundir.read_json(run_dir / rundir.STATUS) or {}).get("rungs") or {}
+        rundir.set_status(run_dir, rundir.PAUSED, reason=reason, step=step, rungs={**rungs, str(step): paused["rung"]})
+    return RunResult(run_dir, rundir.PAUSED, {"final": paused["rung"], "step": step}, reason)
+
+
+def _rung_summary(status: Dict[str, Any], step: int) -> Dict[str, Any]:
+    return {"final": (status.get("rungs") or {}).get(str(step), {}), "step": step}

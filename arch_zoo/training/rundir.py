@@ -1,8 +1,11 @@
 """The run directory: what a run leaves behind, written atomically so a crash never leaves half a file.
 
     config.yaml      the fully resolved config (rebuilds the exact model)
-    status.json      running | completed | diverged | failed | interrupted, with the reason and step, and
-                     ``attempts``: one record per call that trained (see ``Attempt``)
+    status.json      running | completed | diverged | failed | interrupted | paused | pruned, with the
+                     reason and step, and ``attempts``: one record per call that trained (see
+                     ``Attempt``); a run stopped at a successive-halving rung is ``paused`` (a sweep
+                     may resume it) or ``pruned`` (the sweep decided it stops there), and ``rungs``
+                     keeps its validation metrics at each rung step it stopped at
     metrics.csv      Lightning's CSVLogger: train loss, lr and validation metrics over steps; a resumed
                      run continues it from the rows its checkpoint covers
     summary.json     final and best metrics, size, speed, memory, versions, git commit, attempts
@@ -23,6 +26,21 @@ from typing import Any, Dict, List, Optional
 CONFIG, STATUS, SUMMARY, METRICS, CHECKPOINT = ("config.yaml", "status.json", "summary.json", "metrics.csv",
                                                  "checkpoints/last.ckpt")
 FINISHED = ("completed", "diverged")  # never trained again
+PAUSED, PRUNED = "paused", "pruned"  # stopped at a rung (``run_one(stop_at=...)``); resumable from there
+
+
+def stopped_by(record: Dict[str, Any], stop_at: Optional[int]) -> bool:
+    """Whether a status.json record shows a run already stopped at (or past) the rung ``stop_at``."""
+    return (stop_at is not None and record.get("status") in (PAUSED, PRUNED)
+            and int(record.get("step") or 0) >= stop_at)
+
+
+def checkpoint_history(run_dir: Path) -> List[Dict[str, float]]:
+    """The validation history last.ckpt holds (one row per validation, with its step)."""
+    import torch
+
+    state = torch.load(run_dir / CHECKPOINT, map_location="cpu", weights_only=True, mmap=True)
+    return list(state.get("arch_zoo", {}).get("history") or [])
 
 
 def now() -> str:

@@ -5,7 +5,7 @@ import logging
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import pytorch_lightning as pl
 
@@ -18,7 +18,7 @@ from ..plugins import records as plugin_records
 from ..provenance import git_commit
 from . import rundir
 from .accel import compile_info, sdpa_kernels, set_matmul_precision
-from .callbacks import DivergenceGuard, RunCheckpoint, ThroughputMeter, peak_memory
+from .callbacks import DivergenceGuard, RunCheckpoint, StopAt, ThroughputMeter, peak_memory
 from .datamodule import TaskDataModule
 from .loggers import build_loggers, define_summaries, finish_loggers, sync_hint
 from .module import ArchZooModule
@@ -41,7 +41,9 @@ def _quiet_lightning(quiet: bool) -> None:
 
 
 def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[Any], quiet: bool,
-          writer: bool, attempt: rundir.Attempt) -> Dict[str, Any]:
+          writer: bool, attempt: rundir.Attempt, stop_at: Optional[int] = None) -> Dict[str, Any]:
+    """The run's summary; with ``stop_at`` below ``train.max_steps``, a paused run's instead:
+    ``{"status": "paused", "step", "rung": the validation metrics there}`` (no test, no summary.json)."""
     _quiet_lightning(quiet)
     t = cfg.train
     started = time.time()
@@ -49,6 +51,9 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
     resume = rundir.resume_state(run_dir)
     resume_from = resume["step"] if resume else None
     attempt.begin(resume_from)
+    stop_at = stop_at if stop_at is not None and stop_at < t.max_steps else None
+    if stop_at is not None and resume_from is not None and resume_from >= stop_at:  # killed before its status
+        return _paused(rundir.checkpoint_history(run_dir), resume_from)
     matmul_precision = set_matmul_precision(t)
 
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
@@ -64,7 +69,8 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         val_check_interval=t.val_every * t.accumulate_grad_batches, check_val_every_n_epoch=None,
         limit_val_batches=t.val_batches, limit_test_batches=t.val_batches, log_every_n_steps=t.log_every,
         num_sanity_val_steps=0, use_distributed_sampler=False, enable_progress_bar=t.progress_bar and not quiet,
-        enable_model_summary=False, enable_checkpointing=False, logger=loggers, callbacks=[checkpoint, meter, guard, *callbacks],
+        enable_model_summary=False, enable_checkpointing=False, logger=loggers,
+        callbacks=[checkpoint, meter, guard, *([StopAt(stop_at)] if stop_at is not None else []), *callbacks],
         default_root_dir=str(run_dir),
     )
     dm.consumed = lambda: trainer.global_step * t.accumulate_grad_batches
@@ -74,6 +80,11 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
     trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if resume_from is not None else None)
 
     diverged = module.diverged_at is not None
+    if stop_at is not None and not diverged and trainer.global_step < t.max_steps:
+        # last.ckpt is the one RunCheckpoint saved after the stop's validation, mid-epoch; saving
+        # again now would record the epoch as over, and a promoted run would resume at its end
+        _close_loggers(cfg, loggers, None, "success")  # no final metrics yet: a promoted run logs on
+        return _paused(module.history, trainer.global_step)
     if not diverged:
         checkpoint.save(trainer)  # before the final evaluation, which a rerun redoes if it is cut short
         if not module.history or module.history[-1]["step"] != trainer.global_step:
@@ -118,9 +129,19 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
     hint = sync_hint(loggers) if writer else None
     if hint:
         summary["wandb_sync"] = hint
-    finish_loggers(loggers, summary, "success" if not diverged else "failed")
+    _close_loggers(cfg, loggers, summary, "success" if not diverged else "failed")
+    return summary
+
+
+def _close_loggers(cfg: ExperimentConfig, loggers: List[Any], summary: Optional[Dict[str, Any]], status: str) -> None:
+    finish_loggers(loggers, summary, status)
     if cfg.logging.wandb.enabled:
         import wandb
 
         wandb.finish()
-    return summary
+
+
+def _paused(history: List[Dict[str, float]], step: int) -> Dict[str, Any]:
+    rung = dict(history[-1]) if history and history[-1].get("step") == step else {}
+    rung.pop("step", None)
+    return {"status": rundir.PAUSED, "step": int(step), "rung": rung}

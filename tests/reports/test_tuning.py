@@ -25,3 +25,18 @@ def test_the_tuning_table_marks_each_choice_and_shows_what_did_not_complete(tmp_
     assert "for a is" not in notes and "for c is" not in notes  # a: inside the range; c: not chosen yet
     png = tuning_plot(RECORD, tmp_path)
     assert png.is_file() and png.with_suffix(".svg").is_file()
+
+
+def test_a_value_pruned_by_successive_halving_shows_its_metric_at_its_rung_and_is_not_chosen(tmp_path):
+    record = _record([("a", 0.001, 9, "pruned", 3.0), ("a", 0.01, 9, "pruned", 2.5), ("a", 0.1, 9, "completed", 1.0),
+                      ("b", 0.001, 9, "completed", 1.9), ("b", 0.01, 9, "pruned", 0.5),
+                      ("b", 0.1, 9, "diverged", None)])
+    for run, step in zip(record["runs"], (4, 8, None, None, 4, None)):
+        run["pruned_at"] = step
+    record["halving"] = {"eta": 2, "min_steps": 4}
+    table = tuning_table(record).set_index("variant")
+    assert table.loc["a"].tolist() == ["3.000 (pruned at step 4)", "2.500 (pruned at step 8)", "**1.000**", "0.1"]
+    assert table.loc["b"].tolist() == ["**1.900**", "0.5000 (pruned at step 4)", "diverged", "0.001"]  # 0.5: early
+    assert "successive halving (eta 2, min_steps 4): a value marked pruned stopped at that rung" in "\n".join(
+        tuning_notes(record))
+    assert tuning_plot(record, tmp_path).is_file()

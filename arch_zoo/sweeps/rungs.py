@@ -1,0 +1,96 @@
+"""Successive halving against the run store: each stage-1 run's state as its run dir holds it, each
+variant's ladder decided from those states (``halving.climb``), the runs of cut values recorded as
+``pruned``, and the next round: the runs that must train on, each with the rung it stops at.
+
+``run_sweep`` calls ``next_round`` before every round of stage 1, and every call starts again from
+the run dirs, so a sweep killed at any moment and rerun takes the same decisions and trains only the
+steps no run dir holds yet (a paused run resumes from its rung's checkpoint)."""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Tuple
+
+from ..formatting import plural
+from ..training.rundir import CHECKPOINT, PRUNED, checkpoint_history  # (rundir imports torch lazily)
+from .halving import Ladder, RunState, climb, rungs
+from .plan import Plan, RunPlan
+from .store import Store, read_json, set_status
+from .tune import base_settings, variant_key
+from .worker import FINISHED
+
+Stops = Dict[str, Optional[int]]  # run id -> the rung step it trains to (None: to train.max_steps)
+
+
+def by_variant(plan: Plan) -> Dict[str, List[RunPlan]]:
+    """Stage 1's runs grouped by variant (its settings without the tuned key)."""
+    key = plan.spec.tune.key
+    out: Dict[str, List[RunPlan]] = {}
+    for run in plan.runs:
+        out.setdefault(variant_key(base_settings(run.settings, key)), []).append(run)
+    return out
+
+
+def run_state(store: Store, run: RunPlan, select: str, retry: bool = False) -> RunState:
+    """``select`` at each rung the run stopped at (status.json's ``rungs``), and at max_steps once
+    it completed. ``retry`` (--retry-failed): a failed or diverged run counts as not yet trained."""
+    status = store.status(run.run_id)
+    state = status.get("status", "pending")
+    if retry and state in ("failed", "diverged"):
+        return RunState(run.settings[run.tune["key"]], run.seed, "pending", {})
+    at = {int(step): metrics.get(select) for step, metrics in (status.get("rungs") or {}).items()}
+    if state == "completed":
+        run_dir = store.run_dir(run.run_id)
+        final = (read_json(run_dir / "summary.json") or {}).get("final", {})
+        at = {**_validations(run_dir, select), **at, run.config.train.max_steps: final.get(select)}
+    return RunState(run.settings[run.tune["key"]], run.seed, state, at)
+
+
+def _validations(run_dir, select: str) -> Dict[int, Optional[float]]:
+    """``select`` at every validation a completed run made (its checkpoint's history): the rungs of a
+    run trained to the end without halving, e.g. before ``tune.halving`` was added to the spec."""
+    if not (run_dir / CHECKPOINT).is_file():
+        return {}
+    return {int(row["step"]): row.get(select) for row in checkpoint_history(run_dir) if "step" in row}
+
+
+def ladders(plan: Plan, store: Store, retry: bool = False) -> Dict[str, Tuple[Ladder, List[RunPlan], List[RunState]]]:
+    """Each variant's ladder as the store allows it to be decided, with its runs and their states."""
+    tune = plan.spec.tune
+    out = {}
+    for label, runs in by_variant(plan).items():
+        states = [run_state(store, r, tune.select, retry) for r in runs]
+        steps = rungs(tune.halving, runs[0].config.train.max_steps)  # one budget per variant (plan.py checks)
+        out[label] = (climb(tune, steps, states), runs, states)
+    return out
+
+
+def cut_runs(plan: Plan, store: Store) -> set:
+    """Run ids of the values halving cut, finished or not: stage 2 never chooses among them (a
+    completed run of a cut value exists after --retry-failed re-decided a rung below it)."""
+    return {run.run_id for ladder, runs, states in ladders(plan, store).values()
+            for run, state in zip(runs, states) if state.value in ladder.cuts}
+
+
+def next_round(plan: Plan, store: Store, retry: bool, log: Callable[[str], None]) -> Stops:
+    """Record every cut value's unfinished runs as pruned, and return the runs the next round trains
+    (empty: stage 1 is done, or waits on nothing this process can train)."""
+    tune = plan.spec.tune
+    stops: Stops = {}
+    shown_steps = set()
+    for ladder, runs, states in ladders(plan, store, retry).values():
+        for run, state in zip(runs, states):
+            value = state.value
+            if value in ladder.cuts and state.status not in FINISHED + ("failed", PRUNED):
+                cut = ladder.cuts[value]
+                shown = f" ({tune.select} {cut.score:.4f})" if cut.score is not None else ""
+                set_status(store.run_dir(run.run_id), PRUNED, reason=f"pruned at step {cut.step}: {cut.why}",
+                           pruned_at=cut.step)
+                log(f"stage 1: {run.variant} s{run.seed} pruned at step {cut.step}{shown}")
+            elif value in ladder.target and ladder.target[value] not in state.at and state.status not in (
+                    "diverged", "failed"):
+                step = ladder.target[value]
+                stops[run.run_id] = step if step < run.config.train.max_steps else None
+                shown_steps.add(step)
+    if stops:
+        log(f"stage 1 (successive halving): {plural(len(stops), 'run')} to train to step "
+            f"{', '.join(map(str, sorted(shown_steps)))}")
+    return stops
