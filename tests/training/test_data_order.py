@@ -71,3 +71,20 @@ def test_length_grouping_keeps_each_group_of_examples_and_pads_less():
     r0 = StepBatchSampler(n, 5, seed=3, total=20, start=lambda: 0, rank=0, world=2, group=g, length_of=key)
     r1 = StepBatchSampler(n, 5, seed=3, total=20, start=lambda: 0, rank=1, world=2, group=g, length_of=key)
     assert [a + b for a, b in zip(r0, r1)] == grouped[:20]
+
+
+def test_length_grouping_weighs_each_target_token_as_a_random_batch_would():
+    """With group_by_length a batch's mean loss is scaled by its target tokens over the training set's
+    mean per batch: a short batch's tokens do not count more than a long batch's (lm: labels[1:])."""
+    from arch_zoo.data.example import Example
+    from arch_zoo.data.tasks.base import IGNORE, TaskData
+    from arch_zoo.training.datamodule import length_key
+    from arch_zoo.training.module import _target_tokens_per_batch
+
+    seq2seq = [Example([1, 2], [3, 4, 2], decoder_input_ids=[1, 3, 4]), Example([1], [2], decoder_input_ids=[1])]
+    data = TaskData(None, "seq2seq", {"train": seq2seq})
+    assert _target_tokens_per_batch(data, 8) == 8 * (3 + 1) / 2
+    lm = [Example([1, 5, 6], [5, 6, 2]), Example([1, 5], [IGNORE, 5])]
+    assert _target_tokens_per_batch(TaskData(None, "lm", {"train": lm}), 2) == 2 * (2 + 1) / 2
+    assert _target_tokens_per_batch(TaskData(None, "classification", {"train": [Example([1], 0)]}), 2) is None
+    assert length_key(seq2seq[0]) == (3, 2) and length_key(lm[0]) == (0, 3)
