@@ -137,14 +137,20 @@ class ArchZooModule(pl.LightningModule):
         self.history = list(state.get("history", []))
 
 
+MEAN_TOKENS_FROM = 100_000  # examples read for the mean; a corpus store can hold billions of windows
+
+
 def _target_tokens_per_batch(data: TaskData, batch_size: int) -> Optional[float]:
-    """Mean number of predicted (non-ignored) tokens in a training batch; None for one label per example."""
+    """Mean number of predicted (non-ignored) tokens in a training batch; None for one label per example.
+    Exact for up to MEAN_TOKENS_FROM examples, else over that many evenly spaced ones."""
     train = data.splits["train"]
-    if not len(train) or isinstance(train[0].labels, int):
+    n = len(train)
+    if not n or isinstance(train[0].labels, int):
         return None
     skip = 1 if data.objective == "lm" else 0  # the lm objective predicts labels[1:]
-    total = sum(sum(1 for y in e.labels[skip:] if y != objectives.IGNORE) for e in train)
-    return batch_size * total / len(train)
+    picked = range(n) if n <= MEAN_TOKENS_FROM else (i * n // MEAN_TOKENS_FROM for i in range(MEAN_TOKENS_FROM))
+    counts = [sum(1 for y in train[i].labels[skip:] if y != objectives.IGNORE) for i in picked]
+    return batch_size * sum(counts) / len(counts)
 
 
 def _numpy_state():

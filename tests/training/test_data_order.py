@@ -88,3 +88,27 @@ def test_length_grouping_weighs_each_target_token_as_a_random_batch_would():
     assert _target_tokens_per_batch(TaskData(None, "lm", {"train": lm}), 2) == 2 * (2 + 1) / 2
     assert _target_tokens_per_batch(TaskData(None, "classification", {"train": [Example([1], 0)]}), 2) is None
     assert length_key(seq2seq[0]) == (3, 2) and length_key(lm[0]) == (0, 3)
+
+
+def test_the_mean_target_tokens_of_a_large_training_set_reads_a_bounded_evenly_spaced_sample(monkeypatch):
+    """A corpus store can hold billions of windows: group_by_length's mean reads at most
+    MEAN_TOKENS_FROM examples, evenly spaced, not the whole split."""
+    from arch_zoo.data.example import Example
+    from arch_zoo.data.tasks.base import TaskData
+    from arch_zoo.training import module
+
+    class Windows:  # a store-backed split: examples are built on access
+        def __init__(self, n):
+            self.n, self.read = n, []
+
+        def __len__(self):
+            return self.n
+
+        def __getitem__(self, i):
+            self.read.append(i)
+            return Example([1] * 4, [2] * (1 + i // 250_000), decoder_input_ids=[1])
+
+    monkeypatch.setattr(module, "MEAN_TOKENS_FROM", 4)
+    train = Windows(1_000_000)
+    assert module._target_tokens_per_batch(TaskData(None, "seq2seq", {"train": train}), 8) == 8 * (1 + 2 + 3 + 4) / 4
+    assert train.read[1:] == [0, 250_000, 500_000, 750_000]  # (read[0]: the label type check)
