@@ -91,6 +91,7 @@ class ModelConfig:
 class TrainConfig:
     max_steps: int = 1000  # optimizer steps
     batch_size: int = 32  # per device
+    group_by_length: int = 0  # >= 2: sort each run of this many batches by length (less padding); 0: off
     eval_batch_size: Optional[int] = None  # default: batch_size
     optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
     lr: float = 1e-3  # peak learning rate

@@ -131,7 +131,7 @@ def validate_train(t: TrainConfig, key: str = "train") -> None:
     for name in ("max_steps", "batch_size", "eval_batch_size", "accumulate_grad_batches", "val_every", "log_every",
                  "val_batches"):
         _positive(f"{key}.{name}", getattr(t, name))
-    for name in ("warmup_steps", "weight_decay", "exact_match_samples", "num_workers", "grad_clip"):
+    for name in ("warmup_steps", "weight_decay", "exact_match_samples", "num_workers", "grad_clip", "group_by_length"):
         _positive(f"{key}.{name}", getattr(t, name), allow_zero=True)
     _positive(f"{key}.lr", t.lr)
     if len(t.betas) != 2 or not all(0 <= b < 1 for b in t.betas):

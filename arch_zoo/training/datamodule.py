@@ -9,7 +9,7 @@ took 0.2 s and 15 MB before the first step)."""
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, List
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 import pytorch_lightning as pl
@@ -64,31 +64,56 @@ class FeistelPermutation:
 
 class StepBatchSampler(Sampler):
     """Batch ``k`` = slice ``k`` of a seeded permutation of the training set (a new permutation per
-    pass). Iteration starts at ``start()``: the number of batches already trained on."""
+    pass). Iteration starts at ``start()``: the number of batches already trained on.
+
+    With ``group`` >= 2 and ``length_of`` (index -> sort key), each run of ``group`` consecutive
+    global batches of the permutation is sorted by length, cut into batches again, and those
+    batches are taken in a seeded order: the same examples per pass and per group, but batches of
+    similar lengths, which pad less (fairseq's and Hugging Face's ``group_by_length``). Still a pure
+    function of (seed, step)."""
 
     def __init__(self, n: int, batch_size: int, seed: int, total: int, start: Callable[[], int],
-                 rank: int = 0, world: int = 1):
+                 rank: int = 0, world: int = 1, group: int = 0,
+                 length_of: Optional[Callable[[int], Any]] = None):
         self.n, self.batch_size, self.seed, self.total, self.start = n, batch_size, seed, total, start
         self.rank, self.world = rank, world
+        self.group, self.length_of = (group, length_of) if group >= 2 and length_of is not None else (0, None)
         self.per_pass = n // (batch_size * world)
         if self.per_pass == 0:
             raise ConfigError("train.batch_size", f"the task has {n} training examples, fewer than one batch "
                               f"({batch_size} x {world} devices)")
         self._perm = (-1, None)
+        self._grouped = (None, None)
 
-    def batch(self, k: int) -> List[int]:
-        epoch, j = divmod(k, self.per_pass)
-        size = self.batch_size * self.world
+    def _indices(self, epoch: int, first: int, stop: int) -> List[int]:
+        """Positions first..stop-1 of pass ``epoch``'s permutation."""
         if self.n > PERMUTE_BELOW:
             if self._perm[0] != epoch:
                 self._perm = (epoch, FeistelPermutation(self.n, self.seed * 1_000_003 + epoch))
-            first = j * size + self.rank * self.batch_size
-            return self._perm[1](np.arange(first, first + self.batch_size)).tolist()
+            return self._perm[1](np.arange(first, stop)).tolist()
         if self._perm[0] != epoch:
             g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
             self._perm = (epoch, torch.randperm(self.n, generator=g))
-        global_batch = self._perm[1][j * size:(j + 1) * size]
-        return global_batch[self.rank * self.batch_size:(self.rank + 1) * self.batch_size].tolist()
+        return self._perm[1][first:stop].tolist()
+
+    def _global_batch(self, epoch: int, j: int) -> List[int]:
+        size = self.batch_size * self.world
+        if not self.group:
+            return self._indices(epoch, j * size, (j + 1) * size)
+        g, within = divmod(j, self.group)
+        if self._grouped[0] != (epoch, g):
+            count = min(self.group, self.per_pass - g * self.group)  # batches in this group (the last may be short)
+            pool = self._indices(epoch, g * self.group * size, (g * self.group + count) * size)
+            pool = sorted(pool, key=self.length_of)  # stable: equal lengths keep the permutation's order
+            order = torch.randperm(count, generator=torch.Generator().manual_seed(
+                (self.seed * 1_000_003 + epoch) * 1_000_003 + g)).tolist()
+            self._grouped = ((epoch, g), [pool[b * size:(b + 1) * size] for b in order])
+        return self._grouped[1][within]
+
+    def batch(self, k: int) -> List[int]:
+        epoch, j = divmod(k, self.per_pass)
+        global_batch = self._global_batch(epoch, j)
+        return global_batch[self.rank * self.batch_size:(self.rank + 1) * self.batch_size]
 
     def __iter__(self):
         for k in range(self.start(), self.total):
@@ -96,6 +121,11 @@ class StepBatchSampler(Sampler):
 
     def __len__(self) -> int:
         return self.total
+
+
+def length_key(example: Example) -> Tuple[int, int]:
+    """What pads a batch: the decoder side first (seq2seq), then the input."""
+    return (len(example.decoder_input_ids) if example.decoder_input_ids is not None else 0, len(example.input_ids))
 
 
 class ListDataset(torch.utils.data.Dataset):
@@ -132,9 +162,11 @@ class TaskDataModule(pl.LightningDataModule):
         t = self.train_cfg
         rank = self.trainer.global_rank if self.trainer else 0
         world = self.trainer.world_size if self.trainer else 1
-        sampler = StepBatchSampler(len(self.data.splits["train"]), t.batch_size, self.seed,
-                                   t.max_steps * t.accumulate_grad_batches, self.consumed, rank, world)
-        return DataLoader(ListDataset(self.data.splits["train"]), batch_sampler=sampler, collate_fn=self.collate,
+        train = self.data.splits["train"]
+        sampler = StepBatchSampler(len(train), t.batch_size, self.seed, t.max_steps * t.accumulate_grad_batches,
+                                   self.consumed, rank, world, group=t.group_by_length,
+                                   length_of=lambda i: length_key(train[i]))
+        return DataLoader(ListDataset(train), batch_sampler=sampler, collate_fn=self.collate,
                           num_workers=t.num_workers, generator=self._generator())
 
     def val_dataloader(self) -> List[DataLoader]:

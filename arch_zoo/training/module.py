@@ -35,6 +35,11 @@ class ArchZooModule(pl.LightningModule):
         n = cfg.train.exact_match_samples if "exact_match" in data.metrics else 0
         self.generation = {stage: list(islice((e for e in data.splits[stage] if e.prompt_ids is not None), n))
                            for stage in ("val", "test")}  # (lazily: a corpus split is read from its store)
+        # group_by_length: a batch's mean loss is scaled by its share of target tokens, so that every token
+        # weighs what it would in a random batch (unscaled, a batch of 3-token outputs would give each of its
+        # tokens 16x the weight of one in a batch of 48-token outputs)
+        self.tokens_per_batch = (_target_tokens_per_batch(data, cfg.train.batch_size)
+                                 if cfg.train.group_by_length >= 2 else None)
         self.test_metrics: Dict[str, float] = {}
         self.samples: List[Dict[str, object]] = []  # greedy decodings of the first test examples
         self._sums: Dict[str, Dict[str, float]] = {}
@@ -46,6 +51,8 @@ class ArchZooModule(pl.LightningModule):
         logits, labels = objectives.forward(self.compiled or self.model, batch, self.objective)
         loss = objectives.loss_fn(logits, labels, self.cfg.train.label_smoothing)
         self.log("train/loss", loss, prog_bar=True, batch_size=labels.shape[0])  # the task's alone: comparable
+        if self.tokens_per_batch:
+            loss = loss * ((labels != objectives.IGNORE).sum() / self.tokens_per_batch)
         aux = objectives.aux_loss(self.model, batch, self.objective)
         if aux is not None:  # mixture-of-experts: the weighted load-balancing loss trains the routers
             self.log("train/aux_loss", aux, prog_bar=False, batch_size=labels.shape[0])
@@ -128,6 +135,22 @@ class ArchZooModule(pl.LightningModule):
             if rng["cuda"] is not None and torch.cuda.is_available():
                 torch.cuda.set_rng_state_all(rng["cuda"])
         self.history = list(state.get("history", []))
+
+
+MEAN_TOKENS_FROM = 100_000  # examples read for the mean; a corpus store can hold billions of windows
+
+
+def _target_tokens_per_batch(data: TaskData, batch_size: int) -> Optional[float]:
+    """Mean number of predicted (non-ignored) tokens in a training batch; None for one label per example.
+    Exact for up to MEAN_TOKENS_FROM examples, else over that many evenly spaced ones."""
+    train = data.splits["train"]
+    n = len(train)
+    if not n or isinstance(train[0].labels, int):
+        return None
+    skip = 1 if data.objective == "lm" else 0  # the lm objective predicts labels[1:]
+    picked = range(n) if n <= MEAN_TOKENS_FROM else (i * n // MEAN_TOKENS_FROM for i in range(MEAN_TOKENS_FROM))
+    counts = [sum(1 for y in train[i].labels[skip:] if y != objectives.IGNORE) for i in picked]
+    return batch_size * sum(counts) / len(counts)
 
 
 def _numpy_state():
