@@ -39,7 +39,8 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/arch-zoo report runs/sweeps/quickstart --out reports/quickstart
 
 # The published-findings studies (sweeps/studies/; about an hour on 2 CPU cores plus ~22 min for scan, not run in CI; the two
-# *_tuned ones rerun heads and norm_placement with per-variant learning-rate tuning, issue 16).
+# *_tuned ones rerun heads and norm_placement with per-variant learning-rate tuning, issue 16, and
+# heads_tuned_halving reruns heads_tuned with successive halving of its tuning stage, ~4 min).
 # Each trains into runs/studies/<study> (rerunning resumes) and writes reports/<study>/.
 # A sweep's exit status 1 means some runs failed or diverged: that is data, the report still runs.
 studies: $(addprefix study-,$(STUDIES)) gradnorms
