@@ -16,8 +16,9 @@ from ..formatting import number
 from ..metrics import goal_of
 from ..sweeps.tune import STAGE_TUNE, Choice, TuneSpec, choose, edge_warning, variant_key
 from ..run_names import plain
+from ..training.rundir import PRUNED
 
-FINISHED = ("completed", "diverged", "failed", "pruned")  # what stage 2 waits for in stage 1
+FINISHED = ("completed", "diverged", "failed", PRUNED)  # what stage 2 waits for in stage 1
 
 
 def split_stages(rows: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
@@ -37,7 +38,7 @@ def tuning_record(rows: List[Dict[str, Any]], spec: Dict[str, Any]) -> Dict[str,
             "goal": (tune.get("select") or {}).get("goal") if isinstance(tune.get("select"), dict) else None,
             "halving": tune.get("halving"),
             "runs": [{"variant": r["_tune"].get("variant"), "value": r["_tune"].get("value"), "seed": r.get("seed"),
-                      "status": r.get("status"), "reason": r.get("reason"), "metric": _metric(r, select),
+                      "status": PRUNED if r.get("_pruned_at") is not None else r.get("status"), "reason": r.get("reason"), "metric": _metric(r, select),
                       "pruned_at": r.get("_pruned_at"), "run_dir": r.get("run_dir")} for r in rows]}
 
 
@@ -76,7 +77,7 @@ def pruned(record: Dict[str, Any], variant: str, value: Any) -> Optional[Tuple[i
     """(rung step, mean ``select`` there over the tuning seeds, None when some seed has none) for a
     value successive halving pruned; None for any other."""
     runs = [r for r in record["runs"] if r["variant"] == variant and r["value"] == value]
-    cut = [r for r in runs if r["status"] == "pruned"]
+    cut = [r for r in runs if r["status"] == PRUNED]
     if not cut:
         return None
     xs = [r["metric"] for r in cut]
@@ -89,7 +90,7 @@ def _cell(record: Dict[str, Any], variant: str, value: Any, score: Optional[floa
         return number(score, 4)
     cut = pruned(record, variant, value)
     states = sorted({r["status"] for r in record["runs"] if r["variant"] == variant and r["value"] == value
-                     and r["status"] not in ("completed", "pruned")})
+                     and r["status"] not in ("completed", PRUNED)})
     if cut is not None:
         step, mean = cut
         states.append((f"{number(mean, 4)} " if mean is not None else "") + f"(pruned at step {step})")

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..formatting import plural
-from ..training.rundir import CHECKPOINT, PRUNED, checkpoint_history  # (rundir imports torch lazily)
+from ..training.rundir import CHECKPOINT, PRUNED, STATUS, checkpoint_history  # (rundir imports torch lazily)
 from .halving import Ladder, RunState, climb, rungs
 from .plan import Plan, RunPlan
-from .store import Store, read_json, set_status
+from .store import Store, read_json, set_status, write_json
 from .tune import base_settings, variant_key
 from .worker import FINISHED
 
@@ -79,7 +79,9 @@ def next_round(plan: Plan, store: Store, retry: bool, log: Callable[[str], None]
     for ladder, runs, states in ladders(plan, store, retry).values():
         for run, state in zip(runs, states):
             value = state.value
-            if value in ladder.cuts and state.status not in FINISHED + ("failed", PRUNED):
+            if state.status == "completed":
+                _mark_cut(store, run, ladder.cuts.get(value))
+            elif value in ladder.cuts and state.status not in FINISHED + ("failed", PRUNED):
                 cut = ladder.cuts[value]
                 shown = f" ({tune.select} {cut.score:.4f})" if cut.score is not None else ""
                 set_status(store.run_dir(run.run_id), PRUNED, reason=f"pruned at step {cut.step}: {cut.why}",
@@ -94,3 +96,15 @@ def next_round(plan: Plan, store: Store, retry: bool, log: Callable[[str], None]
         log(f"stage 1 (successive halving): {plural(len(stops), 'run')} to train to step "
             f"{', '.join(map(str, sorted(shown_steps)))}")
     return stops
+
+
+def _mark_cut(store: Store, run: RunPlan, cut) -> None:
+    """A completed run whose value a later decision cut (--retry-failed re-decided a rung below it)
+    keeps its status and results, and says in status.json where it was cut (``pruned_at``), so that
+    the report, like stage 2, never chooses it; a decision that no longer cuts it removes the mark."""
+    run_dir = store.run_dir(run.run_id)
+    status = read_json(run_dir / STATUS) or {}
+    if cut is None and "pruned_at" in status:
+        write_json(run_dir / STATUS, {k: v for k, v in status.items() if k not in ("pruned_at", "reason")})
+    elif cut is not None and status.get("pruned_at") != cut.step:
+        set_status(run_dir, "completed", reason=f"completed, then cut at step {cut.step}: {cut.why}", pruned_at=cut.step)

@@ -13,10 +13,11 @@ from .rungs import cut_runs, next_round
 from .store import Store, read_json
 from .tune import STAGE_TUNE, base_settings, choose, edge_warning, variant_key
 from ..run_names import plain
+from ..training.rundir import PAUSED, PRUNED
 from .worker import FINISHED, Result, Task
 
 DEFAULT_OUT = "runs/sweeps"
-NOT_DONE = ("failed", "interrupted", "pending", "running", "paused")
+NOT_DONE = ("failed", "interrupted", "pending", "running", PAUSED)
 
 
 @dataclass
@@ -36,7 +37,7 @@ class SweepOutcome:
         statuses = self.statuses()
         for run in self.plan.runs:
             s = statuses[run.run_id]
-            if run.tune.get("stage") == STAGE_TUNE and s["status"] in ("diverged", "pruned"):
+            if run.tune.get("stage") == STAGE_TUNE and s["status"] in ("diverged", PRUNED):
                 continue  # a tuning range is meant to reach instability: that value is just not chosen
             if s["status"] in NOT_DONE + ("diverged",):
                 out.append(f"{run.variant} s{run.seed}: {s['status']}" + (f" ({s['reason']})" if s.get("reason") else ""))
@@ -194,8 +195,8 @@ def _second_stage(plan: Plan, store: Store, log: Callable[[str], None]) -> Optio
     rows, waiting, names = [], [], {}
     cut = cut_runs(plan, store) if tune.halving is not None else set()
     for run in plan.runs:
-        status = "pruned" if run.run_id in cut else store.status(run.run_id)["status"]
-        if status not in FINISHED + ("failed", "pruned"):
+        status = PRUNED if run.run_id in cut else store.status(run.run_id)["status"]
+        if status not in FINISHED + ("failed", PRUNED):
             waiting.append(f"{run.variant} s{run.seed}: {status}")
         final = (read_json(store.run_dir(run.run_id) / "summary.json") or {}).get("final", {})
         rows.append((run.settings, run.seed, status, final.get(tune.select)))

@@ -109,6 +109,42 @@ def test_each_round_is_decided_from_the_run_dirs_alone(spec_dir, tmp_path):
         "2.5000)" in logs
 
 
+def test_a_completed_value_cut_by_a_retried_rung_is_marked_so_the_report_never_chooses_it(spec_dir, tmp_path):
+    """--retry-failed reruns a value that diverged before rung 4; its score there cuts a value whose run
+    had already completed: status.json keeps "completed" and the results but records pruned_at, and
+    the report's tuning table (like stage 2) shows it pruned at that rung and chooses among the rest."""
+    from arch_zoo.reports.runstore import read_run
+    from arch_zoo.reports.tuning import choices, tuning_record, tuning_table
+    from arch_zoo.sweeps.rungs import cut_runs, next_round
+    from arch_zoo.sweeps.store import Store, write_json
+
+    plan = make_plan(load_spec(write_spec(spec_dir, SPEC, {**BASE, "train": TRAIN})))
+    store = Store(tmp_path / "store")
+    store.write_plan(plan)
+    low, mid, high = (r.run_id for r in plan.runs)  # lr 1e-4, 3e-3, 3e-2
+    for run_id, rung4, rung8, final in ((low, 3.0, 0.6, 0.5), (high, 2.0, 1.0, 0.9)):  # both trained to 16
+        write_json(store.run_dir(run_id) / "status.json", {"status": "completed", "step": 16, "rungs": {
+            "4": {"val/loss": rung4}, "8": {"val/loss": rung8}}})
+        write_json(store.run_dir(run_id) / "summary.json", {"status": "completed", "final": {"val/loss": final}})
+    write_json(store.run_dir(mid) / "status.json", {"status": "paused", "step": 4, "rungs": {"4": {"val/loss": 1.0}}})
+    assert next_round(plan, store, False, print) == {mid: 8}  # rung 4 now: mid 1.0, high 2.0 on; low cut
+    assert cut_runs(plan, store) == {low}
+    status = store.status(low)
+    assert status["status"] == "completed" and status["pruned_at"] == 4 and "then cut at step 4" in status["reason"]
+    rows = [read_run(store.run_dir(r), "halved") for r in (low, mid, high)]
+    for row, value in zip(rows, (1.0e-4, 3.0e-3, 3.0e-2)):
+        row["_tune"] = {"stage": "tune", "key": "train.lr", "variant": "position=rope", "value": value}
+    rows[1]["status"], rows[1]["_metrics"] = "completed", {"val/loss": 0.7}  # mid trained on and finished
+    record = tuning_record(rows, {"tune": SPEC["tune"]})
+    assert [r["status"] for r in record["runs"]] == ["pruned", "completed", "completed"]
+    assert choices(record)["position=rope"].value == 3.0e-3  # not low's 0.5: it was cut at rung 4
+    assert tuning_table(record).iloc[0]["0.0001"] == "3.000 (pruned at step 4)"
+    write_json(store.run_dir(mid) / "status.json", {"status": "paused", "step": 4, "rungs": {"4": {"val/loss": 9.0}}})
+    next_round(plan, store, False, print)  # a decision that no longer cuts low takes the mark back
+    assert "pruned_at" not in store.status(low) and cut_runs(plan, store) == {mid, high}  # high: at rung 8
+    assert store.status(high)["pruned_at"] == 8 and store.status(high)["status"] == "completed"
+
+
 def _status(out, run_id):
     return json.loads((out / "halved" / "runs" / run_id / "status.json").read_text())
 
