@@ -24,6 +24,7 @@ STATS = ("mean", "std", "ci_low", "ci_high", "n", "best", "best_seed",
          "delta", "delta_ci_low", "delta_ci_high", "p", "n_paired", "p_holm", "d_z", "seeds_needed")
 CONFIDENCE = 0.95
 CI_METHODS = ("t", "bootstrap")
+BOOTSTRAP_FEW = 10  # fewer seeds than this: the report warns that a bootstrap interval under-covers
 MIN_SEEDS = 3  # fewer completed seeds than this: the report warns that the interval and p mean little
 Baseline = Union[None, str, Mapping[str, Any], Sequence[str]]  # "k=v", "k=v k2=v2", ["k=v", ...] or {k: v}
 
@@ -264,6 +265,20 @@ def missing_notes(runs: pd.DataFrame) -> List[str]:
     return lines
 
 
+def _non_finite(runs: pd.DataFrame, metric: str) -> List[str]:
+    """Completed runs whose ``metric`` is NaN or infinite: left out of every statistic, said so."""
+    if metric not in runs.columns:
+        return []
+    done = runs[runs["status"] == "completed"]
+    values = pd.to_numeric(done[metric], errors="coerce")
+    skipped = set(runs.attrs.get("not_evaluated") or {})  # said apart: "not evaluated (so no mean) at ..."
+    bad = done[~np.isfinite(values.to_numpy(dtype=float)) & ~done["variant"].isin(skipped)]
+    if not len(bad):
+        return []
+    names = "; ".join(f"{r['variant']} seed {r['seed']} ({r[metric]})" for _, r in bad.iterrows())
+    return [f"completed with a non-finite or missing {metric}, left out of its statistics: {names}"]
+
+
 def _attrs(runs, metric, goal, base, metrics, table, ci="t", min_effect=None) -> Dict[str, Any]:
     notes = list(runs.attrs.get("load_notes") or []) + missing_notes(runs)  # load_notes: duplicates dropped
     if not base:
@@ -277,6 +292,17 @@ def _attrs(runs, metric, goal, base, metrics, table, ci="t", min_effect=None) ->
         for _, r in few.iterrows():
             notes.append(f"warning: {r['variant']} has only {r[col]} completed seed{'s' * (r[col] != 1)} with "
                          f"{metric}; its interval and p-value need at least {MIN_SEEDS} to mean much.")
+        paired_col = f"{metric} n_paired"
+        if paired_col in table.columns:
+            thin = table.loc[(table[col] >= MIN_SEEDS) & (table[paired_col] > 0) & (table[paired_col] < MIN_SEEDS)]
+            for _, r in thin.iterrows():
+                notes.append(f"warning: {r['variant']}'s Δ vs {r['baseline_variant']} pairs only {r[paired_col]} "
+                             f"seed{'s' * (r[paired_col] != 1)} both completed; its p-value needs at least {MIN_SEEDS}.")
+    notes += _non_finite(runs, metric)
+    if ci == "bootstrap" and len(table) and col in table.columns and (table[col].between(1, BOOTSTRAP_FEW - 1)).any():
+        notes.append(f"warning: with fewer than {BOOTSTRAP_FEW} seeds a bootstrap interval is too narrow (it resamples "
+                     "only the seeds there are; about 71% coverage at 3 seeds, 82% at 5 for a nominal 95%): the "
+                     "t-interval (the default) holds its coverage.")
     return {"name": runs.attrs.get("name", ""), "task": runs.attrs.get("task"), "metric": metric, "goal": goal,
             "goals": runs.attrs.get("goals") or {}, "baseline": base,
             "settings": settings_of(runs), "metrics": metrics, "notes": notes, "ci": ci,

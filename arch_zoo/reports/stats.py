@@ -21,6 +21,7 @@ ALPHA = 0.05
 POWER = 0.8
 MAX_SEEDS = 1000
 RESAMPLES = 9999
+ROUNDING = 1e-9  # a spread below this fraction of the differences is float rounding, not a spread
 BOOTSTRAP_SEED = 0  # a report is a pure function of its runs: the same resamples every time
 
 
@@ -44,12 +45,13 @@ def cohens_dz(differences: Sequence[float]) -> float:
     """mean / std (ddof=1) of paired differences, with the sign of the mean difference.
 
     NaN with fewer than 2 pairs or when every difference is 0; ±inf when the differences are all
-    the same non-zero value (no spread: any number of seeds shows it)."""
+    the same non-zero value (no spread: any number of seeds shows it), counting differences equal up
+    to float rounding (e.g. 2.0 - 1.91 and 2.1 - 2.01) as the same."""
     d = np.asarray(differences, dtype=float)
     if len(d) < 2:
         return math.nan
     mean, sd = float(d.mean()), float(d.std(ddof=1))
-    if sd == 0:
+    if sd <= ROUNDING * float(np.abs(d).max()):
         return math.nan if mean == 0 else math.copysign(math.inf, mean)
     return mean / sd
 
@@ -62,7 +64,20 @@ def paired_power(dz: float, n: int, alpha: float = ALPHA) -> float:
     df = n - 1
     crit = stats.t.ppf(1 - alpha / 2, df)
     nc = dz * math.sqrt(n)
-    return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+    power = float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+    return power if math.isfinite(power) else _power_by_quadrature(crit, df, nc)
+
+
+def _power_by_quadrature(crit: float, df: int, nc: float) -> float:
+    """The same P(|T| > crit), T = (Z + nc) / sqrt(V / df) with V ~ chi2(df), integrated over V: for
+    the large noncentralities where scipy's nct returns NaN (e.g. d_z 20 at 2 seeds)."""
+    from scipy import integrate
+
+    def given(v: float) -> float:
+        s = crit * math.sqrt(v / df)
+        return stats.chi2.pdf(v, df) * (stats.norm.sf(s - nc) + stats.norm.cdf(-s - nc))
+
+    return float(min(1.0, integrate.quad(given, 0, math.inf, limit=200)[0]))
 
 
 def seeds_needed(dz: float, power: float = POWER, alpha: float = ALPHA, cap: int = MAX_SEEDS) -> float:

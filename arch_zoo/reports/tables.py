@@ -165,7 +165,8 @@ def footnotes(table: pd.DataFrame) -> List[str]:
         lines.append(f"seeds needed: paired seeds for {POWER:.0%} power (two-sided paired t-test, alpha {ALPHA:g}, exact "
                      f"noncentral t) to detect {effect} at the observed spread of the paired differences.")
     lines.append("mean ± std over completed seeds; 95% CI " + (
-        "by BCa bootstrap (scipy.stats.bootstrap, 9999 resamples, fixed seed)."
+        "by BCa bootstrap (scipy.stats.bootstrap, 9999 resamples, fixed seed; the percentile interval where BCa "
+        "is undefined)."
         if table.attrs.get("ci") == "bootstrap" else "from the t-distribution."))
     return lines + list(table.attrs.get("notes", []))
 

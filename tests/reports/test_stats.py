@@ -61,6 +61,7 @@ def test_cohens_dz_on_a_known_paired_sample():
     assert cohens_dz(before - after) == pytest.approx(t / 2, rel=1e-12) and t < 0
     assert math.isnan(cohens_dz([0.3])) and math.isnan(cohens_dz([0.0, 0.0, 0.0]))
     assert cohens_dz([-0.1, -0.1]) == -math.inf
+    assert cohens_dz([2.0 - 1.91, 2.1 - 2.01, 2.2 - 2.11]) == math.inf  # equal up to float rounding: no spread
 
 
 def test_paired_power_is_alpha_at_no_effect_and_matches_simulated_t_tests():
@@ -80,6 +81,19 @@ def test_seeds_needed_matches_the_power_table(dz, n):
     assert paired_power(dz, n) >= 0.8 > paired_power(dz, n - 1)
     if dz == 0.5:
         assert paired_power(dz, n) == pytest.approx(0.8077775, abs=1e-6)  # G*Power's "actual power"
+
+
+def test_power_and_seeds_needed_hold_where_scipys_noncentral_t_returns_nan():
+    """scipy's nct gives NaN at large noncentralities (d_z 20 at 2 seeds); power then comes from
+    integrating the same distribution, and 2 seeds suffice for a huge effect, not ">1000"."""
+    rng = np.random.default_rng(1)
+    diffs = rng.normal(20.0, 1.0, size=(20000, 2))
+    rejected = stats.ttest_1samp(diffs, 0.0, axis=1).pvalue < 0.05
+    assert paired_power(20.0, 2) == pytest.approx(rejected.mean(), abs=0.006)  # 4 binomial sd
+    for dz in (20.0, 30.0, 38.0, 50.0, 1e10, 1e14):
+        assert seeds_needed(dz) == 2, dz
+        assert 0.97 < paired_power(dz, 2) <= 1.0
+    assert seeds_needed(10.0) == 3 and paired_power(10.0, 2) < 0.8 <= paired_power(10.0, 3)
 
 
 def test_seeds_needed_cap_no_effect_and_undefined():
@@ -157,6 +171,29 @@ def test_report_warns_when_a_variant_has_fewer_than_three_completed_seeds(report
     assert "warning: position=learned has only 2" in (report["out_dir"] / "report.md").read_text()
 
 
+def test_notes_name_a_non_finite_metric_and_a_delta_paired_over_too_few_seeds(tmp_path):
+    """A completed run with an infinite val/loss is left out and named; rope has 3 completed seeds but
+    shares only 2 with the baseline, so its Δ and p get a warning of their own."""
+    root = write_sweep(tmp_path / "pos", {"sinusoidal": [2.1, 2.14, 2.08, 2.12], "rope": [2.01, 2.06, 1.99, 2.03]},
+                       status={("sinusoidal", 0): ("failed", "boom"), ("sinusoidal", 1): ("failed", "boom")})
+    summary = root / "runs" / "rope-s3" / "summary.json"
+    summary.write_text(summary.read_text().replace('"val/loss": 2.03', '"val/loss": Infinity'))
+    table = summarize(load_runs(root)).set_index("variant")
+    notes = table.attrs["notes"]
+    assert "completed with a non-finite or missing val/loss, left out of its statistics: position=rope seed 3 (inf)" \
+        in notes
+    assert table.loc["position=rope", "val/loss n"] == 3 and table.loc["position=rope", "val/loss n_paired"] == 1
+    table = summarize(load_runs(write_sweep(tmp_path / "two", {"sinusoidal": [2.1, 2.14, 2.08, 2.12],
+                                                                "rope": [2.01, 2.06, 1.99, 2.03]},
+                                            status={("sinusoidal", 0): ("failed", "boom")}, seeds=(0, 1, 2, 3))))
+    assert not any("pairs only" in n for n in table.attrs["notes"])  # 3 paired seeds: enough
+    root = write_sweep(tmp_path / "thin", {"sinusoidal": [2.1, 2.14, 2.08, 2.12], "rope": [2.01, 2.06, 1.99, 2.03]},
+                       status={("sinusoidal", 0): ("failed", "boom"), ("rope", 1): ("failed", "boom")})
+    notes = summarize(load_runs(root)).attrs["notes"]
+    assert "warning: position=rope's Δ vs position=sinusoidal pairs only 2 seeds both completed; its p-value needs " \
+        "at least 3." in notes
+
+
 def test_display_says_over_the_cap_no_effect_and_undefined(tmp_path):
     variants = {"sinusoidal": [2.0, 2.1, 2.2, 2.3], "rope": [2.0, 2.1, 2.2, 2.3],  # Δ exactly 0
                 "alibi": [2.1, 2.0, 2.3, 2.21], "learned": [1.0, 9.0, 9.0, 9.0]}
@@ -185,6 +222,7 @@ def test_cli_bootstrap_intervals_and_min_effect(tmp_path, capsys):
     assert rows.loc["position=rope", "val/loss seeds_needed"] == seeds_needed(0.02 / diffs.std(ddof=1))
     md = (tmp_path / "r" / "report.md").read_text()
     assert "to detect a difference of 0.02" in md and "95% CI by BCa bootstrap" in md
+    assert "warning: with fewer than 10 seeds a bootstrap interval is too narrow" in md  # 3-4 seeds here
     capsys.readouterr()
     assert main(["report", str(root), "--out", str(tmp_path / "bad"), "--min-effect", "0"]) == 2
     err = capsys.readouterr().err.strip()
