@@ -12,6 +12,12 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Mapping, Optional
 
 DIRECTIONS = ("min", "max")
+SPELLINGS = {"min": "min", "max": "max", "minimize": "min", "maximize": "max"}  # wandb's words too
+
+
+def direction(goal: object) -> Optional[str]:
+    """'min' or 'max' for a goal as a spec may write it (min, max, minimize, maximize), else None."""
+    return SPELLINGS.get(goal) if isinstance(goal, str) else None
 
 # Metrics the training module computes, by their name after the split ("val/loss" -> "loss").
 GOALS: Dict[str, str] = {

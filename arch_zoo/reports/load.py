@@ -20,7 +20,8 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import pandas as pd
 
 from ..errors import ConfigError
-from ..metrics import goal_of
+from ..formatting import plural
+from ..metrics import direction, goal_of
 from .grouping import by_task, check_distinct, differing, drop_duplicates, ordered as _ordered
 from .runstore import is_run_dir, is_sweep_dir, load_sweep, read_run, scalar
 from .tuning import split_stages, tuning_notes, tuning_record
@@ -96,6 +97,7 @@ def load_groups(path: Union[str, Path, Sequence[Union[str, Path]]]) -> List[pd.D
                                                             "or runs/) nor a run directory (no status.json)"
             raise ConfigError("", f"{p} {what}")
     rows, notes = drop_duplicates(rows)
+    notes = [_stale_note(s) for s in specs if s.get("_stale")] + notes
     single_sweep = len(paths) == 1 and len(specs) == 1
     groups = by_task(rows)
     frames = []
@@ -159,7 +161,7 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
         "name": spec.get("name") or ("+".join(s["name"] for s in specs) if specs else
                                      (Path(paths[0]).resolve().name if len(paths) == 1 else "compare")),
         "settings": settings_keys, "metrics": metric_keys + _curve_only(frame),
-        "metric": name, "goal": metric.get("goal") or goal_of(name, goals), "goals": goals,
+        "metric": name, "goal": direction(metric.get("goal")) or goal_of(name, goals), "goals": goals,
         "baseline": {str(k): v for k, v in (spec.get("baseline") or {}).items()},
         "description": spec.get("description") or "",
         "samples": samples,
@@ -168,6 +170,12 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
         "invocations": spec.get("invocations") or [],
     })
     return frame
+
+
+def _stale_note(spec: Dict[str, Any]) -> str:
+    stale = spec["_stale"]
+    return (f"{spec['name']}: {plural(len(stale), 'run dir')} under runs/ not in the sweep's current plan (index.csv) "
+            f"left out, runs of an earlier spec: {', '.join(stale[:3])}{', ...' if len(stale) > 3 else ''}")
 
 
 def _group_labels(rows: List[Dict[str, Any]], settings_keys: List[str]) -> None:

@@ -195,13 +195,20 @@ def read_invocations(sweep_dir: Path) -> List[Dict[str, Any]]:
 
 
 def load_sweep(sweep_dir: Path) -> tuple:
+    """(sweep.yaml, the sweep's name, a row per run of its current plan). With an index.csv (every
+    sweep writes one), run dirs it does not list are left out, and named in the spec's ``_stale``:
+    runs of an earlier spec (an axis value or tuning value since removed), which the store keeps."""
     spec = read_yaml(sweep_dir / "sweep.yaml") or {}
     spec["invocations"] = read_invocations(sweep_dir)
     name = str(spec.get("name") or sweep_dir.resolve().name)
     rows = _index_rows(sweep_dir, name)
+    planned_ids, stale = set(rows), []
     runs = sweep_dir / "runs"
     for run_dir in sorted(runs.iterdir()) if runs.is_dir() else []:
         if not run_dir.is_dir():
+            continue
+        if planned_ids and run_dir.name not in planned_ids:
+            stale.append(run_dir.name)  # the spec changed since: not a run of this sweep any more
             continue
         row = read_run(run_dir, name)
         planned = rows.get(row["run_id"], {})
@@ -210,4 +217,5 @@ def load_sweep(sweep_dir: Path) -> tuple:
                 row[key] = planned.get(key)
         row["_settings"] = row["_settings"] or planned.get("_settings", {})
         rows[row["run_id"]] = row
+    spec["_stale"] = stale
     return spec, name, list(rows.values())

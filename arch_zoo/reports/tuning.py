@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import pandas as pd
 
 from ..formatting import number
-from ..metrics import goal_of
+from ..metrics import direction, goal_of
 from ..sweeps.tune import STAGE_TUNE, Choice, TuneSpec, choose, edge_warning, variant_key
 from ..run_names import plain
 from ..training.rundir import PRUNED
@@ -28,18 +28,24 @@ def split_stages(rows: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], List
 
 
 def tuning_record(rows: List[Dict[str, Any]], spec: Dict[str, Any]) -> Dict[str, Any]:
-    """A tuned sweep's stage 1, JSON-safe (it rides in ``frame.attrs``): the spec's tune key and one
+    """A tuned sweep's stage 1, JSON-safe (it rides in ``frame.attrs``): the rule stage 1 chose by
+    (run.json's, or for stores written before run.json recorded it, the sweep spec's ``tune``) and one
     entry per run (its variant without the tuned key, value, seed, status and selection metric)."""
-    tune = spec.get("tune") or {}
-    select = tune.get("select", "val/loss")
-    select = select.get("name", "val/loss") if isinstance(select, dict) else select
     first = rows[0]["_tune"]
-    return {"key": first.get("key"), "select": select,
-            "goal": (tune.get("select") or {}).get("goal") if isinstance(tune.get("select"), dict) else None,
-            "halving": tune.get("halving"),
+    if "select" in first:
+        values, select, goal, halving = first.get("values"), first["select"], first.get("goal"), first.get("halving")
+    else:
+        tune = spec.get("tune") or {}
+        select = tune.get("select", "val/loss")
+        goal = select.get("goal") if isinstance(select, dict) else None
+        select = select.get("name", "val/loss") if isinstance(select, dict) else select
+        values = tune.get("values") if isinstance(tune.get("values"), list) else None  # a range: ascending
+        halving = tune.get("halving")
+    return {"key": first.get("key"), "select": select, "goal": direction(goal), "halving": halving, "values": values,
             "runs": [{"variant": r["_tune"].get("variant"), "value": r["_tune"].get("value"), "seed": r.get("seed"),
-                      "status": PRUNED if r.get("_pruned_at") is not None else r.get("status"), "reason": r.get("reason"), "metric": _metric(r, select),
-                      "pruned_at": r.get("_pruned_at"), "run_dir": r.get("run_dir")} for r in rows]}
+                      "status": PRUNED if r.get("_pruned_at") is not None else r.get("status"),
+                      "reason": r.get("reason"), "metric": _metric(r, select), "pruned_at": r.get("_pruned_at"),
+                      "run_dir": r.get("run_dir")} for r in rows]}
 
 
 def _metric(row: Dict[str, Any], select: str) -> Optional[float]:
@@ -50,10 +56,11 @@ def _metric(row: Dict[str, Any], select: str) -> Optional[float]:
 
 
 def _spec(record: Dict[str, Any]) -> TuneSpec:
+    """The rule as stage 1 applied it: its values in the order tried (ties go to the first)."""
     runs = record["runs"]
-    values = list(dict.fromkeys(r["value"] for r in runs))
-    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-        values.sort()
+    seen = list(dict.fromkeys(r["value"] for r in runs))  # stores before run.json had the order: ascending
+    values = list(record.get("values") or _ascending(tuple(seen)))
+    values += [v for v in seen if v not in values]
     seeds = tuple(dict.fromkeys(r["seed"] for r in runs))
     select = record.get("select") or "val/loss"
     return TuneSpec(record["key"], tuple(values), seeds, select, record.get("goal") or goal_of(select) or "min")
@@ -97,6 +104,12 @@ def _cell(record: Dict[str, Any], variant: str, value: Any, score: Optional[floa
     return ", ".join(states) or "-"
 
 
+def _ascending(values: Tuple[Any, ...]) -> List[Any]:
+    """Numeric values in ascending order for the table's columns; others as tried."""
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    return sorted(values) if numeric else list(values)
+
+
 def tuning_table(record: Dict[str, Any]) -> pd.DataFrame:
     """One row per variant: the selection metric (mean over the tuning seeds) at each value, then the
     value chosen; a value that did not complete on every seed shows its status (e.g. diverged)."""
@@ -104,7 +117,7 @@ def tuning_table(record: Dict[str, Any]) -> pd.DataFrame:
     rows = []
     for variant, c in picked.items():
         row = {"variant": variant}
-        for v in spec.values:
+        for v in _ascending(spec.values):
             text = _cell(record, variant, v, c.scores.get(v))
             row[f"{plain(v)}"] = f"**{text}**" if v == c.value and not _unfinished(record, variant) else text
         row[f"chosen {spec.key}"] = ("not yet (stage 1 is unfinished)" if _unfinished(record, variant) else

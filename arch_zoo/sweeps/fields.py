@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, did_you_mean
-from ..metrics import goal_of
+from ..metrics import SPELLINGS as GOALS, goal_of
 from ..run_names import yaml_value
 
-GOALS = {"min": "min", "max": "max", "minimize": "min", "maximize": "max"}
 # budget.match: what every variant gets the same amount of -> how the plan gets there
 BUDGETS = {"tokens": "every variant keeps the same train.max_steps", "params": "model.d_ff adjusted per variant",
            "flops": "train.max_steps adjusted per variant, to the nearest step"}

@@ -213,11 +213,18 @@ def second_plan(spec: SweepSpec, chosen: Dict[str, Choice]) -> Plan:
     return _staged(_make_plan(second, variants), spec, STAGE_EVAL)
 
 
+def _rule(tune) -> Dict[str, Any]:
+    """How stage 1 chooses, in each run.json: the report recomputes the choice from these (the values
+    in the order tried, which break ties), not from a spec it may not have."""
+    halving = {"eta": tune.halving.eta, "min_steps": tune.halving.min_steps} if tune.halving else None
+    return {"values": list(tune.values), "select": tune.select, "goal": tune.goal, "halving": halving}
+
+
 def _staged(plan: Plan, spec: SweepSpec, stage: str) -> Plan:
     key = spec.tune.key
     for run in plan.runs:
         run.tune = {"stage": stage, "key": key, "value": run.settings[key],
-                    "variant": variant_name(base_settings(run.settings, key), plan.names)}
+                    "variant": variant_name(base_settings(run.settings, key), plan.names), **_rule(spec.tune)}
     plan.spec = spec  # sweep.yaml records the spec as written
     return plan
 

@@ -80,7 +80,7 @@ def next_round(plan: Plan, store: Store, retry: bool, log: Callable[[str], None]
         for run, state in zip(runs, states):
             value = state.value
             if state.status == "completed":
-                _mark_cut(store, run, ladder.cuts.get(value))
+                _mark_cut(store, run, ladder.cuts.get(value), state, tune.select)
             elif value in ladder.cuts and state.status not in FINISHED + ("failed", PRUNED):
                 cut = ladder.cuts[value]
                 shown = f" ({tune.select} {cut.score:.4f})" if cut.score is not None else ""
@@ -98,13 +98,16 @@ def next_round(plan: Plan, store: Store, retry: bool, log: Callable[[str], None]
     return stops
 
 
-def _mark_cut(store: Store, run: RunPlan, cut) -> None:
+def _mark_cut(store: Store, run: RunPlan, cut, state: RunState, select: str) -> None:
     """A completed run whose value a later decision cut (--retry-failed re-decided a rung below it)
-    keeps its status and results, and says in status.json where it was cut (``pruned_at``), so that
-    the report, like stage 2, never chooses it; a decision that no longer cuts it removes the mark."""
+    keeps its status and results, and says in status.json where it was cut (``pruned_at``, and its
+    ``select`` there among the ``rungs``), so that the report, like stage 2, never chooses it; a
+    decision that no longer cuts it removes the mark."""
     run_dir = store.run_dir(run.run_id)
     status = read_json(run_dir / STATUS) or {}
     if cut is None and "pruned_at" in status:
         write_json(run_dir / STATUS, {k: v for k, v in status.items() if k not in ("pruned_at", "reason")})
     elif cut is not None and status.get("pruned_at") != cut.step:
-        set_status(run_dir, "completed", reason=f"completed, then cut at step {cut.step}: {cut.why}", pruned_at=cut.step)
+        rungs = {str(cut.step): {select: state.at.get(cut.step)}, **(status.get("rungs") or {})}
+        set_status(run_dir, "completed", reason=f"completed, then cut at step {cut.step}: {cut.why}",
+                   pruned_at=cut.step, rungs=rungs)

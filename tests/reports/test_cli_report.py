@@ -1,8 +1,10 @@
 """`arch-zoo report` and `arch-zoo compare`: what they write and print, and bad input → one line, exit 2."""
+import csv
 import json
 import re
 import shutil
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -76,6 +78,7 @@ def test_two_different_runs_as_one_variant_and_seed_are_an_error(sweep, tmp_path
     """README: two different runs with the same variant and seed are an error, not two samples."""
     store = tmp_path / "pos"
     shutil.copytree(sweep, store)
+    (store / "index.csv").unlink()  # a store of run dirs without a plan: every run dir in it is read
     extra = store / "runs" / "rope-s0-again"  # e.g. a run dir copied in from another sweep
     shutil.copytree(store / "runs" / "rope-s0", extra)
     cfg = yaml.safe_load((extra / "config.yaml").read_text())
@@ -87,6 +90,28 @@ def test_two_different_runs_as_one_variant_and_seed_are_an_error(sweep, tmp_path
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "are different runs (train.max_steps: 30 vs 31)" in err, err
     assert "same variant 'position=rope' and seed 0" in err
+
+
+def test_run_dirs_of_an_earlier_spec_are_left_out_of_the_report_with_a_note(sweep, tmp_path, capsys):
+    """A value removed from an axis leaves its run dirs in the store; the sweep's index.csv (its plan
+    as last run) no longer lists them, and the report neither ranks them nor counts them in Holm."""
+    store = tmp_path / "pos"
+    shutil.copytree(sweep, store)
+    with (store / "index.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    kept = [r for r in rows if "alibi" not in r["variant"]]
+    with (store / "index.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(kept)
+    assert main(["report", str(store), "--out", str(tmp_path / "r"), "--baseline", "model.position=sinusoidal"]) == 0
+    out = capsys.readouterr().out
+    assert "alibi" not in out.split("\n\n")[0].split("Δ = variant")[0], out
+    assert "pos: 4 run dirs under runs/ not in the sweep's current plan (index.csv) left out" in out
+    table = pd.read_csv(tmp_path / "r" / "variants.csv")
+    rope = table[table["variant"].astype(str).str.contains("rope")].iloc[0]
+    assert set(table["variant"].astype(str)) == {"position=rope", "position=sinusoidal"}
+    assert rope["val/loss p_holm"] == pytest.approx(rope["val/loss p"])  # one test in the family, not two
 
 
 def test_compare_groups_runs_by_task_one_table_each(sweep, tmp_path, capsys):

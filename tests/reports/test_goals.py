@@ -74,3 +74,15 @@ def test_sweep_metric_goal_defaults_to_the_declared_one_and_is_required_otherwis
     with pytest.raises(ConfigError) as err:
         parse_spec({**base, "metric": {"name": "val/bleu"}})
     assert err.value.key == "metric.goal" and "goal: min or max" in err.value.message
+
+
+@pytest.mark.parametrize("spelled, goal", [("minimize", "min"), ("maximize", "max")])
+def test_wandbs_spelling_of_a_goal_ranks_the_report_as_the_sweep_does(tmp_path, spelled, goal):
+    """A spec may say goal: minimize / maximize (wandb's words; the sweep accepts them); sweep.yaml
+    keeps the words as written, and the report reads them as min / max, not as their opposite."""
+    table = summarize(load_runs(bleu_sweep(tmp_path / "s", metric={"name": "val/bleu", "goal": spelled})))
+    assert table.attrs["goal"] == goal
+    ranked = list(table.sort_values("rank")["variant"])
+    assert ranked == (["position=rope", "position=alibi"] if goal == "min" else ["position=alibi", "position=rope"])
+    best = table.set_index("variant").loc["position=rope", "val/bleu best"]
+    assert best == (10.0 if goal == "min" else 30.0)

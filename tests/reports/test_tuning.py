@@ -40,3 +40,21 @@ def test_a_value_pruned_by_successive_halving_shows_its_metric_at_its_rung_and_i
     assert "successive halving (eta 2, min_steps 4): a value marked pruned stopped at that rung" in "\n".join(
         tuning_notes(record))
     assert tuning_plot(record, tmp_path).is_file()
+
+
+def test_the_report_chooses_by_the_rule_each_run_recorded_ties_to_the_value_tried_first():
+    """run.json records stage 1's rule (values in the order tried, select, goal): with values
+    [3e-3, 1e-3, 1e-2] and a tie on val/token_accuracy (max), stage 2 trains 3e-3, and so does the
+    report, even given no sweep spec (several inputs); the table's columns stay ascending."""
+    from arch_zoo.reports.tuning import choices, tuning_record
+
+    rule = {"stage": "tune", "key": "train.lr", "variant": "a", "values": [3e-3, 1e-3, 1e-2],
+            "select": "val/token_accuracy", "goal": "max", "halving": None}
+    accuracy = {3e-3: 0.5, 1e-3: 0.5, 1e-2: 0.25}
+    rows = [{"_tune": {**rule, "value": v}, "seed": 7, "status": "completed", "reason": None, "run_dir": "",
+             "_metrics": {"val/token_accuracy": accuracy[v], "val/loss": 10 * v}, "_pruned_at": None, "_rungs": {}}
+            for v in (1e-3, 1e-2, 3e-3)]  # the order run dirs sort in
+    record = tuning_record(rows, {})
+    assert (record["select"], record["goal"]) == ("val/token_accuracy", "max")
+    assert choices(record)["a"].value == 3e-3
+    assert list(tuning_table(record).columns) == ["variant", "0.001", "0.003", "0.01", "chosen train.lr"]

@@ -48,6 +48,20 @@ def test_the_choice_skips_values_that_failed_on_any_seed_and_flags_the_edge():
     assert (alibi.value, alibi.edge) == (1.0e-3, "smallest")
 
 
+RULE = {"values": [1.0e-3, 3.0e-2], "select": "val/loss", "goal": "min", "halving": None}
+
+
+def test_each_stage_one_run_records_the_rule_it_is_chosen_by(spec_dir):
+    """run.json's tune: the values in the order tried (ties go to the first), select and goal, so
+    a report recomputes stage 2's choice from the runs alone; wandb's 'maximize' is stored as max."""
+    spec = {**SPEC, "tune": {**SPEC["tune"], "values": [3.0e-2, 1.0e-3],
+                             "select": {"name": "val/token_accuracy", "goal": "maximize"}}}
+    plan = make_plan(load_spec(write_spec(spec_dir, spec)))
+    record = plan.runs[0].record("tuned")["tune"]
+    assert record == {"stage": "tune", "key": "train.lr", "value": record["value"], "variant": record["variant"],
+                      "values": [3.0e-2, 1.0e-3], "select": "val/token_accuracy", "goal": "max", "halving": None}
+
+
 def test_dry_run_shows_both_stages(spec_dir, tmp_path, capsys):
     path = write_spec(spec_dir, SPEC)
     assert main(["sweep", str(path), "--dry-run", "--out", str(tmp_path / "out")]) == 0
@@ -76,7 +90,7 @@ def test_sigkill_between_the_stages_then_resume_gives_the_uninterrupted_result(s
         assert run.settings["train.lr"] == min(tried, key=tried.get)
         record = json.loads((reference.store.run_dir(run.run_id) / "run.json").read_text())
         assert record["tune"] == {"stage": "eval", "key": "train.lr", "value": run.settings["train.lr"],
-                                  "variant": f"position={run.settings['model.position']}"}
+                                  "variant": f"position={run.settings['model.position']}", **RULE}
 
     out = tmp_path / "out"
     arm(hooked, ("rename", "run.json", 5), "group", 1)  # the first stage-2 run.json, torn mid-write
