@@ -209,6 +209,12 @@ CASES = [
     ("export-unknown-tool", "export {ws}/sweep --to grafana", "--to: unknown dashboard 'grafana'; choices: mlflow,"),
     ("export-unreachable-tracking-uri", "export {ws}/sweep --to mlflow --tracking-uri http://127.0.0.1:9",
      "--tracking-uri: cannot reach the MLflow tracking server at http://127.0.0.1:9"),
+    ("export-tracking-uri-bad-scheme", "export {ws}/sweep --to mlflow --tracking-uri htp://127.0.0.1:5000",
+     "--tracking-uri: 'htp://127.0.0.1:5000' is not an MLflow tracking URI; expected a server URL (http://HOST:PORT)"),
+    ("export-tracking-uri-a-directory", "export {ws}/sweep --to mlflow --tracking-uri {ws}/mlruns",
+     "is not an MLflow tracking URI"),
+    ("train-tracking-uri-no-scheme", "train {ws}/exp.yaml --out {ws}/r logging.mlflow.enabled=true "
+     "logging.mlflow.tracking_uri=127.0.0.1:5000", "logging.mlflow.tracking_uri: '127.0.0.1:5000' is not an MLflow"),
     ("export-tracking-uri-without-mlflow", "export {ws}/sweep --to tensorboard --tracking-uri http://127.0.0.1:9",
      "--tracking-uri: is for --to mlflow; --to tensorboard writes next to the runs"),
     ("train-unreachable-tracking-uri", "train {ws}/exp.yaml --out {ws}/r logging.mlflow.enabled=true "

@@ -32,8 +32,16 @@ def default_uri(identity: RunIdentity) -> str:
     return f"sqlite:///{(identity.root / 'mlflow.db').resolve()}"
 
 
+SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks")  # MLflow's tracking stores
+
+
 def check_reachable(uri: str, key: str) -> None:
-    """MLflow's client retries an unreachable server for minutes; ask once, briefly, first."""
+    """MLflow's client retries an unreachable server for minutes; ask once, briefly, first. A URI
+    of no scheme MLflow tracks to (a typo, a bare host:port, a directory) is refused by name."""
+    scheme = uri.split("://", 1)[0].split("+", 1)[0] if "://" in uri else uri  # "databricks" alone, too
+    if scheme not in SCHEMES:
+        raise ConfigError(key, f"{uri!r} is not an MLflow tracking URI; expected a server URL (http://HOST:PORT) or a "
+                          f"database URI ({', '.join(s + '://' for s in SCHEMES[2:])}...), e.g. sqlite:///mlflow.db")
     if not uri.startswith(("http://", "https://")):
         if uri.startswith("sqlite:///"):
             parent = Path(uri[len("sqlite:///"):]).parent
