@@ -215,6 +215,10 @@ CASES = [
      "is not an MLflow tracking URI"),
     ("train-tracking-uri-no-scheme", "train {ws}/exp.yaml --out {ws}/r logging.mlflow.enabled=true "
      "logging.mlflow.tracking_uri=127.0.0.1:5000", "logging.mlflow.tracking_uri: '127.0.0.1:5000' is not an MLflow"),
+    ("sweep-option-of-another-launcher", "sweep {ws}/spec.yaml --out {ws}/store --slurm-partition gpu",
+     "--slurm-partition: is for --launcher slurm; this sweep runs with --launcher local"),
+    ("sweep-ray-address-with-slurm", "sweep {ws}/spec.yaml --out {ws}/store --launcher slurm --ray-address 1.2.3.4:5",
+     "--ray-address: is for --launcher ray; this sweep runs with --launcher slurm"),
     ("export-tracking-uri-without-mlflow", "export {ws}/sweep --to tensorboard --tracking-uri http://127.0.0.1:9",
      "--tracking-uri: is for --to mlflow; --to tensorboard writes next to the runs"),
     ("train-unreachable-tracking-uri", "train {ws}/exp.yaml --out {ws}/r logging.mlflow.enabled=true "

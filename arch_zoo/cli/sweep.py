@@ -16,6 +16,7 @@ def _sweep(args) -> int:
     spec = load_spec(args.spec, args.overrides)
     if args.workers is not None and args.workers < 1:
         raise ConfigError("--workers", f"must be at least 1, got {args.workers}")
+    _check_launcher_options(args)
     output_dir(args.out, "--out")
     cache_dir(args)
     if args.export_wandb:
@@ -48,6 +49,19 @@ def _sweep(args) -> int:
         print(f"arch-zoo: {line}", file=sys.stderr)
         return EXIT_RUN_FAILED
     return 0
+
+
+def _check_launcher_options(args) -> None:
+    """An option of another launcher than the one chosen is a mistake, not something to ignore."""
+    given = {"--ray-address": ("ray", args.ray_address is not None),
+             "--slurm-partition": ("slurm", args.slurm_partition is not None),
+             "--slurm-time": ("slurm", args.slurm_time is not None),
+             "--slurm-gpus": ("slurm", args.slurm_gpus is not None),
+             "--slurm-extra": ("slurm", bool(args.slurm_extra)),
+             "--slurm-cluster": ("slurm", args.slurm_cluster != "slurm")}
+    for option, (launcher, set_) in given.items():
+        if set_ and args.launcher != launcher:
+            raise ConfigError(option, f"is for --launcher {launcher}; this sweep runs with --launcher {args.launcher}")
 
 
 def add_parsers(sub) -> None:
