@@ -40,10 +40,14 @@ def _generate(args) -> int:
               f"{args.strategy}")
     extra = {"sample": dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p),
              "beam": dict(beams=args.beams)}.get(args.strategy, {})
-    out = generate(model, [ids], strategy=args.strategy, max_new_tokens=args.max_new_tokens,
-                   eos_token_id=tokenizer.eos_id, pad_token_id=tokenizer.pad_id, seed=args.seed,
-                   decoder_start_token_id=tokenizer.bos_id if cfg.model.kind == "encoder_decoder" else None,
-                   **{k: v for k, v in extra.items() if v is not None})
+    try:
+        out = generate(model, [ids], strategy=args.strategy, max_new_tokens=args.max_new_tokens,
+                       eos_token_id=tokenizer.eos_id, pad_token_id=tokenizer.pad_id, seed=args.seed,
+                       decoder_start_token_id=tokenizer.bos_id if cfg.model.kind == "encoder_decoder" else None,
+                       **{k: v for k, v in extra.items() if v is not None})
+    except ConfigError as exc:  # the API's argument names -> this command's flags
+        flag = {dest: flag for flag, dest, _ in _STRATEGY_OPTIONS + (("--max-new-tokens", "max_new_tokens", ()),)}
+        raise ConfigError(flag.get(exc.key, exc.key), exc.message) from None
     print(tokenizer.decode(out.to_lists()[0][0]))
     return 0
 

@@ -31,6 +31,9 @@ def restore(path) -> Restored:
     run_dir = path if path.is_dir() else ckpt.parent.parent
     if not ckpt.is_file():
         raise ConfigError("run", f"{path} is not a run directory or checkpoint (no {rundir.CHECKPOINT})")
+    if not path.is_dir() and path.suffix != ".ckpt":
+        raise ConfigError("run", f"{path} is a file but not a checkpoint (.ckpt); give a run directory or its "
+                          f"{rundir.CHECKPOINT}")
     for needed in (run_dir / TOKENIZER_FILE, run_dir / rundir.CONFIG):
         if not needed.is_file():
             raise ConfigError("run", f"{needed} not found; is {path} an arch_zoo run directory or its "

@@ -82,8 +82,8 @@ def test_generate_from_a_trained_run_and_its_bad_input(tmp_path, capsys):
     assert main(["generate", ckpt, "--prompt", "x", "--strategy", "sample", "--seed", "1", "--top-k", "3"]) == 0
     for argv, message in ((["--prompt", ""], "--prompt: is empty"),
                           (["--prompt", "a", "--strategy", "nucleus"], "unknown strategy 'nucleus'"),
-                          (["--prompt", "a", "--strategy", "sample", "--top-p", "1.5"], "top_p: must be in (0, 1]"),
-                          (["--prompt", "a", "--strategy", "beam", "--beams", "0"], "beams: must be >= 1")):
+                          (["--prompt", "a", "--strategy", "sample", "--top-p", "1.5"], "--top-p: must be in (0, 1]"),
+                          (["--prompt", "a", "--strategy", "beam", "--beams", "0"], "--beams: must be >= 1")):
         capsys.readouterr()
         code = main(["generate", str(out), *argv])
         err = capsys.readouterr().err
