@@ -301,8 +301,8 @@ def _attrs(runs, metric, goal, base, metrics, table, ci="t", min_effect=None) ->
     notes += _non_finite(runs, metric)
     if ci == "bootstrap" and len(table) and col in table.columns and (table[col].between(1, BOOTSTRAP_FEW - 1)).any():
         notes.append(f"warning: with fewer than {BOOTSTRAP_FEW} seeds a bootstrap interval is too narrow (it resamples "
-                     "only the seeds there are; about 71% coverage at 3 seeds, 82% at 5 for a nominal 95%): the "
-                     "t-interval (the default) holds its coverage.")
+                     "only the seeds there are; about 71% coverage at 3 seeds, 82% at 5 for a nominal 95%; none is "
+                     "given below 3): the t-interval (the default) holds its coverage.")
     return {"name": runs.attrs.get("name", ""), "task": runs.attrs.get("task"), "metric": metric, "goal": goal,
             "goals": runs.attrs.get("goals") or {}, "baseline": base,
             "settings": settings_of(runs), "metrics": metrics, "notes": notes, "ci": ci,

@@ -22,7 +22,8 @@ POWER = 0.8
 MAX_SEEDS = 1000
 RESAMPLES = 9999
 ROUNDING = 1e-9  # a spread below this fraction of the differences is float rounding, not a spread
-BOOTSTRAP_SEED = 0  # a report is a pure function of its runs: the same resamples every time
+BOOTSTRAP_SEED = 0
+MIN_BOOTSTRAP = 3  # a report is a pure function of its runs: the same resamples every time
 
 
 def holm(pvalues: Sequence[float]) -> np.ndarray:
@@ -105,11 +106,12 @@ def seeds_needed(dz: float, power: float = POWER, alpha: float = ALPHA, cap: int
 
 
 def bootstrap_ci(values: Sequence[float], confidence: float = 0.95) -> Tuple[float, float]:
-    """BCa bootstrap interval of the mean (scipy.stats.bootstrap, fixed seed); NaN below 2 values;
-    the point itself when all values are equal. Falls back to the percentile interval where BCa is
-    undefined (e.g. very few distinct values)."""
+    """BCa bootstrap interval of the mean (scipy.stats.bootstrap, fixed seed); NaN below 3 values
+    (two values resample to their min and max: an interval that contradicts the t-test); the point
+    itself when all values are equal. Falls back to the percentile interval where BCa is undefined
+    (e.g. very few distinct values)."""
     x = np.asarray(values, dtype=float)
-    if len(x) < 2:
+    if len(x) < MIN_BOOTSTRAP:
         return math.nan, math.nan
     if np.all(x == x[0]):
         return float(x[0]), float(x[0])

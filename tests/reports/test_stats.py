@@ -111,6 +111,7 @@ def test_bootstrap_ci_is_scipys_bca_with_a_fixed_seed():
     assert bootstrap_ci(x) == bootstrap_ci(x)  # reproducible: a report is a function of its runs
     assert bootstrap_ci([1.5, 1.5, 1.5]) == (1.5, 1.5)
     assert all(math.isnan(v) for v in bootstrap_ci([1.0]))
+    assert all(math.isnan(v) for v in bootstrap_ci([1.0, 2.0]))  # [min, max] of two: no interval at all
 
 
 # ---- in the report -------------------------------------------------------------------------------------
