@@ -5,6 +5,8 @@ Keyed on run id: a run whose view is current is skipped, one whose summary chang
 Runs that have not finished are listed as missing, with their status."""
 from __future__ import annotations
 
+import csv
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -70,11 +72,26 @@ def _config(identity: RunIdentity) -> Dict:
 
 
 def _report(identity: RunIdentity) -> Optional[Path]:
-    """The sweep's report where `arch-zoo report` puts it by default, if it has been written."""
+    """The sweep's report where `arch-zoo report` puts it by default, if it has been written from
+    this very run: its runs.csv lists the run's directory (a report of another store of the same
+    sweep name, e.g. a shorter rerun under another --out, is not this run's)."""
     for path in (Path("reports") / identity.experiment / "report.html", identity.root / "report" / "report.html"):
-        if path.is_file():
+        runs_csv = path.with_name("runs.csv")
+        if path.is_file() and runs_csv.is_file() and \
+                str(identity.run_dir.resolve()) in _reported_dirs(str(runs_csv), runs_csv.stat().st_mtime_ns):
             return path
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def _reported_dirs(runs_csv: str, mtime_ns: int) -> frozenset:
+    """The run dirs a report's runs.csv lists, resolved (relative ones from here, where `arch-zoo
+    report` ran by default); empty when it has none. (``mtime_ns``: a rewritten report is read anew.)"""
+    try:
+        with open(runs_csv, newline="") as f:
+            return frozenset(str(Path(row["run_dir"]).resolve()) for row in csv.DictReader(f) if row.get("run_dir"))
+    except (OSError, KeyError, csv.Error):
+        return frozenset()
 
 
 def export(paths: Sequence[Union[str, Path]], to: str, tracking_uri: Optional[str] = None,

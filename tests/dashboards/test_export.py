@@ -75,3 +75,23 @@ def test_wandb_export_is_read_back_by_wandbs_record_schema(sweep, monkeypatch):
     again = export([sweep / "runs" / "rope-s0"], "wandb")
     assert again.written == [] and again.current == ["rope-s0"]
     assert list((sweep / "runs" / "rope-s0" / "wandb").glob("offline-run-*")) == offline
+
+
+def test_mlflow_attaches_only_a_report_written_from_the_runs_it_exports(sweep, tmp_path, monkeypatch):
+    """The report found where `arch-zoo report` writes by default (reports/<sweep name>/) belongs to
+    a run only if its runs.csv lists that run's directory: another store of the same sweep name
+    (e.g. a shorter rerun under another --out) gets no report, not the other store's."""
+    import shutil
+
+    from arch_zoo.dashboards.export import _report
+    from arch_zoo.dashboards.identity import from_run_dir
+    from arch_zoo.reports import write_report
+
+    monkeypatch.chdir(tmp_path)
+    other = tmp_path / "short" / "pos"
+    shutil.copytree(sweep, other)
+    write_report(sweep, tmp_path / "reports" / "pos", formats="html,csv")  # reports/pos/, of `sweep`
+    ours, theirs = (from_run_dir(root / "runs" / "rope-s1") for root in (sweep, other))
+    assert ours.experiment == theirs.experiment == "pos"
+    assert _report(ours).resolve() == tmp_path / "reports" / "pos" / "report.html"
+    assert _report(theirs) is None
