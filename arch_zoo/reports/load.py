@@ -41,7 +41,12 @@ def goal_for(attrs: Dict[str, Any], metric: str) -> Optional[str]:
     return goal_of(metric, attrs.get("goals"))
 
 
-def _budget_note(rows: List[Dict[str, Any]]) -> List[str]:
+def _budget_note(rows: List[Dict[str, Any]], single_sweep: bool) -> List[str]:
+    tokens = {round(float(r["train_tokens"])) for r in rows if r.get("status") == "completed"
+              and isinstance(r.get("train_tokens"), (int, float)) and math.isfinite(r["train_tokens"])}
+    if not single_sweep and len(tokens) > 1:  # each sweep matched its own budget, not the others'
+        return [f"budget: not matched across these inputs: completed runs trained on {min(tokens):,} to "
+                f"{max(tokens):,} tokens; compare like with like (each run's train_tokens is in runs.csv)."]
     matches = sorted({r["_budget"] for r in rows if r.get("_budget")})
     if not matches:
         return []
@@ -109,7 +114,7 @@ def load_groups(path: Union[str, Path, Sequence[Union[str, Path]]]) -> List[pd.D
             if not group:  # stage 2 not planned yet: the axes are stage 1's
                 frame.attrs["settings"] = _ordered(k for r in stage_one for k in r["_settings"])
         frame.attrs["task"] = label if len(groups) > 1 else None
-        frame.attrs["load_notes"] = notes + _budget_note(group)
+        frame.attrs["load_notes"] = notes + _budget_note(group, single_sweep)
         if stage_one:
             frame.attrs["load_notes"] += tuning_notes(frame.attrs["tuning"])
         frames.append(frame)
@@ -158,8 +163,8 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
     name = metric.get("name") or DEFAULT_METRIC["name"]
     goals = {k: v for r in rows for k, v in (r.get("_goals") or {}).items()}
     frame.attrs.update({
-        "name": spec.get("name") or ("+".join(s["name"] for s in specs) if specs else
-                                     (Path(paths[0]).resolve().name if len(paths) == 1 else "compare")),
+        "name": spec.get("name") or ("+".join(dict.fromkeys(str(r["sweep"]) for r in rows if r.get("sweep")))
+                                     or (Path(paths[0]).resolve().name if len(paths) == 1 else "compare")),
         "settings": settings_keys, "metrics": metric_keys + _curve_only(frame),
         "metric": name, "goal": direction(metric.get("goal")) or goal_of(name, goals), "goals": goals,
         "baseline": {str(k): v for k, v in (spec.get("baseline") or {}).items()},

@@ -124,7 +124,7 @@ def test_compare_groups_runs_by_task_one_table_each(sweep, tmp_path, capsys):
     out = capsys.readouterr().out
     titles = [line for line in out.splitlines() if "variants ranked by" in line]
     assert titles == ["pos, task char_lm: variants ranked by val/loss (min)",
-                      "pos, task copy: variants ranked by val/loss (min)"]
+                      "copy_run, task copy: variants ranked by val/loss (min)"]  # named for its own runs
     char_lm = out[:out.index(titles[1])]
     assert "0.0100" not in char_lm and "3/4" in char_lm  # the copy run's loss is not ranked among char_lm's
     md = (tmp_path / "cmp" / "report.md").read_text()
@@ -176,3 +176,25 @@ def test_reports_import_without_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_compare_of_sweeps_with_different_budgets_says_they_are_not_matched(sweep, tmp_path, capsys):
+    """Each sweep matched its budget within itself; ranked together, runs of 6x fewer tokens are not
+    a controlled comparison, and the note says so rather than claiming a match."""
+    other = tmp_path / "short" / "pos"
+    shutil.copytree(sweep, other)
+    for root, tokens in ((sweep, 30 * 4096), (other, 5 * 4096)):
+        for meta in (root / "runs").glob("*/run.json"):
+            record = json.loads(meta.read_text())
+            meta.write_text(json.dumps({**record, "budget": {"match": "tokens", "steps": 30, "tokens": tokens}}))
+            if root == other:  # the same sweep name, rerun shorter (another config: not a duplicate)
+                cfg = yaml.safe_load((meta.parent / "config.yaml").read_text())
+                cfg["train"]["max_steps"] = 5
+                (meta.parent / "config.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["compare", str(sweep), str(other), "--out", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    assert "budget: not matched across these inputs: completed runs trained on 20,480 to 122,880 tokens" in out
+    assert "budget: matched tokens" not in out
+    capsys.readouterr()
+    assert main(["report", str(sweep), "--out", str(tmp_path / "one")]) == 0
+    assert "budget: matched tokens (the sweep's budget.match)" in capsys.readouterr().out
