@@ -121,3 +121,16 @@ def to_dict(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: to_dict(v) for k, v in obj.items()}
     return obj
+
+
+def first_difference(a: Any, b: Any, prefix: str = "") -> Union[str, None]:
+    """'key.path: A there, B here' for the first place two ``to_dict`` trees differ, else None. A
+    component's ``name`` comes before its options: rope vs alibi, not the option only one of them has."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = sorted(set(a) | set(b), key=lambda k: (k != "name", str(k)))
+        for k in keys:
+            d = first_difference(a.get(k), b.get(k), f"{prefix}{k}.")
+            if d:
+                return d
+        return None
+    return None if a == b else f"{prefix[:-1]}: {a!r} there, {b!r} here"

@@ -68,12 +68,12 @@ class Store:
         """A run id that already holds a different config is an error naming the run: the spec
         changed something its runs share. Nothing is ever overwritten."""
         from ..loading import load
-        from ..config_types import to_dict
+        from ..config_types import first_difference, to_dict
 
         for run in plan.runs:
             d = self.run_dir(run.run_id)
             if (d / CONFIG).exists():
-                diff = _difference(to_dict(load(d / CONFIG)), to_dict(run.config))
+                diff = first_difference(to_dict(load(d / CONFIG)), to_dict(run.config))
                 if diff:
                     raise ConfigError(f"run {run.run_id}", f"{d} holds a different config ({diff}); the spec changed "
                                       "what its runs share: use a new sweep name or --out, or move the old runs away")
@@ -199,14 +199,3 @@ def _atomic_text(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # per process: two sweeps may write at once
     tmp.write_text(text)
     tmp.replace(path)
-
-
-def _difference(a: Any, b: Any, prefix: str = "") -> Optional[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b), key=str):
-            d = _difference(a.get(k), b.get(k), f"{prefix}{k}.")
-            if d:
-                return d
-        return None
-    return None if a == b else f"{prefix[:-1]}: {a!r} there, {b!r} now"
-

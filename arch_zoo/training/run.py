@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional, Sequence
 from ..config import ExperimentConfig
 from ..loading import load, save
 from ..validation import position_limit
-from ..config_types import to_dict
+from ..config_types import first_difference, to_dict
 from ..data.tasks import TASKS, TaskData
 from ..errors import ConfigError
 from ..components.heads import HEADS
@@ -84,11 +84,15 @@ def _signal_name(exc: BaseException) -> str:
     return "SIGTERM" if isinstance(exc, SIGTERMException) else "SIGINT"  # Lightning turns Ctrl-C into exit(1)
 
 
+def _needs_task(cfg: ExperimentConfig) -> None:
+    if cfg.task is None:
+        raise ConfigError("task", f"a training run needs a task; choices: {', '.join(TASKS.choices())}")
+
+
 def prepare(cfg: ExperimentConfig) -> TaskData:
     """Build the task's data and check it fits the model; every problem is a ConfigError, raised
     before anything is written."""
-    if cfg.task is None:
-        raise ConfigError("task", f"a training run needs a task; choices: {', '.join(TASKS.choices())}")
+    _needs_task(cfg)
     task = TASKS.build(cfg.task, cfg.seed, cfg.model.kind, cfg.model.max_seq_len)
     try:
         data = task.build()
@@ -137,20 +141,10 @@ def _check_same_config(cfg: ExperimentConfig, run_dir: Path) -> None:
     for d in (old, new):  # how the steps are computed, not what: a run resumes with compile on or off
         for k in RESUMABLE_ACROSS:
             d["train"].pop(k, None)
-    diff = _first_difference(old, new)
+    diff = first_difference(old, new)
     if diff:
         raise ConfigError("--out", f"{run_dir} holds a run of a different config ({diff}); "
                           "choose another output directory")
-
-
-def _first_difference(a: Any, b: Any, prefix: str = "") -> Optional[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b)):
-            d = _first_difference(a.get(k), b.get(k), f"{prefix}{k}.")
-            if d:
-                return d
-        return None
-    return None if a == b else f"{prefix[:-1]}: {a!r} there, {b!r} here"
 
 
 def _is_rank_zero() -> bool:
@@ -186,6 +180,7 @@ def _check_checkpoint(run_dir: Path) -> None:
 
 def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], quiet: bool,
              stop_at: Optional[int]) -> RunResult:
+    _needs_task(cfg)  # the config's own mistake first, before comparing it with the run dir's
     _check_same_config(cfg, run_dir)
     status = rundir.read_json(run_dir / rundir.STATUS) or {}
     if status.get("status") in rundir.FINISHED:

@@ -55,6 +55,9 @@ def test_a_run_dir_of_another_config_is_refused(tmp_path, capsys):
     assert main(["train", str(write(tmp_path)), "--out", str(out), "--quiet"]) == 0
     assert main(["train", str(write(tmp_path)), "--out", str(out), "--quiet", "model.d_model=64"]) == 2
     assert "holds a run of a different config (model.d_model: 32 there, 64 here)" in capsys.readouterr().err
+    assert main(["train", str(write(tmp_path)), "--out", str(out), "--quiet", "model.position=alibi"]) == 2
+    err = capsys.readouterr().err  # a component's name before the options only one of the two has
+    assert "different config (model.position.name: 'sinusoidal' there, 'alibi' here)" in err, err
     assert main(["train", str(write(tmp_path)), "--out", str(out), "--quiet"]) == 0  # same config: no-op
     assert "already finished" in capsys.readouterr().out
 
