@@ -59,6 +59,16 @@ def check_strategy(t: TrainConfig) -> None:
                               f"(train.devices counts GPUs per node)")
 
 
+def oversubscribed(t: TrainConfig) -> Optional[str]:
+    """A warning when CPU processes (train.devices on the CPU) outnumber this machine's cores."""
+    wanted = len(t.devices) if isinstance(t.devices, (list, tuple)) else t.devices if isinstance(t.devices, int) else None
+    cores = os.cpu_count() or 1
+    if _wants_cuda(t.accelerator) or wanted is None or wanted <= cores:
+        return None
+    return (f"train.devices={wanted} starts {wanted} CPU processes on {cores} core{'s' * (cores != 1)}: they share "
+            "them, so the run is slower than on one device, not faster")
+
+
 def check_precision(t: TrainConfig, accelerator: str) -> None:
     if t.precision.startswith("bf16") and _wants_cuda(accelerator) and not torch.cuda.is_bf16_supported():
         raise ConfigError("train.precision", f"{t.precision} needs a GPU with bfloat16 support; "

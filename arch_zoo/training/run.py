@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import signal
 import threading
 import traceback
@@ -191,12 +192,15 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
                          skipped=True)
     data = prepare(cfg)  # user errors surface here, before the run dir exists
     _check_checkpoint(run_dir)
-    from .accel import check_compiler, check_precision, check_strategy
+    from .accel import check_compiler, check_precision, check_strategy, oversubscribed
 
     check_strategy(cfg.train)
     check_compiler(cfg.train, cfg.train.accelerator)
     check_precision(cfg.train, cfg.train.accelerator)
     writer = _is_rank_zero()
+    crowded = oversubscribed(cfg.train)
+    if crowded and writer:
+        print(f"arch-zoo: warning: {crowded}", file=sys.stderr)
     if writer:
         (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         save(cfg, run_dir / rundir.CONFIG)

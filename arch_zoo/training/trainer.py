@@ -115,6 +115,8 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         **peak_memory(module.device),
         "wall_time_s": time.time() - started,
         "device": str(module.device),
+        # how many processes trained it: tokens/s and MFU above are this process's (one device's)
+        "strategy": type(trainer.strategy).__name__, "devices": trainer.num_devices, "num_nodes": trainer.num_nodes,
         "precision": t.precision,
         **compile_info(module.compiled),
         "float32_matmul_precision": matmul_precision,

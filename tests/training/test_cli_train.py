@@ -1,5 +1,6 @@
 """`arch-zoo train` from the command line: bad input exits 2 with one line and writes nothing."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +73,21 @@ def test_ddp_on_two_cpu_processes(tmp_path):
     assert proc.stdout.count("status: completed") == 1  # rank 0 reports once
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["step"] == 10
+    assert (summary["strategy"], summary["devices"], summary["num_nodes"]) == ("DDPStrategy", 2, 1)
+    crowded = "starts 2 CPU processes on 1 core" in proc.stderr
+    assert crowded == ((os.cpu_count() or 1) < 2), proc.stderr[-2000:]
+
+
+def test_more_cpu_processes_than_cores_is_a_warning(monkeypatch):
+    from arch_zoo.config import TrainConfig
+    from arch_zoo.training.accel import oversubscribed
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert oversubscribed(TrainConfig(accelerator="cpu", devices=2)) is None
+    assert oversubscribed(TrainConfig(accelerator="cpu", devices=8)) == (
+        "train.devices=8 starts 8 CPU processes on 2 cores: they share them, so the run is slower than on one "
+        "device, not faster")
+    assert oversubscribed(TrainConfig(accelerator="cpu", devices=[0, 1, 2])).startswith("train.devices=3 starts 3")
 
 
 def test_generate_from_a_trained_run_and_its_bad_input(tmp_path, capsys):
