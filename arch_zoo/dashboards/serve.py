@@ -107,6 +107,11 @@ def start(tool: str, sweep_dir: Path, port: int) -> tuple:
     return proc, url
 
 
+def _interrupt(signum, frame) -> None:
+    """SIGTERM and SIGHUP stop the server as Ctrl-C does, rather than leaving it holding the port."""
+    raise KeyboardInterrupt
+
+
 def dashboard(sweep_dir: Path, tool: str, port: Optional[int], say: Callable[[str], None] = print) -> int:
     if tool not in DEFAULT_PORTS:
         raise choice_error("--tool", "dashboard", tool, sorted(DEFAULT_PORTS))
@@ -122,6 +127,7 @@ def dashboard(sweep_dir: Path, tool: str, port: Optional[int], say: Callable[[st
         say(line)
     proc, url = start(tool, root, port)
     say(f"{tool} at {url}  (Ctrl-C stops it)")
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}  # kill, a closed terminal
     try:
         while proc.poll() is None:
             time.sleep(0.5)
@@ -129,5 +135,8 @@ def dashboard(sweep_dir: Path, tool: str, port: Optional[int], say: Callable[[st
         stop(proc)
         say(f"{tool} stopped")
         return 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     raise ConfigError("", f"the {tool} server exited on its own with code {proc.returncode} "
                           f"(log: {root / f'.{tool}-server.log'})")

@@ -1,5 +1,5 @@
 """`arch-zoo dashboard` in a real process: it exports, serves on 127.0.0.1, prints the URL, and
-Ctrl-C stops the server and frees the port.
+Ctrl-C (or SIGTERM) stops the server and frees the port.
 
 README (Dashboards): "`arch-zoo dashboard SWEEP_DIR [--tool tensorboard|mlflow] [--port N]` exports
 what is missing, starts the real server bound to 127.0.0.1, prints its URL; Ctrl-C stops it"."""
@@ -10,12 +10,15 @@ import sys
 import time
 import urllib.request
 
+import pytest
+
 from arch_zoo.dashboards.serve import free_port, port_free
 
 from .conftest import FINISHED
 
 
-def test_dashboard_serves_the_sweep_and_stops_cleanly_on_ctrl_c(sweep):
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])  # Ctrl-C; kill, as a closed terminal
+def test_dashboard_serves_the_sweep_and_stops_cleanly_on_ctrl_c_or_sigterm(sweep, stop_signal):
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "arch_zoo", "dashboard", str(sweep), "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -33,7 +36,7 @@ def test_dashboard_serves_the_sweep_and_stops_cleanly_on_ctrl_c(sweep):
         assert lines[0].startswith(f"tensorboard: exported {len(FINISHED)} run(s)")
         with urllib.request.urlopen(url + "data/runs", timeout=30) as reply:
             assert sorted(json.loads(reply.read())) == sorted(FINISHED)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop_signal)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
