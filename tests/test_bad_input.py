@@ -116,6 +116,10 @@ CASES = [
      "--vary: expected KEY=VALUE1,VALUE2"),
     ("gradnorms-unknown-vary-key", "gradnorms {ws}/exp.yaml --vary model.normm=a,b --depths 1 --seeds 0 --out {ws}/g",
      "model.normm: unknown key (did you mean 'norm'?)"),
+    ("gradnorms-second-value-misspelt", "gradnorms {ws}/exp.yaml --vary model.norm_placement=pre,psot --depths 1 "
+     "--seeds 0 --out {ws}/g", "model.norm_placement: unknown norm placement 'psot' (did you mean 'post'?)"),
+    ("gradnorms-override-after-depths", "gradnorms {ws}/exp.yaml --depths 1 model.ffn=swiglu --out {ws}/g",
+     "'model.ffn=swiglu' is an override: put key=value overrides before --depths"),
     ("gradnorms-zero-depth", "gradnorms {ws}/exp.yaml --depths 0 --out {ws}/g", "--depths: depths must be positive"),
     ("gradnorms-empty-config", "gradnorms {ws}/empty.yaml --depths 1 --out {ws}/g", "config: {ws}/empty.yaml is empty"),
     # plugins: named in the config (relative to it), on the command line (relative to the cwd)

@@ -95,14 +95,31 @@ def _prepare(args) -> int:
     return 0
 
 
+def _count(option: str):
+    """int, or the hint an override after a list option needs: argparse gives it to the option."""
+    import argparse
+
+    def parse(text: str) -> int:
+        if "=" in text:
+            raise argparse.ArgumentTypeError(f"{text!r} is an override: put key=value overrides before {option}")
+        try:
+            return int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+
+    return parse
+
+
 def add_parsers(sub) -> None:
     p = sub.add_parser("gradnorms", help="per-layer gradient norms at initialisation, over depths and variants")
     p.add_argument("config", help="an experiment YAML config (its task gives the batch)")
     p.add_argument("overrides", nargs="*", help="key=value overrides applied to every model")
-    p.add_argument("--depths", type=int, nargs="+", default=[2, 4, 6, 8, 10, 12], help="model.n_layers values")
+    p.add_argument("--depths", type=_count("--depths"), nargs="+", default=[2, 4, 6, 8, 10, 12],
+                   help="model.n_layers values")
     p.add_argument("--vary", default="model.norm_placement=pre,post", help="KEY=V1,V2: the variants compared "
                    "(default: model.norm_placement=pre,post)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="initialisation seeds (default 0 1 2)")
+    p.add_argument("--seeds", type=_count("--seeds"), nargs="+", default=[0, 1, 2],
+                   help="initialisation seeds (default 0 1 2)")
     p.add_argument("--out", default="reports/gradnorms", help="directory for gradnorms.csv and the plots")
     p.set_defaults(func=_gradnorms)
 

@@ -71,12 +71,17 @@ def measure(cfg: ExperimentConfig, batch_size: int) -> List[Dict[str, object]]:
 
 def run_study(study: Study, log=print) -> pd.DataFrame:
     rows = []
-    layers_key = "model.n_layers"
+
+    def config(value: str, depth: int, seed: int) -> ExperimentConfig:
+        return load(study.config, [*study.overrides, f"{study.vary_key}={value}", f"model.n_layers={depth}",
+                                   f"seed={seed}"])
+
+    for value in study.vary_values:  # every variant's mistake (a misspelt value) before any is measured
+        config(value, max(study.depths), study.seeds[0])
     for value in study.vary_values:
         for depth in study.depths:
             for seed in study.seeds:
-                cfg = load(study.config, [*study.overrides, f"{study.vary_key}={value}", f"{layers_key}={depth}",
-                                          f"seed={seed}"])
+                cfg = config(value, depth, seed)
                 for row in measure(cfg, cfg.train.batch_size):
                     rows.append({"variant": f"{study.vary_key.split('.')[-1]}={value}", "depth": depth, "seed": seed,
                                  **row})
