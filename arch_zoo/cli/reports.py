@@ -75,7 +75,7 @@ def add_parsers(sub) -> None:
     p.add_argument("sweep_dir", help="a sweep directory (or one run directory)")
     p.add_argument("--out", default=None, help="report directory (default: reports/<sweep name>)")
     p.add_argument("--format", default=None, help="comma-separated: md,csv,tex,parquet,html,plots "
-                                                  "(default: md,csv,tex,parquet,html)")
+                   "(default: md,csv,tex,parquet,html; html and plots write plots/, which report.md shows)")
     p.add_argument("--metric", default=None, help="metric to rank and test on (default: the sweep's, else val/loss)")
     p.add_argument("--baseline", nargs="+", action="extend", default=None, metavar="KEY=VALUE",
                    help="the variant Δ is measured against (default: the sweep's baseline)")

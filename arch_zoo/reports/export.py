@@ -96,7 +96,9 @@ def _md_tables(table: pd.DataFrame) -> List[str]:
     return parts + [f"- {md_escape(line)}" for line in footnotes(table)]
 
 
-def markdown(runs: pd.DataFrame, table: pd.DataFrame, command: Optional[str] = None) -> str:
+def markdown(runs: pd.DataFrame, table: pd.DataFrame, command: Optional[str] = None,
+             plots: Sequence[Path] = ()) -> str:
+    """The report as Markdown; ``plots`` (paths relative to the report) are shown under "Plots"."""
     run_rows = runs_display(runs, table.attrs.get("metric", ""))
     parts = [f"# {md_escape(title(table))}", ""]
     description = runs.attrs.get("description", "").strip()
@@ -110,6 +112,8 @@ def markdown(runs: pd.DataFrame, table: pd.DataFrame, command: Optional[str] = N
                   "", _md_table(tuning_table(tuning))]
     for variant, rows in sample_rows(runs).items():
         parts += ["", f"## Greedy decodings: {md_escape(variant)}", "", _md_table(pd.DataFrame(rows))]
+    if plots:
+        parts += ["", "## Plots", ""] + [f"![{md_escape(p.stem)}]({p.as_posix()})" for p in plots]
     provenance = provenance_lines(runs, command)
     if provenance:
         parts += ["", "## Provenance", ""] + [f"- {_md_code(line)}" for line in provenance]
@@ -220,12 +224,6 @@ def _slug(text: str) -> str:
 def _write_one(runs: pd.DataFrame, table: pd.DataFrame, out: Path, fmts: Sequence[str],
                command: Optional[str], refresh_s: Optional[int] = None) -> List[Path]:
     files = write_tables(runs, table, out, fmts)
-    if "md" in fmts:
-        (out / "report.md").write_text(markdown(runs, table, command), encoding="utf-8")
-        files.append(out / "report.md")
-    if "tex" in fmts:
-        (out / "table.tex").write_text(latex(table), encoding="utf-8")
-        files.append(out / "table.tex")
     plots: List[Path] = []
     if "html" in fmts or "plots" in fmts:
         from .plots import write_plots  # matplotlib: half a second that tables-only callers never pay
@@ -234,6 +232,13 @@ def _write_one(runs: pd.DataFrame, table: pd.DataFrame, out: Path, fmts: Sequenc
         if runs.attrs.get("tuning"):
             plots.append(tuning_plot(runs.attrs["tuning"], out / "plots"))
         files += [p for png in plots for p in (png, png.with_suffix(".svg"))]
+    if "md" in fmts:
+        (out / "report.md").write_text(markdown(runs, table, command, [p.relative_to(out) for p in plots]),
+                                       encoding="utf-8")
+        files.append(out / "report.md")
+    if "tex" in fmts:
+        (out / "table.tex").write_text(latex(table), encoding="utf-8")
+        files.append(out / "table.tex")
     if "html" in fmts:
         # replaced whole: a browser reloading it (--watch) never reads half a page
         tmp = out / "report.html.tmp"

@@ -89,6 +89,13 @@ def test_latex_escapes_special_characters(tmp_path):
         assert len(re.findall(r"(?<!\\)&", line)) == len(_rows(tex)[0].split(" & ")) - 1
 
 
+def test_markdown_shows_every_plot_written(report):
+    md = (report["out_dir"] / "report.md").read_text()
+    links = re.findall(r"!\[[^\]]*\]\((plots/[^)]+\.png)\)", md)
+    pngs = sorted(p.relative_to(report["out_dir"]).as_posix() for p in (report["out_dir"] / "plots").glob("*.png"))
+    assert "## Plots" in md and sorted(links) == pngs and "plots/curves_val_loss.png" in links
+
+
 def test_markdown_table(report):
     md = (report["out_dir"] / "report.md").read_text()
     tables = [[line for line in block.splitlines() if line.startswith("|")] for block in md.split("\n\n")]
