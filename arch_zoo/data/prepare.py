@@ -99,7 +99,7 @@ def prepare(options, cache_dir: Optional[str] = None, log: Optional[Log] = None,
     from filelock import FileLock
 
     with FileLock(str(root / f"{key}.lock")):
-        store = _open(final, log)  # another process may have built it while this one waited
+        store = _open(final, _quiet)  # another process may have built it while this one waited (said once above)
         if store is not None:
             return store
         for stale in root.glob(f".tmp-{key}-*"):  # left by a killed prepare: the lock says nobody builds now
