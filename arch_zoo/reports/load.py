@@ -42,11 +42,13 @@ def goal_for(attrs: Dict[str, Any], metric: str) -> Optional[str]:
 
 
 def _budget_note(rows: List[Dict[str, Any]], single_sweep: bool) -> List[str]:
-    tokens = {round(float(r["train_tokens"])) for r in rows if r.get("status") == "completed"
-              and isinstance(r.get("train_tokens"), (int, float)) and math.isfinite(r["train_tokens"])}
-    if not single_sweep and len(tokens) > 1:  # each sweep matched its own budget, not the others'
-        return [f"budget: not matched across these inputs: completed runs trained on {min(tokens):,} to "
-                f"{max(tokens):,} tokens; compare like with like (each run's train_tokens is in runs.csv)."]
+    flops = all(r.get("_budget") == "flops" for r in rows)  # flops-matched sweeps vary tokens on purpose
+    what, unit = ("train_flops", "training FLOPs") if flops else ("train_tokens", "tokens")
+    spent = {float(f"{float(r[what]):.6g}") for r in rows if r.get("status") == "completed"
+             and isinstance(r.get(what), (int, float)) and math.isfinite(r[what])}
+    if not single_sweep and len(spent) > 1:  # each sweep matched its own budget, not the others'
+        return [f"budget: not matched across these inputs: completed runs trained on {min(spent):,.0f} to "
+                f"{max(spent):,.0f} {unit}; compare like with like (each run's {what} is in runs.csv)."]
     matches = sorted({r["_budget"] for r in rows if r.get("_budget")})
     if not matches:
         return []
