@@ -22,8 +22,8 @@ POWER = 0.8
 MAX_SEEDS = 1000
 RESAMPLES = 9999
 ROUNDING = 1e-9  # a spread below this fraction of the differences is float rounding, not a spread
-BOOTSTRAP_SEED = 0
-MIN_BOOTSTRAP = 3  # a report is a pure function of its runs: the same resamples every time
+BOOTSTRAP_SEED = 0  # a report is a pure function of its runs: the same resamples every time
+MIN_BOOTSTRAP = 3  # fewer values: no bootstrap interval (two resample to about their min and max)
 
 
 def holm(pvalues: Sequence[float]) -> np.ndarray:
