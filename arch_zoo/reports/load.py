@@ -182,7 +182,8 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
 def _stale_note(spec: Dict[str, Any]) -> str:
     stale = spec["_stale"]
     return (f"{spec['name']}: {plural(len(stale), 'run dir')} under runs/ not in the sweep's current plan (index.csv) "
-            f"left out, runs of an earlier spec: {', '.join(stale[:3])}{', ...' if len(stale) > 3 else ''}")
+            f"left out (runs of an earlier spec; in a tuned sweep rerun with --retry-failed, also stage-2 runs until "
+            f"stage 2 is planned again): {', '.join(stale[:3])}{', ...' if len(stale) > 3 else ''}")
 
 
 def _group_labels(rows: List[Dict[str, Any]], settings_keys: List[str]) -> None:
