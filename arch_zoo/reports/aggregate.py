@@ -126,8 +126,17 @@ def _closest(row: Dict[str, Any], candidates: List[Dict[str, Any]], settings: Li
     """The baseline variant that agrees with ``row`` on the most settings outside the baseline's keys:
     with a grid over position x norm and baseline position=sinusoidal, rope+rmsnorm is compared
     with sinusoidal+rmsnorm."""
-    others = [s for s in settings if s not in base_keys]
-    return max(candidates, key=lambda c: sum(_same(c[s], row[s]) for s in others), default=None)
+    return max(candidates, key=lambda c: _agreement(row, c, settings, base_keys), default=None)
+
+
+def _agreement(row, candidate, settings: List[str], base_keys: List[str]) -> int:
+    return sum(_same(candidate[s], row[s]) for s in settings if s not in base_keys)
+
+
+def _tied(row, chosen, candidates, settings: List[str], base_keys: List[str]) -> bool:
+    """Whether another baseline variant shares as many of ``row``'s other settings as ``chosen``."""
+    best = _agreement(row, chosen, settings, base_keys)
+    return any(c is not chosen and _agreement(row, c, settings, base_keys) == best for c in candidates)
 
 
 def oneline(text: str, limit: int = 200) -> str:
@@ -225,9 +234,12 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
                 row[f"{m} best"], row[f"{m} best_seed"] = math.nan, pd.NA
         rows.append(row)
     candidates = [r for r in rows if r["baseline"]]
+    ambiguous = []
     for r in rows:
         other = _closest(r, candidates, settings, list(base))
         r["baseline_variant"] = other["variant"] if other is not None else None
+        if other is not None and not r["baseline"] and _tied(r, other, candidates, settings, list(base)):
+            ambiguous.append(f"{r['variant']} vs {other['variant']}")
         for m in metrics:
             r.update(_effect(r, other, m, ci, min_effect if m == metric else None))
     for m in metrics:  # one family per metric: every variant-vs-baseline test of it
@@ -247,6 +259,11 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
     front = ["rank", "variant", *settings, "baseline", "baseline_variant", "seeds", *STATUSES, "other"]
     table = table[front + [c for c in table.columns if c not in front]]
     table.attrs.update(_attrs(runs, metric, goal, base, metrics, table, ci, min_effect))
+    if len(candidates) > 1:  # several baseline variants (a grid beside the baseline's axis): say who is whose
+        pairs = [f"{r['variant']} vs {r['baseline_variant']}" for r in rows if not r["baseline"] and r["baseline_variant"]]
+        table.attrs["notes"].append(f"Δ is against the baseline variant sharing most other settings: {'; '.join(pairs)}"
+                                    + (f"; a tie, broken by the first baseline variant, for {'; '.join(ambiguous)}"
+                                       if ambiguous else ""))
     return table
 
 

@@ -112,6 +112,9 @@ def test_grid_baseline_compares_with_the_variant_sharing_the_other_settings(tmp_
     a, b = values[("rope", "rmsnorm")], values[("sinusoidal", "rmsnorm")]
     assert row["val/loss p"] == pytest.approx(stats.ttest_rel(a, b).pvalue)
     assert table.loc["position=rope,norm=layernorm", "baseline_variant"] == "position=sinusoidal,norm=layernorm"
+    assert "Δ is against the baseline variant sharing most other settings: " in "\n".join(table.attrs["notes"])
+    assert "position=rope,norm=rmsnorm vs position=sinusoidal,norm=rmsnorm" in "\n".join(table.attrs["notes"])
+    assert "a tie" not in "\n".join(table.attrs["notes"])
     # an explicit --baseline overrides the sweep's
     other = summarize(load_runs(root), baseline=["norm=layernorm"]).set_index("variant")
     assert other.loc["position=rope,norm=rmsnorm", "baseline_variant"] == "position=rope,norm=layernorm"
@@ -183,3 +186,21 @@ def test_the_display_shows_every_evaluation_length_loss_before_other_metrics(tmp
     assert columns[columns.index("best seed") + 1:] == [
         "val@256/loss", "val@512/loss", "test/loss", "val/token_accuracy", "val@256/token_accuracy",
         "val@512/token_accuracy"]
+
+
+def test_a_tie_between_baseline_variants_is_named(tmp_path):
+    """rope+layernorm+swiglu shares one other setting with each baseline variant: the note says the
+    tie was broken by the first, instead of hiding which one Δ is against."""
+    values = {("sinusoidal", "layernorm", "gelu"): [3.0, 3.1, 3.2], ("sinusoidal", "rmsnorm", "swiglu"): [2.0, 2.1, 2.3],
+              ("rope", "layernorm", "swiglu"): [2.5, 2.6, 2.4]}
+    root = tmp_path / "tie"
+    (root / "runs").mkdir(parents=True)
+    (root / "sweep.yaml").write_text(json.dumps({"name": "tie", "baseline": {"model.position": "sinusoidal"}}))
+    for (pos, norm, ffn), losses in values.items():
+        for seed, loss in enumerate(losses):
+            write_run(root / "runs" / f"{pos}-{norm}-{ffn}-{seed}", status="completed", seed=seed,
+                      settings={"model.position": pos, "model.norm": norm, "model.ffn": ffn},
+                      variant=f"{pos},{norm},{ffn}", final={"val/loss": loss},
+                      cfg=config(pos, seed, **{"model.norm": norm, "model.ffn": ffn}))
+    notes = "\n".join(summarize(load_runs(root)).attrs["notes"])
+    assert "a tie, broken by the first baseline variant, for rope,layernorm,swiglu vs sinusoidal," in notes, notes
