@@ -110,6 +110,6 @@ def test_a_changed_spec_that_gives_a_run_a_different_config_is_a_conflict(tmp_pa
     capsys.readouterr()
     assert main(["sweep", str(changed), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert f"run {run.run_id}: " in err and "train.max_steps: 10 there, 11 now" in err, err
+    assert f"run {run.run_id}: " in err and "train.max_steps: 10 there, 11 here" in err, err
     assert sorted(p.name for p in (out / "c" / "runs").iterdir()) == [run.run_id]
     assert BASE["train"]["max_steps"] == 10
