@@ -106,8 +106,11 @@ def _cell(record: Dict[str, Any], variant: str, value: Any, score: Optional[floa
 
 def _ascending(values: Tuple[Any, ...]) -> List[Any]:
     """Numeric values in ascending order for the table's columns; others as tried."""
-    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-    return sorted(values) if numeric else list(values)
+    return sorted(values) if _numeric(values) else list(values)
+
+
+def _numeric(values) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
 
 
 def tuning_table(record: Dict[str, Any]) -> pd.DataFrame:
@@ -156,7 +159,7 @@ def tuning_plot(record: Dict[str, Any], out_dir: Path) -> Optional[Path]:
 
     spec, picked = _spec(record), choices(record)
     colors = _colors(list(picked))
-    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in spec.values)
+    numeric = _numeric(spec.values)
     xs = {v: (v if numeric else i) for i, v in enumerate(spec.values)}
     fig = _figure()
     ax = fig.add_subplot()

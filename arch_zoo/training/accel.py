@@ -37,6 +37,11 @@ def _wants_cuda(accelerator: str) -> bool:
     return accelerator in ("cuda", "gpu") or (accelerator == "auto" and torch.cuda.is_available())
 
 
+def _device_count(t: TrainConfig) -> Optional[int]:
+    """How many devices train.devices asks for (a count or a list of ids); None for "auto"."""
+    return len(t.devices) if isinstance(t.devices, (list, tuple)) else t.devices if isinstance(t.devices, int) else None
+
+
 def check_strategy(t: TrainConfig) -> None:
     """The strategy exists, the devices it asks for are there, and it runs on this accelerator: said
     in one line before training instead of Lightning's exception from inside the Trainer."""
@@ -51,7 +56,7 @@ def check_strategy(t: TrainConfig) -> None:
     if t.strategy.split("_")[0] in CUDA_ONLY_STRATEGIES and not cuda:
         raise ConfigError("train.strategy", f"{t.strategy} needs CUDA GPUs (Lightning runs it on no other "
                           f"accelerator) and this run uses the CPU: use train.strategy=ddp on CPU")
-    wanted = len(t.devices) if isinstance(t.devices, (list, tuple)) else t.devices if isinstance(t.devices, int) else None
+    wanted = _device_count(t)
     if t.accelerator in ("cuda", "gpu") and wanted is not None:
         present = torch.cuda.device_count()
         if wanted > present:
@@ -61,7 +66,7 @@ def check_strategy(t: TrainConfig) -> None:
 
 def oversubscribed(t: TrainConfig) -> Optional[str]:
     """A warning when CPU processes (train.devices on the CPU) outnumber this machine's cores."""
-    wanted = len(t.devices) if isinstance(t.devices, (list, tuple)) else t.devices if isinstance(t.devices, int) else None
+    wanted = _device_count(t)
     cores = os.cpu_count() or 1
     if _wants_cuda(t.accelerator) or wanted is None or wanted <= cores:
         return None

@@ -237,7 +237,6 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
     return RunResult(run_dir, summary["status"], summary, summary.get("reason"))
 
 
-
 def _pause(run_dir: Path, paused: Dict[str, Any], attempt: rundir.Attempt, writer: bool) -> RunResult:
     step = paused["step"]
     attempt.update(step, rundir.PAUSED)
