@@ -5,13 +5,14 @@ import dataclasses
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
-from .catalog import all_registries
 from .components.feedforward import is_gated
+from .components.placements import ends_with_norm
 from .config import ExperimentConfig
+from .config.catalog import all_registries
+from .config.layers import layout
+from .config.validation import D_FF_RULE, stacks
 from .errors import ConfigError
 from .registry import Registry
-from .layer_configs import layout
-from .validation import D_FF_RULE, stacks
 from .training.rundir import CONFIG as RUN_CONFIG
 
 DEFAULT_VOCAB = 32000
@@ -64,7 +65,7 @@ def describe_source(source: str, overrides: Sequence[str] = (), vocab_size: Opti
                     seq_len: Optional[int] = None) -> str:
     """``arch-zoo describe``: a YAML config, ``preset:NAME`` or a run directory. The vocabulary is the
     run's saved tokenizer's, else the task's (built as training would build it), else assumed."""
-    from .loading import PRESET_PREFIX, load
+    from .config.loading import PRESET_PREFIX, load
 
     path, run_dir = Path(source), None
     if not source.startswith(PRESET_PREFIX) and path.is_dir():
@@ -119,7 +120,7 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         "components",
         f"  position      {m.position.describe()}" + (", also in cross-attention" if m.cross_attention_position else ""),
         f"  norm          {m.norm.describe()}, placement {m.norm_placement.describe()}: {placement}; "
-        f"final norm {'yes' if m.use_final_norm else 'no'}",
+        f"final norm {'yes' if ends_with_norm(m) else 'no'}",
         f"  attention     {m.attention.describe()}, {m.attention_kernel.describe()} kernel, q.k scaled by "
         f"{'1/sqrt(head_dim)' if m.attention_scale is None else m.attention_scale}"
         + (f", qk-norm {m.qk_norm.describe()}" if m.qk_norm is not None else "")

@@ -7,21 +7,16 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Type
 
-from .config_types import coerce
+from .config.coerce import ComponentSpec, NoOptions, coerce, component_field  # noqa: F401  (component authors import them from here)
 from .errors import ConfigError, choice_error, did_you_mean
 
 _FAMILIES: Dict[str, "Registry"] = {}  # family -> registry, filled as each family's module is imported
-LOADING: list = []  # the plugin being imported now (arch_zoo.plugins sets it): where registrations come from
+LOADING: list = []  # the plugin being imported now (arch_zoo.config.plugins sets it): where registrations come from
 ADDED: list = []  # (registry, name) registered while a plugin loads: undone if its import fails
 
 
 class AlreadyRegistered(ValueError):
     """A name registered twice in one family (a plugin reusing a built-in's name, say)."""
-
-
-@dataclass(frozen=True)
-class NoOptions:
-    """Options of a component that takes none."""
 
 
 @dataclass(frozen=True)
@@ -120,33 +115,9 @@ class Registry:
         return self.get(spec.name).factory(spec.options, *args, **context)
 
 
-@dataclass(frozen=True)
-class ComponentSpec:
-    """A chosen component: its registered name plus its validated options dataclass."""
-
-    name: str
-    options: Any = NoOptions()
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {"name": self.name, **dataclasses.asdict(self.options)}
-
-    def describe(self) -> str:
-        opts = dataclasses.asdict(self.options)
-        if not opts:
-            return self.name
-        return f"{self.name}(" + ", ".join(f"{k}={v}" for k, v in opts.items()) + ")"
-
-
-def component_field(family: str, default: Any) -> Any:
-    """A dataclass field naming a component of registry ``family`` (``model.position``, a task's
-    ``tokenizer``). Config merging reads the marker: a changed name drops the old options, and
-    overrides of a name and its options combine in either order."""
-    return dataclasses.field(default=default, metadata={"registry": lambda: family_registry(family)})
-
-
 def family_registry(family: str) -> Registry:
-    """The registry of ``family``, once the module that defines it is imported (``arch_zoo.catalog``
+    """The registry of ``family``, once the module that defines it is imported (``arch_zoo.config.catalog``
     imports every built-in family)."""
     if family not in _FAMILIES:
-        raise LookupError(f"no registry '{family}' is loaded; import arch_zoo.catalog first")
+        raise LookupError(f"no registry '{family}' is loaded; import arch_zoo.config.catalog first")
     return _FAMILIES[family]

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 from tests.conftest import run_with_torch_only
 
 
@@ -107,18 +109,31 @@ KNOWN_CYCLES: set = set()
 
 
 def test_the_schema_is_a_leaf_and_validation_sits_above_the_registries():
-    """DESIGN "The next shape": schema as a leaf module; validation against registries above it;
-    no function-level imports kept only to dodge a cycle."""
+    """DESIGN "The next shape": schema as a leaf module that imports no registry; validation
+    against registries above it; no function-level imports kept only to dodge a cycle."""
     edges = _import_graph()
-    # plugins: stdlib + the leaves; the schema asks it to import a pickled config's plugins first
-    leaf = {"arch_zoo.errors", "arch_zoo.config_types", "arch_zoo.registry", "arch_zoo.config", "arch_zoo.plugins"}
+    leaf = {"arch_zoo.errors", "arch_zoo.config.coerce", "arch_zoo.config.schema", "arch_zoo.config"}
     for mod in leaf:
         assert edges[mod] <= leaf, f"{mod} imports {sorted(edges[mod] - leaf)}"
-    assert not edges["arch_zoo.config_types"] & {"arch_zoo.registry", "arch_zoo.config"}
+    assert edges["arch_zoo.config.schema"] <= {"arch_zoo.config.coerce"}
+    assert edges["arch_zoo.config.coerce"] <= {"arch_zoo.errors"}
+    assert edges["arch_zoo.registry"] <= leaf  # the registry coerces options; it knows no schema
+    for mod in ("arch_zoo.config.parse", "arch_zoo.config.plugins"):  # right above the registry
+        assert edges[mod] <= leaf | {"arch_zoo.registry", "arch_zoo.config.parse"}, f"{mod} imports {sorted(edges[mod] - leaf)}"
     for mod, deps in edges.items():
         if mod.startswith(("arch_zoo.components.", "arch_zoo.data.")):
-            assert not deps & {"arch_zoo.validation", "arch_zoo.loading", "arch_zoo.models"}, mod
-    assert {"arch_zoo.catalog", "arch_zoo.components.positions"} <= edges["arch_zoo.validation"] | edges["arch_zoo.loading"]
+            assert not deps & {"arch_zoo.config.validation", "arch_zoo.config.loading", "arch_zoo.models"}, mod
+    assert {"arch_zoo.config.catalog", "arch_zoo.components.positions"} <= edges["arch_zoo.config.validation"] | edges["arch_zoo.config.loading"]
+
+
+def test_config_is_one_package():
+    """Issue 27 §1.1: the config modules live in arch_zoo/config/, none is left at the top."""
+    import arch_zoo
+
+    root = Path(arch_zoo.__file__).parent
+    gone = [n for n in ("config_types", "loading", "validation", "layer_configs", "catalog", "plugins") if (root / f"{n}.py").exists()]
+    assert not gone and not (root / "config.py").exists(), gone
+    assert {"schema", "coerce", "parse", "catalog", "plugins", "validation", "layers", "loading"} <= {p.stem for p in (root / "config").glob("*.py")}
 
 
 def test_no_import_cycles_among_arch_zoo_modules():
@@ -133,8 +148,8 @@ def test_the_schema_imports_without_components_models_or_omegaconf():
 import sys
 import arch_zoo.config
 cfg = arch_zoo.config.ExperimentConfig()
-bad = [m for m in sys.modules if m.startswith(('arch_zoo.components', 'arch_zoo.models', 'arch_zoo.validation',
-                                               'arch_zoo.loading', 'omegaconf', 'torch'))]
+bad = [m for m in sys.modules if m.startswith(('arch_zoo.components', 'arch_zoo.models', 'arch_zoo.config.validation',
+                                               'arch_zoo.config.loading', 'omegaconf', 'torch'))]
 print(cfg.model.norm_placement.name, bad)
 """)
     assert proc.returncode == 0, proc.stderr

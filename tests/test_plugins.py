@@ -18,7 +18,7 @@ import yaml
 
 from arch_zoo import testing
 from arch_zoo.cli import main
-from arch_zoo.catalog import all_registries
+from arch_zoo.config.catalog import all_registries
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.d_ff=32", "model.max_seq_len=32",
@@ -73,7 +73,7 @@ def test_readme_example_tested_with_arch_zoo_testing(example):
             "padding_invariance [decoder]", "padding_invariance (left) [decoder]"} == set(ran)
     # the helper can fail: a scheme whose embedding mixes in the whole sequence sees the future
     (directory / "leaky.py").write_text(LEAKY)
-    from arch_zoo.plugins import load_plugins
+    from arch_zoo.config.plugins import load_plugins
 
     load_plugins([directory / "leaky.py"])
     leak = r"causal mask leaks the future \(position=\{'name': 'leaky'\}, kind=decoder"
@@ -164,7 +164,7 @@ def test_readme_example_describe_train_sweep_report_generate(example, tmp_path, 
 @pytest.fixture(autouse=True)
 def isolated_registries():
     """What a test's plugins register is gone afterwards: other tests see the built-ins only."""
-    from arch_zoo import plugins
+    from arch_zoo.config import plugins
 
     saved = {family: dict(reg._entries) for family, reg in all_registries().items()}
     loaded = dict(plugins._loaded)
@@ -180,7 +180,7 @@ def test_a_plugin_that_fails_registers_nothing(tmp_path):
     """README: a plugin that fails to import "is one line naming the plugin and exit 2, and
     registers nothing": a second attempt fails the same way, not on a half-registered name."""
     from arch_zoo.errors import ConfigError
-    from arch_zoo.plugins import load_plugins
+    from arch_zoo.config.plugins import load_plugins
 
     (tmp_path / "half.py").write_text("from arch_zoo.components.norms import NORMS, RMSNorm\n"
                                       "NORMS.register('half_done')(RMSNorm)\n"

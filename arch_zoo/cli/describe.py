@@ -9,10 +9,10 @@ from .common import positive_int
 
 def _components(args) -> int:
     from ..describe import components_text
-    from ..plugins import load_plugins, resolve
+    from ..config.plugins import load_plugins, resolve
 
     if args.config:  # the plugins a config names, as `train` would import them
-        from ..loading import load
+        from ..config.loading import load
 
         load(args.config)
     load_plugins(resolve(args.plugin, Path.cwd()))

@@ -37,7 +37,7 @@ def _gradnorms(args) -> int:
 
 
 def _train(args) -> int:
-    from ..loading import load
+    from ..config.loading import load
 
     cfg = load(args.config, args.overrides)
     out = output_dir(args.out if args.out else Path("runs") / cfg.name, "--out")
@@ -66,7 +66,7 @@ def _train(args) -> int:
 
 
 def _prepare(args) -> int:
-    from ..loading import load
+    from ..config.loading import load
     from ..data.prepare import interactive
     from ..data.tasks.common import prepare_all
 

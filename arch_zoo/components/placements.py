@@ -21,6 +21,14 @@ from .context import LayerContext
 
 PLACEMENTS = Registry("placements", "norm placement")
 
+
+def ends_with_norm(cfg) -> bool:
+    """Whether a stack of ``cfg`` (a ModelConfig) ends with a norm: ``model.final_norm`` when set,
+    else what its placement declares (pre: yes, post: no)."""
+    if cfg.final_norm is not None:
+        return cfg.final_norm
+    return PLACEMENTS.get(cfg.norm_placement.name).factory.final_norm
+
 Branch = Callable[[Tensor], Tensor]  # a sublayer with its inputs bound: h -> dropout(f(h))
 
 

@@ -16,10 +16,10 @@ from ..components.feedforward import FEEDFORWARD, FFNContext
 from ..components.init import mark_residual_out
 from ..components.masks import AttentionMask, cross_attention_mask, self_attention_mask
 from ..components.norms import NORMS
-from ..components.placements import PLACEMENTS, Slot
+from ..components.placements import PLACEMENTS, Slot, ends_with_norm
 from ..components.positions import POSITIONS, PositionContext, PositionScheme
 from ..config import ModelConfig
-from ..validation import layer_models
+from ..config.validation import layer_models
 
 
 @dataclass
@@ -121,7 +121,7 @@ class Stack(nn.Module):
                 specs.append(layer_cfg.position)
         self.layer_positions = nn.ModuleList(POSITIONS.build(spec, ctx) for spec in specs[1:])
         self.scheme_of = [specs.index(layer_cfg.position) for layer_cfg in layer_cfgs]
-        self.final_norm = NORMS.build(cfg.norm, cfg.d_model) if cfg.use_final_norm else nn.Identity()
+        self.final_norm = NORMS.build(cfg.norm, cfg.d_model) if ends_with_norm(cfg) else nn.Identity()
 
     def _with_bias(self, mask: AttentionMask, q_pos: Tensor, k_pos: Tensor, cross: bool,
                    scheme: Optional[PositionScheme] = None) -> AttentionMask:

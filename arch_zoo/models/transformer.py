@@ -13,12 +13,12 @@ from typing import List, Mapping, Optional, Union
 import torch
 from torch import Tensor, nn
 
+from ..components.heads import HEADS, HeadContext
 from ..components.init import INITS
 from ..config import ExperimentConfig, ModelConfig
-from ..loading import model_config
+from ..config.loading import model_config
 from ..errors import ConfigError
 from .blocks import LayerCache, Stack
-from ..components.heads import HEADS, HeadContext
 
 
 @dataclass

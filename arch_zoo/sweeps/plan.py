@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..config import ExperimentConfig
-from ..loading import load
-from ..config_types import to_dict
+from ..config.coerce import to_dict
+from ..config.loading import load
 from ..errors import ConfigError
 from .halving import check_budgets
 from .spec import SweepSpec, Variant, expand

@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from ..formatting import plural
-from .plan import Plan, make_plan, second_plan
-from .spec import SweepSpec, load_spec
-from .rungs import cut_runs, next_round
-from .store import Store, read_json
-from .tune import STAGE_TUNE, base_settings, choose, edge_warning, variant_key
 from ..run_names import plain
 from ..training.rundir import PAUSED, PRUNED
+from .plan import Plan, make_plan, second_plan
+from .rungs import cut_runs, next_round
+from .spec import SweepSpec, load_spec
+from .store import Store, read_json
+from .tune import STAGE_TUNE, base_settings, choose, edge_warning, variant_key
 from .worker import FINISHED, Result, Task
 
 DEFAULT_OUT = "runs/sweeps"
@@ -96,7 +96,7 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
     launch = make_launcher(launcher, workers, ray_address, ray_init, threads, slurm)
     launch.start()  # workers import the stack while this process plans
     try:
-        from ..catalog import all_registries
+        from ..config.catalog import all_registries
 
         all_registries()  # the components, tasks and torch: timed apart from the planning itself
         imported = time.perf_counter()

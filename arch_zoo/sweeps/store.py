@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
 from ..errors import ConfigError
-from .plan import Plan
 from ..run_names import plain
+from .plan import Plan
 
 RUN_JSON, LOCK, INDEX, SPEC = "run.json", ".lock", "index.csv", "sweep.yaml"
 STATUS, CONFIG = "status.json", "config.yaml"  # run_one's (training/rundir.py), named here so that
@@ -67,8 +67,8 @@ class Store:
     def check_conflicts(self, plan: Plan) -> None:
         """A run id that already holds a different config is an error naming the run: the spec
         changed something its runs share. Nothing is ever overwritten."""
-        from ..loading import load
-        from ..config_types import first_difference, to_dict
+        from ..config.loading import load
+        from ..config.coerce import first_difference, to_dict
 
         for run in plan.runs:
             d = self.run_dir(run.run_id)

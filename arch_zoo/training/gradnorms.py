@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from ..config import ExperimentConfig
-from ..loading import load
+from ..config.loading import load
 from ..data.tasks.base import collate
 from ..models import build_model
 from . import objectives

@@ -11,7 +11,7 @@ from pytorch_lightning.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoa
 from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 
 from ..config import ExperimentConfig
-from ..config_types import to_dict
+from ..config.coerce import to_dict
 from ..dashboards import mlflow_runs, tensorboard_logs
 from ..dashboards.deps import require
 from ..dashboards.identity import RunIdentity, final_metrics, from_run_dir

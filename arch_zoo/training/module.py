@@ -11,7 +11,7 @@ import pytorch_lightning as pl
 import torch
 
 from ..config import ExperimentConfig
-from ..loading import to_yaml
+from ..config.loading import to_yaml
 from ..data.tasks.base import TaskData
 from ..models import build_model
 from . import objectives

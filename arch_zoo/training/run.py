@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
+from ..components.heads import HEADS
 from ..config import ExperimentConfig
-from ..loading import load, save
-from ..validation import position_limit
-from ..config_types import first_difference, to_dict
+from ..config.coerce import first_difference, to_dict
+from ..config.loading import load, save
+from ..config.plugins import records as plugin_records
+from ..config.validation import position_limit
 from ..data.tasks import TASKS, TaskData
 from ..errors import ConfigError
-from ..components.heads import HEADS
-from ..plugins import records as plugin_records
 from . import rundir
 from .objectives import NEEDS
 

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from torch import nn
 
-from arch_zoo.loading import load
+from arch_zoo.components.heads import HEADS, VOCAB_LOGITS
+from arch_zoo.config.loading import load
 from arch_zoo.data.tasks import TASKS, Example, Task, TaskData
 from arch_zoo.data.tasks.common import fit_tokenizer, validate_tokenizer
 from arch_zoo.data.tokenizers import BOS, EOS, SPECIALS, TOKENIZERS, Tokenizer
 from arch_zoo.errors import ConfigError
-from arch_zoo.components.heads import HEADS, VOCAB_LOGITS
 from arch_zoo.registry import NoOptions
 from arch_zoo.training import run_one
 from arch_zoo.training.restore import prompt_ids, restore

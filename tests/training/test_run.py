@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from arch_zoo.loading import load
+from arch_zoo.config.loading import load
 from arch_zoo.training import run_one
 from arch_zoo.training.rundir import CHECKPOINT
 

@@ -8,24 +8,28 @@ config holds it absolute, so a run directory alone re-imports it (``generate``, 
 sweep workers). A module name is imported as Python imports it, with the current directory on
 the path as ``python -m`` has it.
 
-Standard library only (and ``registry``): the schema imports this module to rebuild a pickled
-config in a worker process, where the plugins must be imported before their options classes
-can be named."""
+Above ``registry``, ``parse`` and ``schema`` and below validation and loading: it also teaches
+pickle to carry a config that names plugins as plain data, so a worker process imports the plugins
+before their options classes are named."""
 from __future__ import annotations
 
+import copyreg
 import hashlib
 import importlib
 import importlib.util
+import pickle
 import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from . import registry
-from .config_types import from_dict
-from .errors import ConfigError
+from .. import registry
+from ..errors import ConfigError
+from .coerce import to_dict
+from .parse import from_dict
+from .schema import ExperimentConfig
 
-GROUP = "arch_zoo.plugins"
+GROUP = "arch_zoo.plugins"  # the entry-point group plugin packages declare: a public name, kept
 _loaded: Dict[str, Dict[str, Any]] = {}  # plugin as the config names it (paths absolute) -> its record
 _entry_points_done = False
 
@@ -167,6 +171,18 @@ def rebuild(cls: type, data: Dict[str, Any]):
     """Unpickling a config (a sweep's task in a worker process): its plugins first, then the schema."""
     load_plugins(data.get("plugins") or ())
     return from_dict(cls, data)
+
+
+def _reduce(cfg: ExperimentConfig):
+    """A config with plugins travels as plain data, so the process that unpickles it imports the
+    plugins before their options classes are looked up. Registered here, not in the schema: only
+    this module knows how to import plugins, and every config that names one was loaded through it."""
+    if not cfg.plugins:
+        return object.__reduce_ex__(cfg, pickle.DEFAULT_PROTOCOL)
+    return rebuild, (type(cfg), to_dict(cfg))
+
+
+copyreg.pickle(ExperimentConfig, _reduce)
 
 
 def checked(value: Any) -> List[str]:

@@ -1,23 +1,22 @@
 """The typed experiment schema: plain dataclasses, nothing else.
 
-A leaf module: it imports only ``errors``, ``registry`` and ``config_types``, so every layer
-(components, models, training) can name the schema without pulling the others. Checks against
-the registries live in ``validation``; reading YAML lives in ``loading``.
+A leaf module: it imports only ``coerce`` (the value types), so every layer (components, models,
+training) can name the schema without pulling the others; a component field names its registry
+family as a string. Parsing against the registries lives in ``parse``, checks in ``validation``,
+reading YAML in ``loading``, per-layer resolution in ``layers``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Literal, Optional
 
-from . import plugins as user_plugins
-from .config_types import to_dict
-from .registry import ComponentSpec, component_field, family_registry
+from .coerce import ComponentSpec, component_field
 
 
-def component(registry: str, default: Optional[str]):
+def component(family: str, default: Optional[str]):
     """A config field naming a registered component (bare name or {name: ..., **options});
     a ``None`` default makes the component optional."""
-    return component_field(registry, ComponentSpec(default) if default else None)
+    return component_field(family, ComponentSpec(default) if default else None)
 
 
 @dataclass(frozen=True)
@@ -75,12 +74,6 @@ class ModelConfig:
     @property
     def dim_per_head(self) -> int:
         return self.head_dim if self.head_dim is not None else self.d_model // self.n_heads
-
-    @property
-    def use_final_norm(self) -> bool:
-        if self.final_norm is not None:
-            return self.final_norm
-        return family_registry("placements").get(self.norm_placement.name).factory.final_norm
 
     def rate(self, name: str) -> float:
         value = getattr(self, name)
@@ -155,15 +148,8 @@ class LoggingConfig:
 class ExperimentConfig:
     name: str = "experiment"
     seed: int = 0  # fixes initialisation, data generation and data order
-    plugins: List[str] = field(default_factory=list)  # modules or .py files registering components (arch_zoo.plugins)
+    plugins: List[str] = field(default_factory=list)  # modules or .py files registering components (arch_zoo.config.plugins)
     model: ModelConfig = field(default_factory=ModelConfig)
     task: Optional[ComponentSpec] = component("tasks", None)  # required to train, not to describe
     train: TrainConfig = field(default_factory=TrainConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
-
-    def __reduce_ex__(self, protocol):
-        """A config with plugins travels as plain data: the process that unpickles it (a sweep
-        worker) imports the plugins before their options classes are looked up."""
-        if not self.plugins:
-            return super().__reduce_ex__(protocol)
-        return user_plugins.rebuild, (type(self), to_dict(self))

@@ -9,14 +9,14 @@ import dataclasses
 import typing
 from typing import List, Optional, Union
 
-from .components.feedforward import is_gated
-from .components.heads import HEADS
-from .components.placements import PLACEMENTS
-from .components.positions import POSITIONS, PositionContext, PositionScheme
-from .config import ExperimentConfig, ModelConfig, TrainConfig
-from .data.tasks import TASKS
-from .errors import ConfigError, choice_error
-from .layer_configs import resolve
+from ..components.feedforward import is_gated
+from ..components.heads import HEADS
+from ..components.placements import PLACEMENTS
+from ..components.positions import POSITIONS, PositionContext, PositionScheme
+from ..data.tasks import TASKS
+from ..errors import ConfigError, choice_error
+from .layers import resolve
+from .schema import ExperimentConfig, ModelConfig, TrainConfig
 
 
 def _positive(key: str, value: Optional[Union[int, float]], allow_zero: bool = False) -> None:
