@@ -13,7 +13,7 @@ from .config.layers import layout
 from .config.validation import D_FF_RULE, stacks
 from .errors import ConfigError
 from .registry import Registry
-from .training.rundir import CONFIG as RUN_CONFIG
+from .rundir import CONFIG as RUN_CONFIG
 
 DEFAULT_VOCAB = 32000
 

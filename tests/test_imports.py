@@ -22,7 +22,7 @@ def test_sweeps_preload_the_report_libraries_on_a_background_thread():
 
     code = """
 import sys, threading
-from arch_zoo.sweeps.cli_support import preload_reports
+from arch_zoo.cli.sweep_support import preload_reports
 assert "pandas" not in sys.modules
 preload_reports()
 loaders = [t for t in threading.enumerate() if t.name == "arch-zoo-preload-reports"]
@@ -124,6 +124,30 @@ def test_the_schema_is_a_leaf_and_validation_sits_above_the_registries():
         if mod.startswith(("arch_zoo.components.", "arch_zoo.data.")):
             assert not deps & {"arch_zoo.config.validation", "arch_zoo.config.loading", "arch_zoo.models"}, mod
     assert {"arch_zoo.config.catalog", "arch_zoo.components.positions"} <= edges["arch_zoo.config.validation"] | edges["arch_zoo.config.loading"]
+
+
+# DESIGN's layers, top to bottom; a module may import its own layer and any below it. config,
+# rundir, data and tracking sit beside the stack (below training, above the registry).
+LAYERS = ["cli", "dashboards", "reports", "sweeps", "training", "models", "components"]
+
+
+def _layer(mod: str):
+    part = mod.split(".")[1] if mod.count(".") else None
+    return LAYERS.index(part) if part in LAYERS else None
+
+
+def test_no_arrow_climbs_back_up():
+    """Issue 27 §1.2: cli -> dashboards -> reports -> sweeps -> training -> models -> components; the
+    dashboards' writers (arch_zoo.tracking) sit below training, which uses them live."""
+    edges = _import_graph()
+    upward = sorted(f"{mod} -> {dep}" for mod, deps in edges.items() for dep in deps
+                    if _layer(mod) is not None and _layer(dep) is not None and _layer(dep) < _layer(mod))
+    assert not upward, upward
+    beside = ("arch_zoo.config", "arch_zoo.rundir", "arch_zoo.data", "arch_zoo.tracking", "arch_zoo.registry")
+    climbing = sorted(f"{mod} -> {dep}" for mod, deps in edges.items() if mod.startswith(beside)
+                      for dep in deps if _layer(dep) is not None and _layer(dep) <= LAYERS.index("training"))
+    assert not climbing, climbing
+    assert edges["arch_zoo.rundir"] == set(), edges["arch_zoo.rundir"]  # a leaf: the run directory's schema
 
 
 def test_config_is_one_package():

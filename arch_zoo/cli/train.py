@@ -14,7 +14,8 @@ from .common import EXIT_RUN_FAILED, cache_dir, cache_option, output_dir
 
 def _gradnorms(args) -> int:
     from ..formatting import number
-    from ..training.gradnorms import Study, last_layer_table, run_study, write
+    from ..reports.gradnorms import write
+    from ..training.gradnorms import Study, last_layer_table, run_study
 
     if any(d < 1 for d in args.depths):
         raise ConfigError("--depths", f"depths must be positive layer counts, got {args.depths}")
@@ -41,7 +42,7 @@ def _train(args) -> int:
 
     cfg = load(args.config, args.overrides)
     out = output_dir(args.out if args.out else Path("runs") / cfg.name, "--out")
-    from ..dashboards.deps import check_logging
+    from ..tracking.deps import check_logging
 
     check_logging(cfg.logging)
     cache_dir(args)

@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 
 from ..formatting import plural
 from ..run_names import plain
-from ..training.rundir import PAUSED, PRUNED
+from ..rundir import INVOCATIONS, PAUSED, PRUNED, SUMMARY
 from .plan import Plan, make_plan, second_plan
 from .rungs import cut_runs, next_round
 from .spec import SweepSpec, load_spec
@@ -67,7 +67,7 @@ def make_launcher(kind: str, workers: Optional[int], ray_address: Optional[str] 
 def _check_loggers(plan) -> None:
     """A dashboard library that is missing or an MLflow server that does not answer is one error up
     front, not the same failure once per run."""
-    from ..dashboards.deps import check_logging
+    from ..tracking.deps import check_logging
 
     seen = set()
     for run in plan.runs:
@@ -198,7 +198,7 @@ def _second_stage(plan: Plan, store: Store, log: Callable[[str], None]) -> Optio
         status = PRUNED if run.run_id in cut else store.status(run.run_id)["status"]
         if status not in FINISHED + ("failed", PRUNED):
             waiting.append(f"{run.variant} s{run.seed}: {status}")
-        final = (read_json(store.run_dir(run.run_id) / "summary.json") or {}).get("final", {})
+        final = (read_json(store.run_dir(run.run_id) / SUMMARY) or {}).get("final", {})
         rows.append((run.settings, run.seed, status, final.get(tune.select)))
         names[variant_key(base_settings(run.settings, tune.key))] = run.tune["variant"]
     if waiting:
@@ -259,7 +259,7 @@ class _Invocation:
             self.store.log_invocation(record)
         except OSError as exc:
             if not self.warned:
-                self.log(f"warning: could not append to {self.store.root / 'invocations.jsonl'}: {exc}")
+                self.log(f"warning: could not append to {self.store.root / INVOCATIONS}: {exc}")
             self.warned = True
 
     def start(self, planned: int) -> None:

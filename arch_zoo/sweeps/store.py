@@ -29,12 +29,9 @@ from typing import Any, Dict, Iterator, Optional
 
 from ..errors import ConfigError
 from ..run_names import plain
+from ..rundir import CONFIG, INDEX, INVOCATIONS, LOCK, RUN_JSON, SPEC, STATUS, read_json, set_status, write_json  # noqa: F401
 from .plan import Plan
 
-RUN_JSON, LOCK, INDEX, SPEC = "run.json", ".lock", "index.csv", "sweep.yaml"
-STATUS, CONFIG = "status.json", "config.yaml"  # run_one's (training/rundir.py), named here so that
-# importing the store (and `arch-zoo sweep` before its workers start) does not import torch
-INVOCATIONS = "invocations.jsonl"
 INDEX_COLUMNS = ["run_id", "variant", "seed", "status", "reason"]
 IDENTITY = ("sweep", "run_id", "variant", "seed", "settings", "matched")  # what a rerun's run.json must agree on
 
@@ -176,24 +173,6 @@ def is_locked(run_dir: Path) -> bool:
 
 
 # ----------------------------------------------------------------------------------------- helpers
-
-def read_json(path: Path):
-    from ..training.rundir import read_json as read
-
-    return read(path)
-
-
-def write_json(path: Path, data) -> None:
-    from ..training.rundir import write_json as write
-
-    write(path, data)
-
-
-def set_status(run_dir: Path, status: str, **extra) -> None:
-    from ..training.rundir import set_status as set_
-
-    set_(run_dir, status, **extra)
-
 
 def _atomic_text(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # per process: two sweeps may write at once

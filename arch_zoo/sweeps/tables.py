@@ -5,6 +5,7 @@ from typing import Dict, List
 
 from ..formatting import plural, si
 from ..run_names import plain
+from ..rundir import INDEX, SUMMARY
 from .halving import ladder_sizes, steps_per_seed
 from .plan import Plan
 from .spec import BUDGETS
@@ -85,10 +86,10 @@ def results_table(outcome) -> str:
     metric = outcome.plan.spec.metric["name"]
     rows, statuses = [], outcome.statuses()
     for run in outcome.plan.runs:
-        final = (read_json(outcome.store.run_dir(run.run_id) / "summary.json") or {}).get("final", {})
+        final = (read_json(outcome.store.run_dir(run.run_id) / SUMMARY) or {}).get("final", {})
         value = final.get(metric)
         rows.append([run.variant + (" *" if run.is_baseline else ""), str(run.seed), statuses[run.run_id]["status"],
                      f"{value:.4f}" if isinstance(value, (int, float)) else "-"])
     goal = "lower" if outcome.plan.spec.metric["goal"] == "min" else "higher"
     return (_table(["variant", "seed", "status", metric], rows, right=(1, 3))
-            + f"{metric}: {goal} is better; * marks the baseline; index: {outcome.store.root / 'index.csv'}\n")
+            + f"{metric}: {goal} is better; * marks the baseline; index: {outcome.store.root / INDEX}\n")

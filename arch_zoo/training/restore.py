@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 import torch
 
+from .. import rundir
 from ..config import ExperimentConfig
 from ..config.loading import load
 from ..config.plugins import changed_since
@@ -14,7 +15,6 @@ from ..data.tasks import TASKS
 from ..data.tokenizers import TOKENIZER_FILE, Tokenizer, load_tokenizer
 from ..errors import ConfigError
 from ..models import TransformerModel, build_model
-from . import rundir
 
 
 class Restored(NamedTuple):

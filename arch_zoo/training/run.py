@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
+from .. import rundir
 from ..components.heads import HEADS
 from ..config import ExperimentConfig
 from ..config.coerce import first_difference, to_dict
@@ -19,7 +20,6 @@ from ..config.plugins import records as plugin_records
 from ..config.validation import position_limit
 from ..data.tasks import TASKS, TaskData
 from ..errors import ConfigError
-from . import rundir
 from .objectives import NEEDS
 
 
@@ -202,7 +202,7 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
     if crowded and writer:
         print(f"arch-zoo: warning: {crowded}", file=sys.stderr)
     if writer:
-        (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+        (run_dir / rundir.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
         save(cfg, run_dir / rundir.CONFIG)
         data.tokenizer.save(run_dir)
         rundir.set_status(run_dir, "running", started=rundir.now(), pid=os.getpid(), reason=None,

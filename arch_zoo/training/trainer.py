@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional
 
 import pytorch_lightning as pl
 
+from .. import rundir
 from ..config import ExperimentConfig
 from ..config.plugins import records as plugin_records
 from ..data.tasks.base import TaskData
@@ -16,7 +17,6 @@ from ..metrics import best_metrics, goal_of
 from ..models.mfu import mfu_for_run
 from ..models.summary import active_parameters, count_parameters, flops_per_token, parameter_breakdown
 from ..provenance import git_commit
-from . import rundir
 from .accel import compile_info, sdpa_kernels, set_matmul_precision
 from .callbacks import DivergenceGuard, RunCheckpoint, StopAt, ThroughputMeter, peak_memory
 from .datamodule import TaskDataModule
