@@ -2,6 +2,7 @@
 dataclass, so configs can name it, the CLI can list it and errors can offer the alternatives."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 from dataclasses import dataclass
@@ -11,8 +12,27 @@ from .config.coerce import ComponentSpec, NoOptions, coerce, component_field  # 
 from .errors import ConfigError, choice_error, did_you_mean
 
 _FAMILIES: Dict[str, "Registry"] = {}  # family -> registry, filled as each family's module is imported
-LOADING: list = []  # the plugin being imported now (arch_zoo.config.plugins sets it): where registrations come from
-ADDED: list = []  # (registry, name) registered while a plugin loads: undone if its import fails
+_LOADING: list = []  # the plugins being imported now (``attributed_to``): where registrations come from
+_ADDED: list = []  # (registry, name) registered while a plugin loads: undone if its import fails
+
+
+@contextlib.contextmanager
+def attributed_to(label: str, undo_on_error: bool = True):
+    """Registrations made inside are the plugin ``label``'s (``arch-zoo components`` names it); if
+    the block raises, they are removed again, so no plugin is ever half-loaded. The one way the
+    plugin loader touches the registries."""
+    _LOADING.append(label)
+    added = len(_ADDED)
+    try:
+        yield
+    except BaseException:
+        if undo_on_error:
+            for reg, name in _ADDED[added:]:
+                reg.unregister(name)
+        raise
+    finally:
+        del _ADDED[added:]
+        _LOADING.pop()
 
 
 class AlreadyRegistered(ValueError):
@@ -57,13 +77,17 @@ class Registry:
                                         f"({f'from {where}' if where else 'built in'}); register it under another name")
             doc = description or (inspect.getdoc(factory) or "").split("\n")[0]
             builtin = factory.__module__.startswith("arch_zoo.")  # a plugin's import may import built-ins first
-            source = None if builtin else LOADING[-1] if LOADING else factory.__module__
+            source = None if builtin else _LOADING[-1] if _LOADING else factory.__module__
             self._entries[name] = Entry(name, factory, options, doc, source)
-            if LOADING:
-                ADDED.append((self, name))
+            if _LOADING:
+                _ADDED.append((self, name))
             return factory
 
         return decorate
+
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (a plugin whose import failed; tests restoring the built-ins)."""
+        self._entries.pop(name, None)
 
     def choices(self) -> list:
         return sorted(self._entries)

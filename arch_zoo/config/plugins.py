@@ -91,32 +91,26 @@ def _import_file(path: Path):
 
 def _import(plugin: str, label: str):
     """Import one plugin with its registrations attributed to ``label``; one-line ConfigError on failure."""
-    registry.LOADING.append(label)
-    added = len(registry.ADDED)
     try:
-        if is_path(plugin):
-            path = Path(plugin)
-            if not path.is_file():
-                raise ConfigError("plugins", f"{label}: file not found")
-            return _import_file(path)
-        cwd = str(Path.cwd())
-        if cwd not in sys.path:  # as `python -m` has it: a module beside the user's configs imports
-            sys.path.append(cwd)
-        return importlib.import_module(plugin)
+        with registry.attributed_to(label):  # no half-loaded plugin: what it registered goes too
+            if is_path(plugin):
+                path = Path(plugin)
+                if not path.is_file():
+                    raise ConfigError("plugins", f"{label}: file not found")
+                return _import_file(path)
+            cwd = str(Path.cwd())
+            if cwd not in sys.path:  # as `python -m` has it: a module beside the user's configs imports
+                sys.path.append(cwd)
+            return importlib.import_module(plugin)
+    except ConfigError:
+        raise
+    except registry.AlreadyRegistered as exc:
+        raise ConfigError("plugins", f"{label}: {exc}") from None
+    except SyntaxError as exc:
+        where = f" ({'' if exc.filename == plugin else f'{exc.filename}, '}line {exc.lineno})"
+        raise ConfigError("plugins", f"{label}: cannot import{where}: SyntaxError: {exc.msg}") from None
     except Exception as exc:  # noqa: BLE001 - anything the user's module raises is a mistake to name
-        for reg, name in registry.ADDED[added:]:  # no half-loaded plugin: what it registered goes too
-            reg._entries.pop(name, None)
-        if isinstance(exc, ConfigError):
-            raise
-        if isinstance(exc, registry.AlreadyRegistered):
-            raise ConfigError("plugins", f"{label}: {exc}") from None
-        if isinstance(exc, SyntaxError):
-            where = f" ({'' if exc.filename == plugin else f'{exc.filename}, '}line {exc.lineno})"
-            raise ConfigError("plugins", f"{label}: cannot import{where}: SyntaxError: {exc.msg}") from None
         raise ConfigError("plugins", f"{label}: cannot import: {_first_line(exc)}") from None
-    finally:
-        del registry.ADDED[added:]
-        registry.LOADING.pop()
 
 
 def _record(label: str, module, **extra) -> Dict[str, Any]:
@@ -150,13 +144,11 @@ def load_entry_points(force: bool = False) -> None:
             continue
         module = _import(ep.module, label)
         if ep.attr:  # module:function, called once; what it registers is the entry point's
-            registry.LOADING.append(label)
             try:
-                ep.load()()
+                with registry.attributed_to(label, undo_on_error=False):
+                    ep.load()()
             except Exception as exc:  # noqa: BLE001
                 raise ConfigError("plugins", f"{label}: {ep.value} failed: {_first_line(exc)}") from None
-            finally:
-                registry.LOADING.pop()
         _loaded[label] = _record(label, module, entry_point=ep.name,
                                  dist=f"{dist.name} {dist.version}" if dist else None)
 

@@ -9,7 +9,6 @@ from typing import List, Optional
 import torch
 from torch import Tensor, nn
 
-from ..components import moe  # noqa: F401  (registers the 'moe' feed-forward)
 from ..components.attention import KVCache, MultiHeadAttention
 from ..components.context import LayerContext
 from ..components.feedforward import FEEDFORWARD, FFNContext

@@ -35,7 +35,7 @@ def test_ray_launcher_runs_every_run_as_a_ray_task(tmp_path):
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        POSITIONS._entries.pop("alibi_plugin", None)  # later tests in this process see the built-ins only
+        POSITIONS.unregister("alibi_plugin")  # later tests in this process see the built-ins only
         plugins._loaded.pop(str((tmp_path / "plugin.py").resolve()), None)
 
 

@@ -102,7 +102,7 @@ def plugins():
         registry.register(name, options, cls.__doc__.split("\n")[0])(cls)
     yield
     for registry, name, _, _ in added:
-        registry._entries.pop(name)  # leave the registries as other tests expect them
+        registry.unregister(name)  # leave the registries as other tests expect them
 
 
 def test_a_registered_task_head_and_tokenizer_train_restore_and_prompt(plugins, tmp_path):
