@@ -158,7 +158,7 @@ def versions() -> Dict[str, str]:
     import pytorch_lightning
     import torch
 
-    from .. import __version__
+    from . import __version__
 
     return {"arch_zoo": __version__, "python": platform.python_version(), "torch": torch.__version__,
             "pytorch_lightning": pytorch_lightning.__version__}

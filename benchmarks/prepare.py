@@ -89,8 +89,7 @@ data = prepare(cfg)
 dm = TaskDataModule(data, cfg.train, cfg.seed)
 module = ArchZooModule(cfg, data)
 batch = next(iter(dm.train_dataloader()))
-from arch_zoo.training import objectives
-objectives.forward(module.model, batch, data.objective)  # the batch reaches the model: training could step
+module.objective.forward(module.model, batch)  # the batch reaches the model: training could step
 print(json.dumps({"startup_s": time.perf_counter() - t, "startup_cpu_s": time.process_time() - c,
                   "windows": len(data.splits["train"]),
                   "rss_growth_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - rss0}))

@@ -86,8 +86,9 @@ class _Sizer:
         if data is None:  # no task: nothing to validate on
             return []
         cpt = data.info.get("chars_per_token") or {}
-        out = [f"{split}/{name}" for split in data.eval_splits for name in objectives.finish(
-            {"loss": 1.0, "count": 1.0, "correct": 1.0}, data.objective, cpt.get(split.split("@")[0], 0.0))]
+        task_objective = objectives.objective(data.objective)
+        out = [f"{split}/{name}" for split in data.eval_splits
+               for name in task_objective.metric_names(cpt.get(split.split("@")[0], 0.0))]
         if "exact_match" in data.metrics and cfg.train.exact_match_samples > 0:
             out.append("val/exact_match")
         return out

@@ -63,7 +63,7 @@ def measure(cfg: ExperimentConfig, batch_size: int) -> List[Dict[str, object]]:
     model = build_model(cfg.model, data.tokenizer.vocab_size).train()
     examples = data.splits["train"][:batch_size]
     batch = collate(examples, data.tokenizer.pad_id)
-    logits, labels = objectives.forward(model, batch, data.objective)
+    logits, labels = objectives.objective(data.objective).forward(model, batch)
     objectives.loss_fn(logits, labels).backward()
     return layer_norms(model)
 

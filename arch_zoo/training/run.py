@@ -20,7 +20,7 @@ from ..config.plugins import records as plugin_records
 from ..config.validation import position_limit
 from ..data.tasks import TASKS, TaskData
 from ..errors import ConfigError
-from .objectives import NEEDS
+from .objectives import objective
 
 
 @dataclass
@@ -102,7 +102,7 @@ def prepare(cfg: ExperimentConfig) -> TaskData:
             raise
         raise ConfigError("task", str(exc)) from None
     head = cfg.model.head
-    needs = NEEDS[data.objective]
+    needs = objective(data.objective).needs
     if HEADS.get(head.name).factory.produces != needs:
         fits = [e.name for e in HEADS.entries() if e.factory.produces == needs and cfg.model.kind in e.factory.kinds]
         raise ConfigError("model.head", f"task '{cfg.task.name}' trains with objective '{data.objective}', which "
