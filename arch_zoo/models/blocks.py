@@ -90,7 +90,8 @@ def _acts(scheme: PositionScheme, hook: str) -> bool:
 def _in_attention(spec) -> bool:
     """The scheme rotates q and k or biases the scores, so its tables are shaped by a layer's heads."""
     factory = POSITIONS.get(spec.name).factory
-    return any(getattr(factory, hook) is not getattr(PositionScheme, hook) for hook in ("rotate", "rotator", "score_bias"))
+    return any(getattr(factory, hook) is not getattr(PositionScheme, hook)
+               for hook in ("rotate", "rotator", "score_bias"))
 
 
 def default_positions(attention_mask: Optional[Tensor], length: int, past: int, device) -> Tensor:
