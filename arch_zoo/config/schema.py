@@ -56,7 +56,7 @@ class ModelConfig:
     tie_embeddings: bool = True  # output projection shares the token embedding
     tie_encoder_decoder_embeddings: bool = False
     pad_token_id: int = 0
-    layers: Optional[List[Dict[str, Any]]] = None  # per-layer changes: ranges / repeating patterns (layer_configs)
+    layers: Optional[List[Dict[str, Any]]] = None  # per-layer changes: ranges / repeating patterns (config.layers)
 
     # Resolved views of the defaults above.
     @property
