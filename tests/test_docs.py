@@ -13,7 +13,6 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -167,7 +166,9 @@ class Workspace:
                 exec(compile(block.body, where, "exec"), {"__name__": "__docs__"})  # noqa: S102
         elif block.lang == "yaml":
             assert yaml.safe_load(block.body) is not None, where
-        elif block.lang == "toml":
+        elif block.lang == "toml" and sys.version_info >= (3, 11):
+            import tomllib
+
             tomllib.loads(block.body)
 
 

@@ -9,7 +9,7 @@ import argparse
 import dataclasses
 from typing import Dict, List, Tuple
 
-from schema_doc import cell, default_value, field_help, resolved_hints, type_text, yaml_text
+from schema_doc import cell, default_value, field_help, prose, resolved_hints, type_text, yaml_text
 
 
 def schema():
@@ -113,7 +113,7 @@ def config_page() -> str:
         title = prefix.rstrip(".") or "top level"
         lines += [f"## {title}", "", "| key | type | default | meaning |", "| --- | --- | --- | --- |"]
         for r in config_rows(prefix, cls):
-            lines.append(f"| `{r['key']}` | {cell(r['type'])} | `{cell(r['default'])}` | {cell(r['meaning'])} |")
+            lines.append(f"| `{r['key']}` | {cell(r['type'])} | `{cell(r['default'])}` | {prose(r['meaning'])} |")
         lines.append("")
         if prefix == "model.":
             lines += layers_section()
@@ -159,7 +159,7 @@ def components_page() -> str:
         keys = ", ".join(f"`{k}`" for k in keys_taking(family)) or "—"
         lines += [f"## {family}", "", f"{reg.kind.capitalize()}s. Set by: {keys}.", ""]
         for entry in reg.entries():
-            lines += [f"### `{entry.name}`", "", _sentence(entry.description[:1].upper() + entry.description[1:], "")]
+            lines += [f"### `{entry.name}`", "", prose(_sentence(entry.description[:1].upper() + entry.description[1:], ""))]
             extra = traits(entry)
             kinds = getattr(entry.factory, "kinds", None)
             if extra:
@@ -175,7 +175,7 @@ def components_page() -> str:
                     fam = _component_family(f)
                     tp = f"{fam.kind} ([choices](#{fam.family}))" if fam is not None else type_text(hints[f.name])
                     lines.append(f"| `{f.name}` | {cell(tp)} | `{cell(yaml_text(default_value(f)))}` "
-                                 f"| {cell(field_help(entry.options, f.name))} |")
+                                 f"| {prose(field_help(entry.options, f.name))} |")
                 lines.append("")
     return "\n".join(lines)
 
@@ -239,7 +239,7 @@ def cli_page() -> str:
             if isinstance(action, argparse._HelpAction):
                 continue
             a = _argument(action)
-            lines.append(f"| `{cell(a['name'])}` | {cell(a['notes'])} |")
+            lines.append(f"| `{cell(a['name'])}` | {prose(a['notes'])} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -300,9 +300,9 @@ def sweep_page() -> str:
     missing = [k for k, m in sweep_rows() if not m]
     if missing:
         raise ValueError(f"sweep spec keys without a meaning in docs/hooks/reference.py: {', '.join(missing)}")
-    lines += [f"| `{k}` | {cell(m)} |" for k, m in sweep_rows()]
+    lines += [f"| `{k}` | {prose(m)} |" for k, m in sweep_rows()]
     lines += ["", "## Budgets", "", "| `budget.match` | how the plan gets there |", "| --- | --- |"]
-    lines += [f"| `{k}` | {cell(v)} |" for k, v in BUDGETS.items()]
+    lines += [f"| `{k}` | {prose(v)} |" for k, v in BUDGETS.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -326,7 +326,7 @@ def presets_page() -> str:
             if not line.startswith("#"):
                 break
             head.append(line.lstrip("#").strip())
-        lines += [f"## `{name}`", "", " ".join(head) or "—", ""]
+        lines += [f"## `{name}`", "", prose(" ".join(head)) or "—", ""]
     return "\n".join(lines)
 
 

@@ -103,5 +103,11 @@ def yaml_text(value: Any) -> str:
 
 
 def cell(text: str) -> str:
-    """Text fit for a Markdown table cell."""
+    """Text fit for a Markdown table cell, inside backticks."""
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def prose(text: str) -> str:
+    """Text fit for a Markdown table cell: ``<name>`` outside backticks stays text, not a tag."""
+    parts = cell(text).split("`")
+    return "`".join(p if i % 2 else p.replace("<", "&lt;").replace(">", "&gt;") for i, p in enumerate(parts))
