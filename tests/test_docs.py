@@ -284,7 +284,7 @@ def test_sweep_reference_matches_the_parser_keys():
 
 
 def test_presets_reference_has_every_preset():
-    from arch_zoo.loading import preset_names
+    from arch_zoo.config.loading import preset_names
 
     page = reference.presets_page()
     assert all(f"## `{name}`" in page for name in preset_names())

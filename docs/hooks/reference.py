@@ -63,8 +63,12 @@ def sweep_keys() -> Dict[str, Tuple[str, ...]]:
 # ----------------------------------------------------------------------------- config keys
 
 def _component_family(f: dataclasses.Field):
-    make = f.metadata.get("registry")
-    return make() if make is not None else None
+    """The registry a schema field names components of (None for a plain field)."""
+    from arch_zoo.config.coerce import field_family
+    from arch_zoo.registry import family_registry
+
+    family = field_family(f)
+    return family_registry(family) if family is not None else None
 
 
 def config_sections() -> List[Tuple[str, type]]:
