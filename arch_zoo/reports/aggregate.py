@@ -16,6 +16,7 @@ import pandas as pd
 from scipy import stats
 
 from ..errors import ConfigError, did_you_mean
+from ..run_names import plain
 from .load import FIXED, goal_for
 from .stats import bootstrap_ci, cohens_dz, holm, seeds_needed
 
@@ -81,9 +82,17 @@ def paired(a: Mapping[Any, float], b: Mapping[Any, float]) -> tuple:
     return delta, low, high, p, n
 
 
+NULLS = ("null", "Null", "NULL", "~")  # how YAML writes null: --baseline model.qk_norm=null is the null setting
+
+
+def _typed(value: Any) -> Any:
+    """A baseline value from the command line: null as YAML reads it; the rest compare as text."""
+    return None if isinstance(value, str) and value.strip() in NULLS else value
+
+
 def _same(a: Any, b: Any) -> bool:
     if a is None or b is None:
-        return a is b
+        return a is None and b is None
     try:
         return float(a) == float(b)
     except (TypeError, ValueError):
@@ -114,10 +123,12 @@ def resolve_baseline(runs: pd.DataFrame, baseline: Baseline) -> Dict[str, Any]:
             what = "is ambiguous" if match else "is not a varied setting"
             raise ConfigError("baseline", f"'{key}' {what}{did_you_mean(key, settings)}; "
                                           f"varied settings: {', '.join(settings) or '(none)'}")
-        out[match[0]] = value
+        out[match[0]] = _typed(value)
     if out and len(runs) and not any(all(_same(r[k], v) for k, v in out.items()) for _, r in runs.iterrows()):
-        wanted = ",".join(f"{k}={v}" for k, v in out.items())
-        raise ConfigError("baseline", f"{wanted} matches no variant; variants: "
+        wanted = ",".join(f"{k}={plain(v)}" for k, v in out.items())
+        null = [k for k, v in out.items() if v in ("None", "none") and runs[k].isna().any()]
+        hint = f" (null is spelled null, as in YAML: {null[0]}=null)" if null else ""
+        raise ConfigError("baseline", f"{wanted} matches no variant{hint}; variants: "
                                       f"{'; '.join(dict.fromkeys(runs['variant'].astype(str)))}")
     return out
 
@@ -246,6 +257,8 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
         for r, adjusted in zip(rows, holm([r[f"{m} p"] for r in rows])):
             r[f"{m} p_holm"] = float(adjusted)
     table = pd.DataFrame([{k: v for k, v in r.items() if k != "_values"} for r in rows])
+    for s in settings:  # as the runs have them: a null beside numbers stays None, not NaN
+        table[s] = pd.Series([r[s] for r in rows], dtype=object)
     if table.empty:
         table = pd.DataFrame(columns=["variant", *settings, "baseline", "seeds", *STATUSES, "rank"])
         table.attrs.update(_attrs(runs, metric, goal, base, metrics, [], ci, min_effect))

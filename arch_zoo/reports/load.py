@@ -22,6 +22,7 @@ import pandas as pd
 from ..errors import ConfigError
 from ..formatting import plural
 from ..metrics import direction, goal_of
+from ..run_names import plain
 from .grouping import by_task, check_distinct, differing, drop_duplicates, ordered as _ordered
 from .runstore import is_run_dir, is_sweep_dir, load_sweep, read_run, scalar
 from .tuning import split_stages, tuning_notes, tuning_record
@@ -60,7 +61,7 @@ def _budget_note(rows: List[Dict[str, Any]], single_sweep: bool) -> List[str]:
 def _label(settings: Dict[str, Any]) -> str:
     short = {k: k.rsplit(".", 1)[-1] for k in settings}
     clash = len(set(short.values())) < len(short)
-    return ",".join(f"{k if clash else short[k]}={v}" for k, v in settings.items())
+    return ",".join(f"{k if clash else short[k]}={plain(v)}" for k, v in settings.items())
 
 
 def load_runs(path: Union[str, Path, Sequence[Union[str, Path]]]) -> pd.DataFrame:
