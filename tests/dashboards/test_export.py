@@ -137,6 +137,14 @@ def test_both_tools_at_once_and_the_tuning_stage_tagged_by_stage(tmp_path, capsy
     again = export([sweep], "mlflow", tracking_uri=store)  # the pruned runs too are current: nothing written twice
     assert again.written == [] and len(again.current) == 10
 
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    pruned = sweep / "runs" / "position-alibi__lr-0.01-s9"
+    assert export([pruned], "wandb").written == [pruned.name]
+    run = read_run(next((pruned / "wandb").glob("offline-run-*")))
+    assert "stage=tune" in run["run"].tags and run["summary"]["status"] == "pruned"
+    assert [h["_step"] for h in run["history"] if "val/loss" in h] == [10]
+
 
 @pytest.mark.parametrize("form", ["directory", "file URI"])
 def test_an_mlflow_file_store_is_taken_as_mlflow_takes_it(sweep, tmp_path, monkeypatch, form):
