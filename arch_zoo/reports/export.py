@@ -17,6 +17,7 @@ import pandas as pd
 from ..errors import ConfigError
 from ..writable import check_dir
 from .aggregate import Baseline, check_options, summarize
+from .colors import variant_colors
 from .html import page
 from .load import goal_for, load_groups
 from .provenance import provenance_lines, sample_rows
@@ -232,7 +233,7 @@ def _write_one(runs: pd.DataFrame, table: pd.DataFrame, out: Path, fmts: Sequenc
 
         plots = write_plots(runs, table, out / "plots")
         if runs.attrs.get("tuning"):
-            plots.append(tuning_plot(runs.attrs["tuning"], out / "plots"))
+            plots.append(tuning_plot(runs.attrs["tuning"], out / "plots", variant_colors(runs)))
         files += [p for png in plots for p in (png, png.with_suffix(".svg"))]
     if "md" in fmts:
         (out / "report.md").write_text(markdown(runs, table, command, [p.relative_to(out) for p in plots]),

@@ -124,6 +124,7 @@ def _slug(text: str) -> str:
 # (rung step, val/loss there) for the value pruned there.
 TUNING = {("rope", 0.001): (10, 2.9), ("rope", 0.01): 2.0, ("alibi", 0.001): 2.1, ("alibi", 0.01): (10, 3.0)}
 CHOSEN = {"rope": 0.01, "alibi": 0.001}
+TUNED_LOSS = {"rope": LOSS["sinusoidal"][:3], "alibi": LOSS["rope"][:3]}  # stage 2: alibi ranks first, rope is planned first
 TUNE_RULE = {"key": "train.lr", "values": [0.001, 0.01], "select": "val/loss", "goal": "min",
              "halving": {"eta": 2, "min_steps": 10}}
 
@@ -135,7 +136,8 @@ def write_tuned_sweep(root: Path, name: str = "tuned") -> Path:
             "seeds": [0, 1, 2], "baseline": {"model.position": "rope"}, "metric": {"name": "val/loss", "goal": "min"}}
     (root / "sweep.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     runs = [("tune", position, lr, 9, outcome) for (position, lr), outcome in TUNING.items()]
-    runs += [("eval", position, lr, seed, LOSS[position][seed]) for position, lr in CHOSEN.items() for seed in (0, 1, 2)]
+    runs += [("eval", position, lr, seed, TUNED_LOSS[position][seed]) for position, lr in CHOSEN.items()
+             for seed in (0, 1, 2)]
     index = []
     for stage, position, lr, seed, outcome in runs:
         run_id = f"position-{position}__lr-{lr}-s{seed}"

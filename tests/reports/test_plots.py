@@ -72,3 +72,14 @@ def test_curves_sit_at_the_steps_a_run_names_its_validations_by(tmp_path):
     assert read.set_index("step").loc[float(best["step"]), "value"] == pytest.approx(best["value"])
     train = read_curves(tmp_path / "run", "train/loss")["step"].tolist()
     assert train == [0.0, 1.0, 2.0, 3.0]  # a training step's loss stays at the step it was computed in
+
+
+def test_the_palette_is_matplotlibs_tab10_and_tab20():
+    """The interactive page gets its colours without matplotlib: the same hex values."""
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    from arch_zoo.reports.colors import palette
+
+    for n, name in ((10, "tab10"), (11, "tab20")):
+        assert palette(n) == [to_hex(c) for c in colormaps[name].colors]
