@@ -32,7 +32,8 @@ def _report(args) -> int:
         result = watch(args.sweep_dir, args.out, args.interval, **options)
     else:
         result = write_report(args.sweep_dir, args.out, **options)
-    sys.stdout.write(terminal_table([g["variants"] for g in result["groups"]]))
+    if not args.quiet:
+        sys.stdout.write(terminal_table([g["variants"] for g in result["groups"]]))
     print(f"report: {result['out_dir']}/ ({plural(len(result['files']), 'file')})")
     return 0
 
@@ -84,6 +85,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--watch", action="store_true", help="rewrite the report as runs progress (the HTML page "
                    "reloads itself) until every run has finished; prints each variant's runs done/running/waiting")
     p.add_argument("--interval", type=float, default=10.0, help="--watch: seconds between checks (default 10)")
+    p.add_argument("--quiet", action="store_true", help="print only where the report went, not the table (e.g. "
+                   "right after `arch-zoo sweep`, which printed it)")
     _stats_options(p)
     p.set_defaults(func=_report)
 

@@ -309,6 +309,21 @@ def _non_finite(runs: pd.DataFrame, metric: str) -> List[str]:
     return [f"completed with a non-finite or missing {metric}, left out of its statistics: {names}"]
 
 
+def _few_seeds(runs: pd.DataFrame, few: pd.DataFrame, col: str, metric: str) -> str:
+    """One warning for every variant with too few completed seeds, and what to do about it."""
+    counts = sorted({int(n) for n in few[col]})
+    names = ", ".join(str(v) if len(counts) == 1 else f"{v} ({int(n)})" for v, n in zip(few["variant"], few[col]))
+    seeds = sorted({int(s) for s in runs["seed"].dropna()})
+    more = seeds + [s for s in range(max(seeds, default=-1) + 1, max(seeds, default=-1) + MIN_SEEDS + 1)]
+    more = more[:max(MIN_SEEDS, len(seeds) + MIN_SEEDS - counts[0])]
+    failed = runs[runs["variant"].isin(few["variant"]) & runs["status"].isin(["failed", "diverged"])]
+    retry = " (or retrain the failed ones with --retry-failed)" if len(failed) else ""
+    return (f"warning: only {'-'.join(map(str, dict.fromkeys([counts[0], counts[-1]])))} completed "
+            f"seed{'s' * (counts[-1] != 1)} with {metric} for {names}; intervals and p-values need at least "
+            f"{MIN_SEEDS} to mean much: add seeds to the sweep spec (seeds: [{', '.join(map(str, more))}]) and rerun "
+            f"the same `arch-zoo sweep` command{retry}; finished runs are kept, only the new ones train.")
+
+
 def _attrs(runs, metric, goal, base, metrics, table, ci="t", min_effect=None) -> Dict[str, Any]:
     notes = list(runs.attrs.get("load_notes") or []) + missing_notes(runs)  # load_notes: duplicates dropped
     if not base:
@@ -319,9 +334,8 @@ def _attrs(runs, metric, goal, base, metrics, table, ci="t", min_effect=None) ->
         notes.append(f"no completed run with {metric}: {'; '.join(map(str, empty))}")
     if len(table) and col in table.columns:
         few = table.loc[(table[col] > 0) & (table[col] < MIN_SEEDS)]
-        for _, r in few.iterrows():
-            notes.append(f"warning: {r['variant']} has only {r[col]} completed seed{'s' * (r[col] != 1)} with "
-                         f"{metric}; its interval and p-value need at least {MIN_SEEDS} to mean much.")
+        if len(few):
+            notes.append(_few_seeds(runs, few, col, metric))
         paired_col = f"{metric} n_paired"
         if paired_col in table.columns:
             thin = table.loc[(table[col] >= MIN_SEEDS) & (table[paired_col] > 0) & (table[paired_col] < MIN_SEEDS)]
