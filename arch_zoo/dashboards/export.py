@@ -55,8 +55,8 @@ def finished_runs(paths: Sequence[Union[str, Path]]) -> Tuple[List[RunIdentity],
     for frame in load_groups(list(paths)):
         keys = frame.attrs.get("settings", [])
         tuning = (frame.attrs.get("tuning") or {}).get("runs") or []
-        stage_one = [{"run_id": Path(r["run_dir"]).name, "status": r["status"], "run_dir": r["run_dir"]}
-                     for r in tuning if r.get("run_dir")]
+        stage_one = [{"run_id": Path(r["run_dir"]).name, "status": r["status"], "run_dir": r["run_dir"],
+                      "variant": r["variant"]} for r in tuning if r.get("run_dir")]
         for row in stage_one + frame.to_dict("records"):
             status, run_dir = str(row["status"]), Path(row["run_dir"])
             if status not in FINISHED or not exportable(run_dir):
@@ -64,7 +64,7 @@ def finished_runs(paths: Sequence[Union[str, Path]]) -> Tuple[List[RunIdentity],
                 continue
             identity = from_run_dir(run_dir)
             if identity.sweep is None:
-                identity = replace(identity, variant=str(row["variant"]), settings={k: row[k] for k in keys})
+                identity = replace(identity, variant=str(row["variant"]), settings={k: row.get(k) for k in keys})
             done.append(identity)
     return done, missing
 
