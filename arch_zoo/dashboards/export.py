@@ -42,7 +42,7 @@ class Exported:
         if self.missing:
             shown = ", ".join(f"{r} ({s})" for r, s in self.missing[:12])
             more = f" and {len(self.missing) - 12} more" if len(self.missing) > 12 else ""
-            out.append(f"not exported (no summary.json yet): {shown}{more}; export again when they finish")
+            out.append(f"not exported (not finished): {shown}{more}; export again when they finish")
         return out
 
 
