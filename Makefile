@@ -32,11 +32,12 @@ test-cpus: $(VENV)/.installed
 test-slow: $(VENV)/.installed
 	$(PY) -m pytest -q -m slow
 
-# The quickstart sweep (3 position schemes x 2 seeds on a char-LM), then its report.
+# The quickstart sweep (3 position schemes x 2 seeds on a char-LM), then its report (--quiet: the
+# sweep has just printed the table and its notes; said twice they read as two problems).
 # Rerunning resumes: finished runs are kept.
 demo: $(VENV)/.installed
 	$(VENV)/bin/arch-zoo sweep sweeps/quickstart.yaml --workers 2 --out runs/sweeps
-	$(VENV)/bin/arch-zoo report runs/sweeps/quickstart --out reports/quickstart
+	$(VENV)/bin/arch-zoo report runs/sweeps/quickstart --out reports/quickstart --quiet
 
 # The documentation site (docs/, mkdocs.yml): built as the suite builds it (no broken link or
 # reference), then served at http://127.0.0.1:8000/ until Ctrl-C.

@@ -38,6 +38,7 @@ ERROR = "error.txt"  # the traceback of a run that crashed outside training
 # a sweep's directory, and the sweep's record inside each of its run directories
 RUN_JSON, LOCK, INDEX, SPEC, INVOCATIONS = "run.json", ".lock", "index.csv", "sweep.yaml", "invocations.jsonl"
 FINISHED = ("completed", "diverged")  # never trained again
+STAGE_TUNE, STAGE_EVAL = "tune", "eval"  # run.json's tune.stage: a tuning run (stage 1) or an evaluation run (stage 2)
 PAUSED, PRUNED = "paused", "pruned"  # stopped at a rung (``run_one(stop_at=...)``); resumable from there
 
 

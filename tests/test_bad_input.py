@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from arch_zoo.cli import main
-from tests.reports.sweeps import write_sweep
+from tests.reports.sweeps import write_null_sweep, write_sweep
 
 MODEL = {"kind": "decoder", "d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "max_seq_len": 32}
 EXPERIMENT = {"name": "tiny", "model": MODEL, "task": {"name": "char_lm", "max_chars": 20000, "seq_len": 32},
@@ -50,6 +50,9 @@ def ws(tmp_path_factory):
         (ws / f"spec_tune_{name}.yaml").write_text(yaml.safe_dump({"name": f"t{name}", **spec,
                                                                     "tune": {**tune, **bad}}))
     write_sweep(ws / "sweep")
+    write_sweep(ws / "tb_blocked", seeds=(0,))  # a file where its TensorBoard log dir would go
+    (ws / "tb_blocked" / "tensorboard").write_text("")
+    write_null_sweep(ws / "nulls")
     (ws / "plugin_syntax.py").write_text("def broken(:\n")
     (ws / "plugin_raises.py").write_text("from arch_zoo.components.norms import NORMS\n"
                                          "NORMS.register('half_done')(type('Half', (), {}))\n"
@@ -205,6 +208,9 @@ CASES = [
     ("report-missing-dir", "report {ws}/nope --out {ws}/rep", "{ws}/nope does not exist"),
     ("report-not-a-sweep", "report {ws}/a_dir --out {ws}/rep", "{ws}/a_dir is not a sweep directory"),
     ("report-out-is-a-file", "report {ws}/sweep --out {ws}/file.txt", "--out: {ws}/file.txt exists and is not a"),
+    ("report-out-unwritable", "report {ws}/sweep --out /sys/rep", "--out: the report is written in /sys/rep, which "
+     "cannot be created"),
+    ("compare-out-unwritable", "compare {ws}/sweep --out /sys/rep", "--out: the report is written in /sys/rep"),
     ("report-unknown-format", "report {ws}/sweep --out {ws}/rep --format md,pdf", "format: unknown format 'pdf'"),
     ("report-unknown-metric", "report {ws}/sweep --out {ws}/rep --metric val/lss",
      "metric: 'val/lss' was logged by no run (did you mean 'val/loss'?)"),
@@ -214,6 +220,10 @@ CASES = [
     ("compare-out-is-a-file", "compare {ws}/sweep --out {ws}/file.txt", "--out: {ws}/file.txt exists and is not a"),
     ("compare-unknown-metric", "compare {ws}/sweep --out {ws}/rep --metric nope",
      "metric: 'nope' was logged by no run"),
+    ("report-baseline-null-spelt-None", "report {ws}/nulls --out {ws}/rep --baseline model.qk_norm=None",
+     "baseline: model.qk_norm=None matches no variant (null is spelled null, as in YAML: model.qk_norm=null)"),
+    ("compare-baseline-null-spelt-None", "compare {ws}/nulls --out {ws}/rep --baseline qk_norm=None",
+     "baseline: model.qk_norm=None matches no variant (null is spelled null"),
     # dashboards: export targets, tools, tracking URIs (nothing listens on port 9, discard), --watch
     ("export-missing-dir", "export {ws}/nope --to tensorboard", "{ws}/nope does not exist"),
     ("export-not-a-run-or-sweep", "export {ws}/a_dir --to tensorboard", "{ws}/a_dir is not a sweep directory"),
@@ -222,8 +232,17 @@ CASES = [
      "--tracking-uri: cannot reach the MLflow tracking server at http://127.0.0.1:9"),
     ("export-tracking-uri-bad-scheme", "export {ws}/sweep --to mlflow --tracking-uri htp://127.0.0.1:5000",
      "--tracking-uri: 'htp://127.0.0.1:5000' is not an MLflow tracking URI; expected a server URL (http://HOST:PORT)"),
-    ("export-tracking-uri-a-directory", "export {ws}/sweep --to mlflow --tracking-uri {ws}/mlruns",
-     "is not an MLflow tracking URI"),
+    ("export-tracking-uri-host-port", "export {ws}/sweep --to mlflow --tracking-uri localhost:5000",
+     "--tracking-uri: 'localhost:5000' is not an MLflow tracking URI"),
+    ("export-mlflow-store-unwritable", "export {ws}/sweep --to mlflow --tracking-uri sqlite:////sys/mlflow.db",
+     "--tracking-uri: mlflow writes its database mlflow.db in /sys, which cannot be written"),
+    ("export-mlflow-store-dir-missing", "export {ws}/sweep --to mlflow --tracking-uri sqlite:///{ws}/nope/mlflow.db",
+     "--tracking-uri: mlflow writes its database {ws}/nope/mlflow.db, but directory {ws}/nope does not exist"),
+    ("export-tensorboard-dir-uncreatable", "export {ws}/tb_blocked --to tensorboard",
+     "--to: tensorboard writes its logs in {ws}/tb_blocked/tensorboard, but {ws}/tb_blocked/tensorboard is a file"),
+    ("export-second-tool-unwritable", "export {ws}/tb_blocked --to mlflow --to tensorboard",
+     "--to: tensorboard writes its logs in {ws}/tb_blocked/tensorboard"),  # and no mlflow.db is left behind
+    ("export-second-tool-unknown", "export {ws}/sweep --to tensorboard --to grafana", "--to: unknown dashboard 'grafana'"),
     ("train-tracking-uri-no-scheme", "train {ws}/exp.yaml --out {ws}/r logging.mlflow.enabled=true "
      "logging.mlflow.tracking_uri=127.0.0.1:5000", "logging.mlflow.tracking_uri: '127.0.0.1:5000' is not an MLflow"),
     ("sweep-option-of-another-launcher", "sweep {ws}/spec.yaml --out {ws}/store --slurm-partition gpu",
@@ -300,6 +319,21 @@ def test_a_dashboard_port_in_use_exits_2_with_one_line(ws, capsys, monkeypatch):
         capsys.readouterr()
         code = main(["dashboard", str(ws / "sweep"), "--port", str(port)])
     check_one_line(code, capsys.readouterr().err, f"--port: port {port} on 127.0.0.1 is in use")
+    assert tree(ws) == before
+
+
+@pytest.mark.parametrize("form", ["{ws}/mlruns", "file://{ws}/mlruns"])
+def test_an_mlflow_file_store_without_mlflows_opt_in_exits_2_with_one_line(form, ws, capsys, monkeypatch):
+    """A directory or file: URI is MLflow's file store, which MLflow 3 opens only under
+    MLFLOW_ALLOW_FILE_STORE=true: without it, one line naming the variable and a database to use."""
+    monkeypatch.chdir(ws)
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    before = tree(ws)
+    capsys.readouterr()
+    code = main(["export", str(ws / "sweep"), "--to", "mlflow", "--tracking-uri", form.format(ws=ws)])
+    check_one_line(code, capsys.readouterr().err, "is a file store, which this MLflow refuses unless "
+                                                  f"MLFLOW_ALLOW_FILE_STORE=true is set; or use a database, e.g. "
+                                                  f"sqlite:///{ws}/mlruns.db")
     assert tree(ws) == before
 
 

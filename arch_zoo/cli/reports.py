@@ -32,7 +32,8 @@ def _report(args) -> int:
         result = watch(args.sweep_dir, args.out, args.interval, **options)
     else:
         result = write_report(args.sweep_dir, args.out, **options)
-    sys.stdout.write(terminal_table([g["variants"] for g in result["groups"]]))
+    if not args.quiet:
+        sys.stdout.write(terminal_table([g["variants"] for g in result["groups"]]))
     print(f"report: {result['out_dir']}/ ({plural(len(result['files']), 'file')})")
     return 0
 
@@ -54,13 +55,15 @@ def _compare(args) -> int:
 
 
 def _export(args) -> int:
-    from ..dashboards.export import export
+    from ..dashboards.export import export_all
 
-    if args.tracking_uri and args.to != "mlflow":
-        raise ConfigError("--tracking-uri", f"is for --to mlflow; --to {args.to} writes next to the runs")
-    result = export(args.paths, args.to, tracking_uri=args.tracking_uri)
-    for line in result.lines():
-        print(line)
+    if args.tracking_uri and "mlflow" not in args.to:
+        raise ConfigError("--tracking-uri", f"is for --to mlflow; --to {' --to '.join(args.to)} writes next to the runs")
+    results = export_all(args.paths, args.to, tracking_uri=args.tracking_uri)
+    for i, result in enumerate(results):
+        lines = result.lines()
+        for line in lines if i == len(results) - 1 else lines[:1]:  # what is missing, once
+            print(line)
     return 0
 
 
@@ -82,6 +85,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--watch", action="store_true", help="rewrite the report as runs progress (the HTML page "
                    "reloads itself) until every run has finished; prints each variant's runs done/running/waiting")
     p.add_argument("--interval", type=float, default=10.0, help="--watch: seconds between checks (default 10)")
+    p.add_argument("--quiet", action="store_true", help="print only where the report went, not the table (e.g. "
+                   "right after `arch-zoo sweep`, which printed it)")
     _stats_options(p)
     p.set_defaults(func=_report)
 
@@ -97,7 +102,8 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("export", help="write finished runs (metrics.csv, summary.json) into TensorBoard, MLflow "
                                       "or wandb; rerunning adds only what is new")
     p.add_argument("paths", nargs="+", metavar="RUN_OR_SWEEP_DIR", help="sweep or run directories")
-    p.add_argument("--to", required=True, help="tensorboard, mlflow or wandb")
+    p.add_argument("--to", required=True, action="append", help="tensorboard, mlflow or wandb; repeat it for several "
+                   "(--to mlflow --to tensorboard)")
     p.add_argument("--tracking-uri", default=None, help="mlflow: a server URL or a store URI (default: "
                    "sqlite:///<sweep dir>/mlflow.db)")
     p.set_defaults(func=_export)

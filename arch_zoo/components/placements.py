@@ -10,7 +10,6 @@ scale, say) declares them in ``__init__`` (``ctx.d_model`` gives the width); the
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable, List, Tuple
 

@@ -10,7 +10,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Dict, Literal, Mapping, Union
 
-from ..errors import ConfigError, choice_error, did_you_mean
+from ..errors import ConfigError, choice_error
 
 _NONE = type(None)
 

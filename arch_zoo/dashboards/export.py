@@ -7,22 +7,23 @@ from __future__ import annotations
 
 import csv
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import yaml
 
-from ..errors import choice_error
+from ..errors import ConfigError, choice_error
 from ..reports.curves import read_metrics
 from ..reports.load import load_groups
-from ..rundir import CONFIG, SUMMARY
+from ..rundir import CONFIG, PRUNED
 from ..tracking import mlflow_runs, tensorboard_logs, wandb_runs
 from ..tracking.deps import require
-from ..tracking.identity import RunIdentity, from_run_dir
+from ..tracking.identity import RunIdentity, exportable, from_run_dir
+from ..writable import check_dir
 
 TOOLS = ("tensorboard", "mlflow", "wandb")
-FINISHED = ("completed", "diverged")  # what has a summary.json: a diverged run's curves are worth seeing
+FINISHED = ("completed", "diverged", PRUNED)  # a diverged run's curves are worth seeing, a pruned one's too
 
 
 @dataclass
@@ -41,25 +42,29 @@ class Exported:
         if self.missing:
             shown = ", ".join(f"{r} ({s})" for r, s in self.missing[:12])
             more = f" and {len(self.missing) - 12} more" if len(self.missing) > 12 else ""
-            out.append(f"not exported (no summary.json yet): {shown}{more}; export again when they finish")
+            out.append(f"not exported (not finished): {shown}{more}; export again when they finish")
         return out
 
 
 def finished_runs(paths: Sequence[Union[str, Path]]) -> Tuple[List[RunIdentity], List[Tuple[str, str]]]:
-    """Identities of the runs with a summary, and (run id, status) of the others. A loose run dir
-    (no sweep) is labelled by the settings that differ between the runs given, as reports do."""
+    """Identities of the finished runs, and (run id, status) of the others. A tuned sweep's stage-1
+    runs (the search, which reports keep apart) are exported too, tagged by stage, pruned ones with
+    their curves to the rung where they stopped. A loose run dir (no sweep) is labelled by the
+    settings that differ between the runs given, as reports do."""
     done, missing = [], []
     for frame in load_groups(list(paths)):
         keys = frame.attrs.get("settings", [])
-        for row in frame.to_dict("records"):
+        tuning = (frame.attrs.get("tuning") or {}).get("runs") or []
+        stage_one = [{"run_id": Path(r["run_dir"]).name, "status": r["status"], "run_dir": r["run_dir"],
+                      "variant": r["variant"]} for r in tuning if r.get("run_dir")]
+        for row in stage_one + frame.to_dict("records"):
             status, run_dir = str(row["status"]), Path(row["run_dir"])
-            if status not in FINISHED or not (run_dir / SUMMARY).is_file():
+            if status not in FINISHED or not exportable(run_dir):
                 missing.append((str(row["run_id"]), status))
                 continue
             identity = from_run_dir(run_dir)
             if identity.sweep is None:
-                identity = RunIdentity(identity.run_id, identity.run_dir, identity.experiment, None,
-                                       str(row["variant"]), identity.seed, {k: row[k] for k in keys})
+                identity = replace(identity, variant=str(row["variant"]), settings={k: row.get(k) for k in keys})
             done.append(identity)
     return done, missing
 
@@ -97,37 +102,71 @@ def _reported_dirs(runs_csv: str, mtime_ns: int) -> frozenset:
 
 def export(paths: Sequence[Union[str, Path]], to: str, tracking_uri: Optional[str] = None,
            project: str = "arch_zoo", save_dir: Optional[str] = None) -> Exported:
-    if to not in TOOLS:
-        raise choice_error("--to", "dashboard", to, TOOLS)
-    require(to, "--to")
+    return export_all(paths, [to], tracking_uri, project, save_dir)[0]
+
+
+def export_all(paths: Sequence[Union[str, Path]], tools: Sequence[str], tracking_uri: Optional[str] = None,
+               project: str = "arch_zoo", save_dir: Optional[str] = None) -> List[Exported]:
+    """Each of ``tools`` in turn. Every tool, library and destination is checked before anything is
+    written, so a mistake in the last costs nothing in the first."""
+    tools = list(dict.fromkeys(tools))
+    for to in tools:
+        if to not in TOOLS:
+            raise choice_error("--to", "dashboard", to, TOOLS)
+        require(to, "--to")
     runs, missing = finished_runs(paths)
+    for to in tools:
+        _check_destinations(to, runs, tracking_uri, save_dir)
+    return [_export(to, runs, missing, tracking_uri, project, save_dir) for to in tools]
+
+
+def _check_destinations(to: str, runs: List[RunIdentity], tracking_uri: Optional[str], save_dir: Optional[str]) -> None:
+    if to == "mlflow":
+        for uri in dict.fromkeys(tracking_uri or mlflow_runs.default_uri(i) for i in runs):
+            mlflow_runs.check_reachable(uri, "--tracking-uri" if tracking_uri else "--to")
+    elif to == "tensorboard":
+        for root in dict.fromkeys(tensorboard_logs.log_root(i, save_dir) for i in runs):
+            check_dir(root, "--to", "tensorboard writes its logs")
+    else:
+        for identity in runs:
+            check_dir(identity.run_dir / "wandb", "--to", "wandb writes its files")
+
+
+def _export(to: str, runs: List[RunIdentity], missing: List[Tuple[str, str]], tracking_uri: Optional[str],
+            project: str, save_dir: Optional[str]) -> Exported:
     result = Exported(to, missing=missing)
-    checked = set()
     for identity in runs:
-        if to == "tensorboard":
-            log_dir = tensorboard_logs.log_root(identity, save_dir) / identity.run_id
-            result.where.append(str(log_dir.parent))
-            if tensorboard_logs.is_current(log_dir, identity.run_dir):
+        try:
+            if _export_run(to, identity, result, tracking_uri, project, save_dir):
+                result.written.append(identity.run_id)
+            else:
                 result.current.append(identity.run_id)
-                continue
-            tensorboard_logs.export_run(identity, read_metrics(identity.run_dir), save_dir)
-        elif to == "mlflow":
-            uri = tracking_uri or mlflow_runs.default_uri(identity)
-            if uri not in checked:
-                mlflow_runs.check_reachable(uri, "--tracking-uri")
-                checked.add(uri)
-            result.where.append(uri)
-            if mlflow_runs.is_current(mlflow_runs.client(uri), identity.experiment, identity):
-                result.current.append(identity.run_id)
-                continue
-            mlflow_runs.export_run(identity, read_metrics(identity.run_dir), uri, None, _config(identity),
-                                   _report(identity))
-        else:
-            if wandb_runs.is_current(identity):
-                result.current.append(identity.run_id)
-                result.where.append(str(identity.run_dir / "wandb"))
-                continue
-            result.where.append(str(wandb_runs.export_run(identity, read_metrics(identity.run_dir), project,
-                                                          _config(identity))))
-        result.written.append(identity.run_id)
+        except OSError as exc:  # checked writable a moment ago: a full disk, or files changed meanwhile
+            raise ConfigError("--to", f"{to}: cannot write {exc.filename or identity.run_id}: "
+                                      f"{exc.strerror or exc}") from None
     return result
+
+
+def _export_run(to: str, identity: RunIdentity, result: Exported, tracking_uri: Optional[str], project: str,
+                save_dir: Optional[str]) -> bool:
+    """Writes one run's view unless it is current; returns whether it wrote."""
+    if to == "tensorboard":
+        log_dir = tensorboard_logs.log_root(identity, save_dir) / identity.run_id
+        result.where.append(str(log_dir.parent))
+        if tensorboard_logs.is_current(log_dir, identity.run_dir):
+            return False
+        tensorboard_logs.export_run(identity, read_metrics(identity.run_dir), save_dir)
+    elif to == "mlflow":
+        uri = tracking_uri or mlflow_runs.default_uri(identity)
+        result.where.append(uri)
+        if mlflow_runs.is_current(mlflow_runs.client(uri), identity.experiment, identity):
+            return False
+        mlflow_runs.export_run(identity, read_metrics(identity.run_dir), uri, None, _config(identity),
+                               _report(identity))
+    else:
+        if wandb_runs.is_current(identity):
+            result.where.append(str(identity.run_dir / "wandb"))
+            return False
+        result.where.append(str(wandb_runs.export_run(identity, read_metrics(identity.run_dir), project,
+                                                      _config(identity))))
+    return True

@@ -16,6 +16,7 @@ import pandas as pd
 from scipy import stats
 
 from ..errors import ConfigError, did_you_mean
+from ..run_names import plain
 from .load import FIXED, goal_for
 from .stats import bootstrap_ci, cohens_dz, holm, seeds_needed
 
@@ -81,9 +82,17 @@ def paired(a: Mapping[Any, float], b: Mapping[Any, float]) -> tuple:
     return delta, low, high, p, n
 
 
+NULLS = ("null", "Null", "NULL", "~")  # how YAML writes null: --baseline model.qk_norm=null is the null setting
+
+
+def _typed(value: Any) -> Any:
+    """A baseline value from the command line: null as YAML reads it; the rest compare as text."""
+    return None if isinstance(value, str) and value.strip() in NULLS else value
+
+
 def _same(a: Any, b: Any) -> bool:
     if a is None or b is None:
-        return a is b
+        return a is None and b is None
     try:
         return float(a) == float(b)
     except (TypeError, ValueError):
@@ -114,10 +123,12 @@ def resolve_baseline(runs: pd.DataFrame, baseline: Baseline) -> Dict[str, Any]:
             what = "is ambiguous" if match else "is not a varied setting"
             raise ConfigError("baseline", f"'{key}' {what}{did_you_mean(key, settings)}; "
                                           f"varied settings: {', '.join(settings) or '(none)'}")
-        out[match[0]] = value
+        out[match[0]] = _typed(value)
     if out and len(runs) and not any(all(_same(r[k], v) for k, v in out.items()) for _, r in runs.iterrows()):
-        wanted = ",".join(f"{k}={v}" for k, v in out.items())
-        raise ConfigError("baseline", f"{wanted} matches no variant; variants: "
+        wanted = ",".join(f"{k}={plain(v)}" for k, v in out.items())
+        null = [k for k, v in out.items() if v in ("None", "none") and runs[k].isna().any()]
+        hint = f" (null is spelled null, as in YAML: {null[0]}=null)" if null else ""
+        raise ConfigError("baseline", f"{wanted} matches no variant{hint}; variants: "
                                       f"{'; '.join(dict.fromkeys(runs['variant'].astype(str)))}")
     return out
 
@@ -246,6 +257,8 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
         for r, adjusted in zip(rows, holm([r[f"{m} p"] for r in rows])):
             r[f"{m} p_holm"] = float(adjusted)
     table = pd.DataFrame([{k: v for k, v in r.items() if k != "_values"} for r in rows])
+    for s in settings:  # as the runs have them: a null beside numbers stays None, not NaN
+        table[s] = pd.Series([r[s] for r in rows], dtype=object)
     if table.empty:
         table = pd.DataFrame(columns=["variant", *settings, "baseline", "seeds", *STATUSES, "rank"])
         table.attrs.update(_attrs(runs, metric, goal, base, metrics, [], ci, min_effect))
@@ -296,6 +309,21 @@ def _non_finite(runs: pd.DataFrame, metric: str) -> List[str]:
     return [f"completed with a non-finite or missing {metric}, left out of its statistics: {names}"]
 
 
+def _few_seeds(runs: pd.DataFrame, few: pd.DataFrame, col: str, metric: str) -> str:
+    """One warning for every variant with too few completed seeds, and what to do about it."""
+    counts = sorted({int(n) for n in few[col]})
+    names = ", ".join(str(v) if len(counts) == 1 else f"{v} ({int(n)})" for v, n in zip(few["variant"], few[col]))
+    seeds = sorted({int(s) for s in runs["seed"].dropna()})
+    more = seeds + [s for s in range(max(seeds, default=-1) + 1, max(seeds, default=-1) + MIN_SEEDS + 1)]
+    more = more[:max(MIN_SEEDS, len(seeds) + MIN_SEEDS - counts[0])]
+    failed = runs[runs["variant"].isin(few["variant"]) & runs["status"].isin(["failed", "diverged"])]
+    retry = " (or retrain the failed ones with --retry-failed)" if len(failed) else ""
+    return (f"warning: only {'-'.join(map(str, dict.fromkeys([counts[0], counts[-1]])))} completed "
+            f"seed{'s' * (counts[-1] != 1)} with {metric} for {names}; intervals and p-values need at least "
+            f"{MIN_SEEDS} to mean much: add seeds to the sweep spec (seeds: [{', '.join(map(str, more))}]) and rerun "
+            f"the same `arch-zoo sweep` command{retry}; finished runs are kept, only the new ones train.")
+
+
 def _attrs(runs, metric, goal, base, metrics, table, ci="t", min_effect=None) -> Dict[str, Any]:
     notes = list(runs.attrs.get("load_notes") or []) + missing_notes(runs)  # load_notes: duplicates dropped
     if not base:
@@ -306,9 +334,8 @@ def _attrs(runs, metric, goal, base, metrics, table, ci="t", min_effect=None) ->
         notes.append(f"no completed run with {metric}: {'; '.join(map(str, empty))}")
     if len(table) and col in table.columns:
         few = table.loc[(table[col] > 0) & (table[col] < MIN_SEEDS)]
-        for _, r in few.iterrows():
-            notes.append(f"warning: {r['variant']} has only {r[col]} completed seed{'s' * (r[col] != 1)} with "
-                         f"{metric}; its interval and p-value need at least {MIN_SEEDS} to mean much.")
+        if len(few):
+            notes.append(_few_seeds(runs, few, col, metric))
         paired_col = f"{metric} n_paired"
         if paired_col in table.columns:
             thin = table.loc[(table[col] >= MIN_SEEDS) & (table[paired_col] > 0) & (table[paired_col] < MIN_SEEDS)]

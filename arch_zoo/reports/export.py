@@ -15,7 +15,9 @@ from typing import Dict, Iterable, List, Optional, Sequence, Union
 import pandas as pd
 
 from ..errors import ConfigError
+from ..writable import check_dir
 from .aggregate import Baseline, check_options, summarize
+from .colors import variant_colors
 from .html import page
 from .load import goal_for, load_groups
 from .provenance import provenance_lines, sample_rows
@@ -198,6 +200,7 @@ def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_di
     groups = load_groups(sweep_dir)
     tables = [summarize(runs, metric=metric, baseline=baseline, ci=ci, min_effect=min_effect) for runs in groups]
     out = Path(out_dir) if out_dir is not None else Path("reports") / str(groups[0].attrs.get("name") or "report")
+    check_dir(out, "--out", "the report is written")
     out.mkdir(parents=True, exist_ok=True)
     if len(groups) == 1:
         files = _write_one(groups[0], tables[0], out, fmts, command, refresh_s)
@@ -230,7 +233,7 @@ def _write_one(runs: pd.DataFrame, table: pd.DataFrame, out: Path, fmts: Sequenc
 
         plots = write_plots(runs, table, out / "plots")
         if runs.attrs.get("tuning"):
-            plots.append(tuning_plot(runs.attrs["tuning"], out / "plots"))
+            plots.append(tuning_plot(runs.attrs["tuning"], out / "plots", variant_colors(runs)))
         files += [p for png in plots for p in (png, png.with_suffix(".svg"))]
     if "md" in fmts:
         (out / "report.md").write_text(markdown(runs, table, command, [p.relative_to(out) for p in plots]),

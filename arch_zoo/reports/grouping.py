@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List
 
 from ..errors import ConfigError
+from ..run_names import plain
 
 # Config keys that never change a run's result; loose runs are told apart by the other keys.
 BOOKKEEPING = ("name", "seed", "logging", "train.progress_bar", "train.num_workers", "train.log_every",
@@ -58,7 +59,7 @@ def check_distinct(rows: List[Dict[str, Any]], records: List[Dict[str, Any]]) ->
         key = (str(rec["variant"]), str(rec["seed"]))
         other = seen.setdefault(key, r)
         if other is not r:
-            diff = next((f"{k}: {other['_config'].get(k)!r} vs {r['_config'].get(k)!r}"
+            diff = next((f"{k}: {plain(other['_config'].get(k))} vs {plain(r['_config'].get(k))}"
                          for k in ordered([*other["_config"], *r["_config"]])
                          if not bookkeeping(k) and other["_config"].get(k) != r["_config"].get(k)), "their configs")
             raise ConfigError("", f"{other['run_dir']} and {r['run_dir']} are different runs ({diff}) with the "
@@ -94,7 +95,7 @@ def by_task(rows: List[Dict[str, Any]]) -> Dict[str, List[Dict[str, Any]]]:
     for key, task in tasks.items():
         name = str(task.get("task", "(no task)"))
         same_name = [t for t in tasks.values() if str(t.get("task", "(no task)")) == name]
-        extra = [f"{k}={task.get(k)}" for k in telling if k != "task" and len(same_name) > 1]
+        extra = [f"{k}={plain(task.get(k))}" for k in telling if k != "task" and len(same_name) > 1]
         labels[key] = name + (f" ({', '.join(extra)})" if extra else "")
     return {labels[key]: group for key, group in groups.items()}
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import base64
 import html
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import pandas as pd
 
 from .interactive import progress, section, unfinished
 from .provenance import provenance_lines, sample_rows
 from .tables import footnotes, main_and_more, runs_display, title
+from .tuning import tuning_table
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1400px;
@@ -45,8 +46,9 @@ def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _table(frame: pd.DataFrame, row_classes: List[str] = (), status_col: str = "", sortable: bool = True) -> str:
-    """An escaped table; free-text columns wrap, numbers do not."""
+def _table(frame: pd.DataFrame, row_classes: List[str] = (), status_col: str = "", sortable: bool = True,
+           cell: Callable[[object], str] = esc) -> str:
+    """An escaped table (``cell`` escapes each value); free-text columns wrap, numbers do not."""
     if frame.empty:
         return "<p>(no runs)</p>"
     head = "".join(f"<th>{esc(c)}</th>" for c in frame.columns)
@@ -57,10 +59,24 @@ def _table(frame: pd.DataFrame, row_classes: List[str] = (), status_col: str = "
         for col in frame.columns:
             attr = f' class="status-{esc(row[col])}"' if col == status_col else \
                 ' class="wrap"' if col in WRAP else ""
-            cells.append(f"<td{attr}>{esc(row[col])}</td>")
+            cells.append(f"<td{attr}>{cell(row[col])}</td>")
         body.append(f"<tr{cls}>{''.join(cells)}</tr>")
     cls = ' class="sortable"' if sortable else ""
     return f'<div class="scroll"><table{cls}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+
+
+def _strong(value: object) -> str:
+    """The tuning table marks each variant's choice as Markdown does (``**1.653**``): bold here."""
+    text = str(value)
+    return f"<strong>{esc(text[2:-2])}</strong>" if len(text) > 4 and text[:2] == text[-2:] == "**" else esc(text)
+
+
+def _tuning(record: dict) -> List[str]:
+    """Stage 1 of a tuned sweep, as report.md shows it: each value's metric (or its status, or the rung
+    it was pruned at) and the value chosen."""
+    return [f"<h2>Tuning (stage 1): {esc(record['select'])} against {esc(record['key'])}</h2>",
+            "<p>Mean over the tuning seeds; bold: the value each variant was chosen at (plot: tuning, under "
+            "Plots).</p>", _table(tuning_table(record), cell=_strong)]
 
 
 def _figure(png: Path) -> str:
@@ -99,6 +115,7 @@ def page(runs: pd.DataFrame, table: pd.DataFrame, plots: List[Path], command: Op
         _table(main, classes),
         *([f"<h2>Costs and other metrics</h2>", _table(more, classes)] if len(more.columns) > 1 else []),
         '<ul class="notes">' + "".join(f"<li>{esc(line)}</li>" for line in footnotes(table)) + "</ul>",
+        *(_tuning(runs.attrs["tuning"]) if runs.attrs.get("tuning") else []),
         *interactive[:-1],
     ]
     if plots:

@@ -17,11 +17,10 @@ from typing import Any, Dict, List, Tuple
 
 import pandas as pd
 
+from .colors import variant_colors
 from .curves import read_metrics
 
 WAITING, RUNNING = ("pending", "interrupted"), ("running",)
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf"]
 
 APP_JS = r"""
 (function () {
@@ -104,9 +103,10 @@ def _json_block(data: Any) -> str:
 
 
 def payload(runs: pd.DataFrame, metric: str, order: List[str] = ()) -> Dict[str, Any]:
-    """Every run's curves per metric (its metrics.csv), the variants and their colours: tab10 in the
-    table's order (``order``), the colours the static plots give them."""
+    """Every run's curves per metric (its metrics.csv), the variants in the table's order (``order``)
+    and their colours: those the static plots give them (``colors.variant_colors``)."""
     variants = list(dict.fromkeys([*map(str, order), *(str(v) for v in runs["variant"])])) if len(runs) else []
+    colors = variant_colors(runs)
     curves: Dict[str, List[Dict[str, Any]]] = {}
     for row in runs.itertuples(index=False):
         for name, rows in read_metrics(row.run_dir).groupby("metric", sort=False):
@@ -118,7 +118,7 @@ def payload(runs: pd.DataFrame, metric: str, order: List[str] = ()) -> Dict[str,
                                                 "steps": [s for s, _ in finite], "values": [v for _, v in finite]})
     names = sorted(curves, key=lambda m: (m != metric, m.startswith("train/"), m))
     return {"metrics": names, "variants": [{"name": v} for v in variants], "curves": curves,
-            "colors": {v: PALETTE[i % len(PALETTE)] for i, v in enumerate(variants)}}
+            "colors": {v: colors[v] for v in variants}}
 
 
 def progress(runs: pd.DataFrame) -> pd.DataFrame:

@@ -22,10 +22,11 @@ import pandas as pd
 from ..errors import ConfigError
 from ..formatting import plural
 from ..metrics import direction, goal_of
+from ..run_names import plain
 from ..rundir import METRICS, RUN_JSON
 from .grouping import by_task, check_distinct, differing, drop_duplicates, ordered as _ordered
 from .runstore import is_run_dir, is_sweep_dir, load_sweep, read_run, scalar
-from .tuning import split_stages, tuning_notes, tuning_record
+from .tuning import base_variants, split_stages, tuning_notes, tuning_record
 
 FIXED = ["sweep", "variant", "seed", "status", "reason", "is_baseline", "run_id", "params", "flops_per_token",
          "train_tokens", "train_flops", "train_tokens_per_s", "mfu", "peak_memory_mb", "wall_time_s", "step",
@@ -61,7 +62,7 @@ def _budget_note(rows: List[Dict[str, Any]], single_sweep: bool) -> List[str]:
 def _label(settings: Dict[str, Any]) -> str:
     short = {k: k.rsplit(".", 1)[-1] for k in settings}
     clash = len(set(short.values())) < len(short)
-    return ",".join(f"{k if clash else short[k]}={v}" for k, v in settings.items())
+    return ",".join(f"{k if clash else short[k]}={plain(v)}" for k, v in settings.items())
 
 
 def load_runs(path: Union[str, Path, Sequence[Union[str, Path]]]) -> pd.DataFrame:
@@ -114,6 +115,7 @@ def load_groups(path: Union[str, Path, Sequence[Union[str, Path]]]) -> List[pd.D
         frame = _frame(group, paths, specs, single_sweep)
         if stage_one:
             frame.attrs["tuning"] = tuning_record(stage_one, specs[0] if single_sweep else {})
+            frame.attrs["tuning"]["variants"] = base_variants(group)  # one colour per variant in both stages
             if not group:  # stage 2 not planned yet: the axes are stage 1's
                 frame.attrs["settings"] = _ordered(k for r in stage_one for k in r["_settings"])
         frame.attrs["task"] = label if len(groups) > 1 else None

@@ -18,6 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..rundir import CONFIG
+from .colors import palette, variant_colors
 from .curves import read_curves
 from .runstore import read_yaml
 
@@ -44,11 +45,9 @@ def _save(fig: Figure, out_dir: Path, stem: str) -> Path:
     return png
 
 
-def _colors(variants: List[str]) -> Dict[str, tuple]:
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab10" if len(variants) <= 10 else "tab20"]
-    return {v: cmap(i % cmap.N) for i, v in enumerate(variants)}
+def _colors(variants: List[str]) -> Dict[str, str]:
+    colors = palette(len(variants))
+    return {v: colors[i % len(colors)] for i, v in enumerate(variants)}
 
 
 def _legend(ax, n: int) -> None:
@@ -194,7 +193,7 @@ def write_plots(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path) -> List[
         if stale.suffix in (".png", ".svg"):  # a previous report's plots that this one may not redraw
             stale.unlink()
     metric = table.attrs.get("metric", "val/loss")
-    colors = _colors([str(v) for v in table["variant"]]) if len(table) else {}
+    colors = variant_colors(runs)
     logged = set(table.attrs.get("metrics", [])) | set(runs.attrs.get("metrics", []))
     wanted = [metric] if metric.startswith("val") else []
     wanted.append("val/loss")

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Union
 import pandas as pd
 
 from ..formatting import number, setting, si
+from ..run_names import plain
 from .aggregate import summarize
 from .load import MAX_LABEL_SETTINGS as MAX_SETTING_COLUMNS, goal_for, load_runs
 from .stats import ALPHA, MAX_SEEDS, POWER
@@ -99,7 +100,8 @@ def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
     rows = []
     for _, r in table.iterrows():
         out: Dict[str, str] = {"rank": num(r["rank"])}
-        out.update({short[s]: setting(r[s]) for s in settings} if settings else {"variant": str(r["variant"])})
+        out.update({short[s]: "null" if r[s] is None else setting(r[s]) for s in settings} if settings
+                   else {"variant": str(r["variant"])})
         out["seeds ok"] = seeds_text(r)
         out["params"] = si(r.get("params"))
         out["FLOPs/token"] = si(r.get("flops_per_token"))
@@ -156,7 +158,7 @@ def footnotes(table: pd.DataFrame) -> List[str]:
     base = table.attrs.get("baseline") or {}
     lines = []
     if base:
-        lines.append("Δ = variant − baseline (" + ", ".join(f"{k}={v}" for k, v in base.items())
+        lines.append("Δ = variant − baseline (" + ", ".join(f"{k}={plain(v)}" for k, v in base.items())
                      + "), paired over the seeds both completed; p from a paired t-test (scipy.stats.ttest_rel); "
                      "p (Holm): Holm-Bonferroni adjusted over every variant-vs-baseline test of this metric; "
                      "d_z = mean Δ / std of the paired differences (same sign as Δ).")

@@ -21,6 +21,12 @@ from ..sweeps.tune import STAGE_TUNE, Choice, TuneSpec, choose, edge_warning, va
 FINISHED = ("completed", "diverged", "failed", PRUNED)  # what stage 2 waits for in stage 1
 
 
+def base_variants(rows: List[Dict[str, Any]]) -> Dict[str, str]:
+    """A tuned sweep's stage-2 variants -> the stage-1 variant (its name without the tuned key) each is."""
+    return {str(r["variant"]): str(r["_tune"]["variant"]) for r in rows
+            if r.get("variant") is not None and (r.get("_tune") or {}).get("variant") is not None}
+
+
 def split_stages(rows: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     """(a tuned sweep's stage-1 runs, the others) among ``runstore`` rows."""
     stage_one = [r for r in rows if r.get("_tune", {}).get("stage") == STAGE_TUNE]
@@ -152,13 +158,14 @@ def tuning_notes(record: Dict[str, Any]) -> List[str]:
     return lines
 
 
-def tuning_plot(record: Dict[str, Any], out_dir: Path) -> Optional[Path]:
+def tuning_plot(record: Dict[str, Any], out_dir: Path, colors: Optional[Dict[str, str]] = None) -> Optional[Path]:
     """The tuning curves: selection metric against the tuned value, one line per variant, the chosen
-    value ringed; a value that did not complete is marked x on the top edge."""
+    value ringed; a value that did not complete is marked x on the top edge. ``colors``: the report's
+    (``colors.variant_colors``), so a variant is drawn here as in its other plots."""
     from .plots import _colors, _figure, _legend, _save, _text  # matplotlib: only when plots are written
 
     spec, picked = _spec(record), choices(record)
-    colors = _colors(list(picked))
+    colors = {**_colors(list(picked)), **(colors or {})}
     numeric = _numeric(spec.values)
     xs = {v: (v if numeric else i) for i, v in enumerate(spec.values)}
     fig = _figure()

@@ -19,12 +19,12 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, did_you_mean
 from ..metrics import goal_of
-from .halving import parse_halving
 from .fields import GOALS, SweepSpec, TuneSpec, Variant, _axis_key, _check_keys, _int, _mapping, _values
+from .halving import parse_halving
+from ..rundir import STAGE_EVAL, STAGE_TUNE  # noqa: F401  (run.json's tune.stage; sweeps name them from here)
 
 TUNE_KEYS = ("key", "values", "seeds", "select", "halving")
 RANGE_KEYS = ("min", "max", "n", "log")
-STAGE_TUNE, STAGE_EVAL = "tune", "eval"  # run.json's tune.stage
 
 
 def parse_tune(value: Any, spec: SweepSpec) -> TuneSpec:

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 import yaml
-from ..rundir import CONFIG, RUN_JSON, SPEC, SUMMARY
+from ..rundir import CONFIG, PRUNED, RUN_JSON, SPEC, STATUS, SUMMARY
+
 
 # wandb, MLflow and TensorBoard's HParams take these types as they are; anything else becomes text
 PLAIN = (bool, int, float, str)
@@ -25,6 +26,7 @@ class RunIdentity:
     variant: Optional[str] = None
     seed: Optional[int] = None
     settings: Dict[str, Any] = field(default_factory=dict)  # the sweep's varied keys
+    stage: Optional[str] = None  # a tuned sweep's: "tune" (stage 1, the search) or "eval" (stage 2)
 
     @property
     def root(self) -> Path:
@@ -35,16 +37,19 @@ class RunIdentity:
         return parent
 
     def hparams(self) -> Dict[str, Any]:
-        """What TensorBoard's HParams view compares: the varied keys, the seed, the variant."""
+        """What TensorBoard's HParams view compares: the varied keys, the seed, the variant (and a
+        tuned sweep's stage, so the search can be shown apart from the comparison)."""
         out = {k: plain(v) for k, v in self.settings.items()}
         if self.variant is not None:
             out["variant"] = str(self.variant)
+        if self.stage is not None:
+            out["stage"] = str(self.stage)
         if self.seed is not None:
             out["seed"] = int(self.seed)
         return out
 
     def tags(self, commit: Optional[str]) -> Dict[str, str]:
-        tags = {"variant": self.variant, "seed": self.seed, "sweep": self.sweep, "commit": commit,
+        tags = {"variant": self.variant, "seed": self.seed, "sweep": self.sweep, "stage": self.stage, "commit": commit,
                 "arch_zoo.run_id": self.run_id}
         return {k: str(v) for k, v in tags.items() if v is not None}
 
@@ -75,13 +80,30 @@ def from_run_dir(run_dir: Path, config_name: Optional[str] = None, seed: Optiona
         config_name = config_name or cfg.get("name")
         seed = seed if seed is not None else cfg.get("seed")
     sweep = meta.get("sweep")
+    tune = meta.get("tune") if isinstance(meta.get("tune"), dict) else {}
     return RunIdentity(run_id=str(meta.get("run_id") or run_dir.name), run_dir=run_dir,
                        experiment=str(sweep or config_name or run_dir.name), sweep=sweep,
-                       variant=meta.get("variant"), seed=meta.get("seed", seed), settings=meta.get("settings") or {})
+                       variant=meta.get("variant"), seed=meta.get("seed", seed), settings=meta.get("settings") or {},
+                       stage=tune.get("stage"))
 
 
 def read_summary(run_dir: Path) -> Dict[str, Any]:
-    return _json(Path(run_dir) / SUMMARY)
+    """summary.json; for a tuning run that successive halving pruned (it has none), what status.json
+    keeps: its validation metrics at the rung where it stopped, as its final ones."""
+    summary = _json(Path(run_dir) / SUMMARY)
+    if summary:
+        return summary
+    status = _json(Path(run_dir) / STATUS)
+    if status.get("status") != PRUNED or status.get("pruned_at") is None:
+        return {}
+    step = int(status["pruned_at"])
+    return {"status": PRUNED, "final": (status.get("rungs") or {}).get(str(step)) or {}, "step": step,
+            "reason": status.get("reason")}
+
+
+def exportable(run_dir: Path) -> bool:
+    """Finished: a summary (completed, diverged), or pruned at a rung."""
+    return bool(read_summary(run_dir))
 
 
 def final_metrics(summary: Dict[str, Any]) -> Dict[str, float]:

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
 from ..errors import ConfigError
-from ..rundir import CONFIG, SUMMARY
+from ..rundir import CONFIG, PRUNED, SUMMARY
+from ..writable import check_dir, check_file
 from .fingerprint import fingerprint
-from .identity import RunIdentity, final_metrics, read_summary
+from .identity import RunIdentity, exportable, final_metrics, read_summary
 
 RUN_ID_TAG, FINGERPRINT_TAG = "arch_zoo.run_id", "arch_zoo.fingerprint"
 
@@ -34,20 +35,39 @@ def default_uri(identity: RunIdentity) -> str:
 
 
 SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks")  # MLflow's tracking stores
+HOST_PORT = re.compile(r"^[A-Za-z0-9.-]+:\d+(/.*)?$")  # a server given without http://: not a directory name
+
+
+def file_store(uri: str) -> Optional[Path]:
+    """The directory of a file store, as MLflow reads one: a ``file:`` URI or a plain path."""
+    if uri.startswith("file:"):
+        from urllib.parse import unquote, urlparse
+
+        return Path(unquote(urlparse(uri).path))
+    if "://" in uri or uri == "databricks" or HOST_PORT.match(uri):
+        return None
+    return Path(uri)
+
+
+def sqlite_path(uri: str) -> Optional[Path]:
+    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
 
 
 def check_reachable(uri: str, key: str) -> None:
-    """MLflow's client retries an unreachable server for minutes; ask once, briefly, first. A URI
-    of no scheme MLflow tracks to (a typo, a bare host:port, a directory) is refused by name."""
+    """MLflow's client retries a store it cannot reach or write for minutes; ask once, briefly,
+    first. A URI of no scheme MLflow tracks to (a typo, a bare host:port) is refused by name."""
     scheme = uri.split("://", 1)[0].split("+", 1)[0] if "://" in uri else uri  # "databricks" alone, too
+    directory = file_store(uri)
+    if directory is not None:
+        _check_file_store(uri, directory, key)
+        return
     if scheme not in SCHEMES:
-        raise ConfigError(key, f"{uri!r} is not an MLflow tracking URI; expected a server URL (http://HOST:PORT) or a "
-                          f"database URI ({', '.join(s + '://' for s in SCHEMES[2:])}...), e.g. sqlite:///mlflow.db")
+        raise ConfigError(key, f"{uri!r} is not an MLflow tracking URI; expected a server URL (http://HOST:PORT), a "
+                          f"database URI ({', '.join(s + '://' for s in SCHEMES[2:-1])}...), e.g. sqlite:///mlflow.db, "
+                          "or a file store directory")
+    if sqlite_path(uri) is not None:
+        check_file(sqlite_path(uri), key, "mlflow writes its database")
     if not uri.startswith(("http://", "https://")):
-        if uri.startswith("sqlite:///"):
-            parent = Path(uri[len("sqlite:///"):]).parent
-            if not parent.is_dir():
-                raise ConfigError(key, f"{uri}: directory {parent} does not exist")
         return
     try:
         with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5) as reply:
@@ -57,16 +77,28 @@ def check_reachable(uri: str, key: str) -> None:
         raise ConfigError(key, f"cannot reach the MLflow tracking server at {uri} ({reason})") from None
 
 
+def _check_file_store(uri: str, directory: Path, key: str) -> None:
+    """MLflow 3 keeps its file store only behind MLFLOW_ALLOW_FILE_STORE (older ones always take it):
+    the same rule here, said in one line, before the directory is probed."""
+    from mlflow import environment_variables
+
+    allowed = getattr(environment_variables, "MLFLOW_ALLOW_FILE_STORE", None)
+    if allowed is not None and not allowed.get():
+        raise ConfigError(key, f"{uri} is a file store, which this MLflow refuses unless MLFLOW_ALLOW_FILE_STORE=true "
+                               f"is set; or use a database, e.g. sqlite:///{directory.as_posix().rstrip('/')}.db")
+    check_dir(directory, key, "mlflow writes its file store")
+
+
 @contextlib.contextmanager
 def _store_lock(uri: str) -> Iterator[None]:
     """Workers of one sweep share a SQLite file: its first creation (schema migrations) and each
     experiment's creation happen under a lock, one process at a time."""
-    if not uri.startswith("sqlite:///"):
+    if sqlite_path(uri) is None:
         yield
         return
     import fcntl
 
-    path = Path(uri[len("sqlite:///"):] + ".lock")
+    path = Path(str(sqlite_path(uri)) + ".lock")
     with path.open("a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
@@ -87,7 +119,8 @@ def _experiment_id(mlflow_client, name: str, uri: str, root: Path) -> str:
     found = mlflow_client.get_experiment_by_name(name)
     if found is not None and found.lifecycle_stage != "deleted":
         return found.experiment_id
-    local = None if uri.startswith(("http://", "https://")) else (root / "mlartifacts").resolve().as_uri()
+    server = uri.startswith(("http://", "https://")) or file_store(uri) is not None  # a file store keeps its own
+    local = None if server else (root / "mlartifacts").resolve().as_uri()
     return mlflow_client.create_experiment(name, artifact_location=local)
 
 
@@ -137,7 +170,7 @@ def finish_run(mlflow_client, mlflow_run_id: str, identity: RunIdentity, summary
     mlflow_client.log_dict(mlflow_run_id, summary, SUMMARY)
     if report is not None and report.is_file():
         mlflow_client.log_artifact(mlflow_run_id, str(report), "report")
-    if (identity.run_dir / SUMMARY).is_file():
+    if exportable(identity.run_dir):  # (a live run's summary.json is written after this)
         mlflow_client.set_tag(mlflow_run_id, FINGERPRINT_TAG, fingerprint(identity.run_dir))
 
 
@@ -165,6 +198,6 @@ def export_run(identity: RunIdentity, metrics, uri: str, experiment: Optional[st
     for i in range(0, len(rows), 1000):
         mlflow_client.log_batch(mlflow_run_id, metrics=rows[i:i + 1000])
     finish_run(mlflow_client, mlflow_run_id, identity, summary, report)
-    status = "FINISHED" if summary.get("status") == "completed" else "FAILED"
+    status = {"completed": "FINISHED", PRUNED: "KILLED"}.get(summary.get("status"), "FAILED")
     mlflow_client.set_terminated(mlflow_run_id, status)
     return mlflow_run_id

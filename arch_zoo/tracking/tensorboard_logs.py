@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Dict, Iterable, Optional
 
-from ..rundir import INDEX
+from ..rundir import INDEX, STAGE_EVAL, STAGE_TUNE
 from .fingerprint import fingerprint
 from .identity import RunIdentity, final_metrics, read_summary
 
@@ -47,9 +47,9 @@ def text_domains(identity: RunIdentity, values: Dict[str, object]) -> Dict[str, 
             planned = list(csv.DictReader(f))
     except OSError:
         return {}
-    out = {}
+    out = {"stage": [STAGE_EVAL, STAGE_TUNE]} if "stage" in values else {}
     for key, value in values.items():
-        if isinstance(value, str):
+        if isinstance(value, str) and key != "stage":
             domain = sorted({row.get(key) for row in planned if row.get(key)})
             if value in domain:  # else the index writes it another way: no domain beats a wrong one
                 out[key] = domain

@@ -54,7 +54,8 @@ def wandb_id(run_dir: Path) -> str:
 
 
 def identity_tags(identity: RunIdentity) -> List[str]:
-    return tags(identity.settings, short_names(identity.settings))
+    """The varied settings, and a tuned sweep's stage (stage=tune: the search)."""
+    return tags(identity.settings, short_names(identity.settings)) + ([f"stage={identity.stage}"] if identity.stage else [])
 
 
 def _offline_dirs(identity: RunIdentity) -> List[Path]:

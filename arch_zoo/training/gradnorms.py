@@ -10,7 +10,6 @@ feed-forward and self-attention weights. Nothing is trained and nothing is stepp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Dict, List, Sequence
 
 import pandas as pd

@@ -6,6 +6,8 @@ adds nothing twice (runs are keyed on their run id)", "a partial sweep exports w
 and lists what is missing"."""
 import json
 
+import pytest
+
 from arch_zoo.cli import main
 from arch_zoo.dashboards.export import export
 
@@ -95,3 +97,67 @@ def test_mlflow_attaches_only_a_report_written_from_the_runs_it_exports(sweep, t
     assert ours.experiment == theirs.experiment == "pos"
     assert _report(ours).resolve() == tmp_path / "reports" / "pos" / "report.html"
     assert _report(theirs) is None
+
+
+def test_both_tools_at_once_and_the_tuning_stage_tagged_by_stage(tmp_path, capsys, monkeypatch):
+    """`--to mlflow --to tensorboard` writes both; a tuned sweep's stage 1 (the lr search, which the
+    report's tables leave out) is exported too, each run tagged by stage, a pruned value with its
+    curve to the rung where it stopped, so the search shows in the dashboard beside stage 2. (MLflow's
+    file store: a new SQLite store's migrations cost seconds; test_servers.py reads the default one.)"""
+    from mlflow.tracking import MlflowClient
+
+    from tests.reports.sweeps import CHOSEN, TUNING, write_tuned_sweep
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    sweep, store = write_tuned_sweep(tmp_path / "tuned"), str(tmp_path / "mlruns")
+    assert main(["export", str(sweep), "--to", "mlflow", "--to", "tensorboard", "--tracking-uri", store]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in out] == ["mlflow", "tensorboard"] and all("exported 10 run(s)" in line
+                                                                                    for line in out)
+    stage_one = {f"position-{p}__lr-{lr}-s9": (p, lr, o) for (p, lr), o in TUNING.items()}
+    stage_two = {f"position-{p}__lr-{lr}-s{s}" for p, lr in CHOSEN.items() for s in (0, 1, 2)}
+    assert {p.name for p in (sweep / "tensorboard").iterdir()} == set(stage_one) | stage_two
+
+    client = MlflowClient(store)
+    runs = {r.info.run_name: r for r in client.search_runs([client.get_experiment_by_name("tuned").experiment_id])}
+    assert set(runs) == set(stage_one) | stage_two
+    for run_id, (position, lr, outcome) in stage_one.items():
+        scalars, hparams, _ = _tensorboard(sweep / "tensorboard" / run_id)
+        assert hparams["stage"] == "tune" and hparams["train.lr"] == pytest.approx(lr)
+        run = runs[run_id]
+        assert run.data.tags["stage"] == "tune" and run.data.params["train.lr"] == str(lr)
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "val/loss")]
+        if isinstance(outcome, tuple):  # pruned at its rung: the curve ends there, at the rung's value
+            assert [s for s, _ in scalars["val/loss"]] == steps == [outcome[0]]
+            assert scalars["val/loss"][-1][1] == pytest.approx(outcome[1]) and run.info.status == "KILLED"
+        else:
+            assert steps == [10, 20, 30] and run.data.metrics["val/loss"] == pytest.approx(outcome)
+    assert {runs[r].data.tags["stage"] for r in stage_two} == {"eval"}
+    assert {_tensorboard(sweep / "tensorboard" / r)[1]["stage"] for r in stage_two} == {"eval"}
+    again = export([sweep], "mlflow", tracking_uri=store)  # the pruned runs too are current: nothing written twice
+    assert again.written == [] and len(again.current) == 10
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    pruned = sweep / "runs" / "position-alibi__lr-0.01-s9"
+    assert export([pruned], "wandb").written == [pruned.name]
+    run = read_run(next((pruned / "wandb").glob("offline-run-*")))
+    assert "stage=tune" in run["run"].tags and run["summary"]["status"] == "pruned"
+    assert [h["_step"] for h in run["history"] if "val/loss" in h] == [10]
+
+
+@pytest.mark.parametrize("form", ["directory", "file URI"])
+def test_an_mlflow_file_store_is_taken_as_mlflow_takes_it(sweep, tmp_path, monkeypatch, form):
+    """A plain directory or a file: URI is MLflow's file store; MLflow 3 opens one only under
+    MLFLOW_ALLOW_FILE_STORE=true (without it: tests/test_bad_input.py)."""
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    store = tmp_path / "store" / "mlruns"
+    result = export([sweep / "runs" / "rope-s1"], "mlflow", tracking_uri=str(store) if form == "directory"
+                    else store.as_uri())
+    assert result.written == ["rope-s1"]
+    client = MlflowClient(tracking_uri=str(store))
+    [run] = client.search_runs([client.get_experiment_by_name("pos").experiment_id])
+    assert run.info.run_name == "rope-s1" and run.data.metrics["val/loss"] == pytest.approx(2.06)
+    assert {a.path for a in client.list_artifacts(run.info.run_id)} >= {"config.yaml", "summary.json"}

@@ -11,7 +11,7 @@ import yaml
 from arch_zoo.cli import main
 from arch_zoo.errors import ConfigError
 from arch_zoo.reports import load_runs, terminal_table
-from tests.reports.sweeps import config, write_run, write_sweep
+from tests.reports.sweeps import LOSS, config, write_run, write_sweep
 
 
 @pytest.fixture(scope="module")
@@ -198,3 +198,31 @@ def test_compare_of_sweeps_with_different_budgets_says_they_are_not_matched(swee
     capsys.readouterr()
     assert main(["report", str(sweep), "--out", str(tmp_path / "one")]) == 0
     assert "budget: matched tokens (the sweep's budget.match)" in capsys.readouterr().out
+
+
+def test_make_demo_says_the_few_seeds_warning_once_with_what_to_do(tmp_path, capsys, monkeypatch):
+    """`make demo` runs the quickstart sweep, whose end prints the comparison table (sweeps/cli_support
+    final_table: terminal_table of its store), then the Makefile's `arch-zoo report` line. On the
+    quickstart's seeds, fewer than 3, the warning is said once, naming every variant and the seeds to add."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spec = yaml.safe_load((root / "sweeps" / "quickstart.yaml").read_text())
+    recipe = (root / "Makefile").read_text().split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    report = next(line for line in recipe.splitlines() if "arch-zoo report " in line).split("arch-zoo ", 1)[1]
+    values = spec["grid"]["model.position"]
+    store = write_sweep(tmp_path / "runs" / "sweeps" / "quickstart", dict(zip(values, LOSS.values())),
+                        name="quickstart", seeds=tuple(spec["seeds"]), status={},
+                        baseline={"model.position": spec["baseline"]["model.position"]})
+    monkeypatch.chdir(tmp_path)
+    printed = terminal_table(store)
+    assert main(report.split()) == 0
+    printed += capsys.readouterr().out
+    warnings = [line for line in printed.splitlines() if "warning" in line]
+    if len(spec["seeds"]) >= 3:
+        assert warnings == []
+        return
+    assert len(warnings) == 1, printed
+    assert all(f"position={v}" in warnings[0] for v in values)
+    assert f"seeds: [{', '.join(map(str, range(3)))}]" in warnings[0] and "rerun the same `arch-zoo sweep`" in warnings[0]
+

@@ -45,3 +45,41 @@ def test_dollar_signs_in_names_do_not_break_matplotlib(tmp_path):
     _, written = _plots(root, tmp_path / "plots")
     assert len(written) == 3
     assert r"nosuchcommand" in (tmp_path / "plots" / "curves_val_loss.svg").read_text()
+
+
+def test_curves_sit_at_the_steps_a_run_names_its_validations_by(tmp_path):
+    """A real run: Lightning logs the validation that follows step k at k - 1 in metrics.csv; the
+    report's curves (and the exports, which read them alike) put it at k, the step summary.json's
+    best, val_every and a successive-halving rung ("pruned at step 100") name it by."""
+    import csv
+    import json
+
+    from arch_zoo.config.loading import load
+    from arch_zoo.reports.curves import read_curves
+    from arch_zoo.training import run_one
+    from tests.conftest import tiny
+
+    cfg = load({"name": "t", "seed": 0, "model": tiny(), "task": {"name": "char_lm", "max_chars": 20000, "seq_len": 32},
+                "train": {"max_steps": 4, "batch_size": 4, "val_every": 2, "val_batches": 1, "progress_bar": False,
+                          "log_every": 1, "exact_match_samples": 0}})
+    run_one(cfg, tmp_path / "run", quiet=True)
+    with (tmp_path / "run" / "metrics.csv").open(newline="") as f:
+        logged = [int(r["step"]) for r in csv.DictReader(f) if r.get("val/loss")]
+    assert logged == [1, 3]  # Lightning's own numbering: if this changes, so must reports/curves.py
+    read = read_curves(tmp_path / "run", "val/loss")
+    assert read["step"].tolist() == [2.0, 4.0]
+    best = json.loads((tmp_path / "run" / "summary.json").read_text())["best"]["val/loss"]
+    assert read.set_index("step").loc[float(best["step"]), "value"] == pytest.approx(best["value"])
+    train = read_curves(tmp_path / "run", "train/loss")["step"].tolist()
+    assert train == [0.0, 1.0, 2.0, 3.0]  # a training step's loss stays at the step it was computed in
+
+
+def test_the_palette_is_matplotlibs_tab10_and_tab20():
+    """The interactive page gets its colours without matplotlib: the same hex values."""
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    from arch_zoo.reports.colors import palette
+
+    for n, name in ((10, "tab10"), (11, "tab20")):
+        assert palette(n) == [to_hex(c) for c in colormaps[name].colors]

@@ -167,9 +167,13 @@ def test_report_has_holm_effect_size_and_seeds_needed_in_every_export(report):
 def test_report_warns_when_a_variant_has_fewer_than_three_completed_seeds(report):
     """README "Reports": a variant with fewer than 3 completed seeds gets a warning."""
     notes = report["variants"].attrs["notes"]
-    assert any(n.startswith("warning: position=learned has only 2 completed seeds with val/loss") for n in notes)
-    assert not any("position=rope has only" in n for n in notes)  # 3 completed: no warning
-    assert "warning: position=learned has only 2" in (report["out_dir"] / "report.md").read_text()
+    assert "warning: only 2 completed seeds with val/loss for position=learned; intervals and p-values need at least " \
+        "3 to mean much: add seeds to the sweep spec (seeds: [0, 1, 2, 3, 4]) and rerun the same `arch-zoo sweep` " \
+        "command (or retrain the failed ones with --retry-failed); finished runs are kept, only the new ones train." \
+        in notes
+    assert not any("position=rope" in n for n in notes if "completed seed" in n)  # 3 completed: no warning
+    assert "warning: only 2 completed seeds with val/loss for position=learned" in \
+        (report["out_dir"] / "report.md").read_text()
 
 
 def test_notes_name_a_non_finite_metric_and_a_delta_paired_over_too_few_seeds(tmp_path):
