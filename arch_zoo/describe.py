@@ -5,6 +5,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
+import torch
+from torch.overrides import TorchFunctionMode
+
 from .components.feedforward import is_gated
 from .components.placements import ends_with_norm
 from .config import ExperimentConfig
@@ -53,6 +56,30 @@ def components_text() -> str:
             lines.append(f"  {entry.name:<{width}}  {entry.description}{_options(entry)}{_traits(entry)}{origin}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+# torch.nn.init's fills and the Tensor's own random ones: a meta tensor has no values for them to set
+_FILLS = {n for n in dir(torch.nn.init) if n.endswith("_") and not n.startswith("_")} | {
+    "random_", "exponential_", "geometric_", "log_normal_", "cauchy_", "bernoulli_"}
+
+
+class _CountOnly(TorchFunctionMode):
+    """Beside ``torch.device("meta")``, for a model built only to be counted. torch 2.13 runs a meta
+    tensor's arithmetic and ``normal_`` as Python reference kernels, whose first call imports
+    torch._dynamo: 1.5-5 s on 2 cores, more than the rest of ``describe``. A count needs neither:
+    fills of meta tensors are skipped, and ``arange`` (position tables: small, never parameters)
+    runs on the CPU, so the arithmetic on it does too."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in _FILLS:
+            tensor = args[0] if args else kwargs.get("tensor")
+            if isinstance(tensor, torch.Tensor) and tensor.is_meta:
+                return tensor
+        elif name == "arange" and kwargs.get("device") is None:
+            kwargs = {**kwargs, "device": "cpu"}
+        return func(*args, **kwargs)
 
 
 def _fmt(n: float) -> str:
@@ -129,9 +156,7 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         vocab_size = m.vocab_size
     elif vocab_size is None:
         vocab_size, vocab_note, data = _vocab(cfg, run_dir, task_changed)
-    import torch
-
-    with torch.device("meta"):  # counts and FLOPs need shapes only, so a 7B preset costs no memory
+    with torch.device("meta"), _CountOnly():  # counts and FLOPs need shapes only: a 7B preset costs no memory
         model = build_model(m, vocab_size)
     entry = registry_of("placements").get(m.norm_placement.name)
     placement = entry.factory.formula or entry.description

@@ -101,6 +101,9 @@ CASES = [
      "model.positon: unknown key (did you mean 'position'?)"),
     ("describe-override-bad-type", "describe {ws}/exp.yaml model.d_model=big",
      "model.d_model: expected an integer, got 'big'"),
+    ("describe-unknown-precision", "describe {ws}/exp.yaml train.precision=bf17-mixed",
+     "train.precision: unknown precision 'bf17-mixed' (did you mean 'bf16-mixed'?); choices: 16, 16-mixed, 16-true, "
+     "32, 32-true, 64, 64-true, bf16, bf16-mixed, bf16-true, transformer-engine, transformer-engine-float16"),
     ("describe-vocab-size-zero", "describe {ws}/exp.yaml --vocab-size 0",
      "argument --vocab-size: expected a positive integer, got 0"),
     ("describe-seq-len-text", "describe {ws}/exp.yaml --seq-len long",

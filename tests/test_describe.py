@@ -132,3 +132,30 @@ def test_describe_counts_flops_at_a_stated_length_the_task_s_by_default(tmp_path
     assert value == measured(64) and where == "  at length 64 (--seq-len)"
     value, where = flops_line("--vocab-size", vocab)  # no task data read: the model's own length, said so
     assert value == measured(512) and where.startswith("  at length 512 (model.max_seq_len")
+def test_the_count_only_build_counts_what_a_plain_meta_build_counts():
+    """describe builds beside torch.device("meta") with fills skipped and ``arange`` on the CPU (so that
+    torch._dynamo stays unimported); every count and FLOP figure it prints must be the plain meta build's:
+    each tiny preset (the full-size ones share their code), one full-size, and each position scheme (the
+    schemes compute their tables at build time)."""
+    import contextlib
+    import pathlib
+
+    import torch
+
+    import arch_zoo
+    from arch_zoo.components.positions import POSITIONS
+    from arch_zoo.describe import _CountOnly
+    from arch_zoo.models.summary import active_parameters, count_parameters, flops_per_token, parameter_breakdown
+
+    def figures(model_cfg, count_only):
+        with torch.device("meta"), _CountOnly() if count_only else contextlib.nullcontext():
+            model = build_model(model_cfg, 1000)
+        assert all(p.is_meta for p in model.parameters())  # still no memory for a 7B preset
+        return count_parameters(model), active_parameters(model), parameter_breakdown(model), flops_per_token(model, 64)
+
+    presets = sorted(p.stem for p in (pathlib.Path(arch_zoo.__file__).parent / "models" / "presets").glob("*-tiny.yaml"))
+    configs = [load(f"preset:{name}").model for name in presets + ["llama"]]
+    configs += [load("preset:t5-tiny", [f"model.position={p}"]).model for p in POSITIONS.choices()]
+    assert len(presets) > 10
+    for cfg in configs:
+        assert figures(cfg, True) == figures(cfg, False), cfg

@@ -178,3 +178,112 @@ print(cfg.model.norm_placement.name, bad)
 """)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["pre", "[]"]
+
+
+# ------------------------------------------------------------------ what the quick commands import
+
+# Issue 26 §4: `describe`, `components`, `sweep --dry-run` and user mistakes answer without Lightning,
+# transformers or torch._dynamo (4-28 s of imports between them), nor the loggers' and reports' libraries.
+HEAVY = ("lightning", "pytorch_lightning", "lightning_fabric", "transformers", "torch._dynamo", "torchmetrics",
+         "wandb", "mlflow", "ray", "matplotlib", "scipy", "pandas")
+
+# One interpreter runs the commands in turn through the CLI's ``main``; each is charged with the heavy
+# modules that were first loaded while it ran (sys.modules only grows, so none escapes).
+COMMANDS = """
+import json, sys
+from arch_zoo.cli import main
+seen, out = set(), []
+for argv in json.loads(sys.argv[1]):
+    code = main(argv)
+    new = sorted(m for m in {heavy!r} if m in sys.modules and m not in seen)
+    seen.update(new)
+    out.append([" ".join(argv), code, new])
+print(json.dumps(out))
+"""
+
+
+def _quick_commands(ws):
+    """(argv, exit code): the quick commands on shipped configs, and user mistakes of each kind."""
+    import yaml
+
+    from arch_zoo.data.tokenizers import CharTokenizer
+    from arch_zoo.config.loading import load, save
+    from tests.test_bad_input import EXPERIMENT
+
+    (ws / "exp.yaml").write_text(yaml.safe_dump(EXPERIMENT))
+    spec = {"name": "s", "base": "exp.yaml", "grid": {"model.position": ["rope", "alibi"]}, "seeds": [0]}
+    (ws / "spec_bad_value.yaml").write_text(yaml.safe_dump({**spec, "grid": {"model.position": ["rope", "rop"]}}))
+    (ws / "spec_unknown_key.yaml").write_text(yaml.safe_dump({**spec, "seed": [0]}))
+    (ws / "run").mkdir()
+    save(load(ws / "exp.yaml"), ws / "run" / "config.yaml")  # a run directory as `train` leaves it, untrained
+    CharTokenizer().fit(["a small alphabet"]).save(ws / "run")
+    ok = [["describe", "preset:llama-tiny"], ["describe", "preset:vaswani-tiny"], ["describe", "preset:t5-tiny"],
+          ["describe", "configs/experiments/char_lm.yaml"], ["describe", f"{ws}/run"], ["components"],
+          ["sweep", "sweeps/quickstart.yaml", "--dry-run", "--out", f"{ws}/store"]]
+    mistakes = [["describe", f"{ws}/nope.yaml"], ["describe", "preset:gpt3"],
+                ["describe", f"{ws}/exp.yaml", "model.positon=rope"],
+                ["describe", f"{ws}/exp.yaml", "model.position=rop"],
+                ["describe", f"{ws}/exp.yaml", "train.precision=bf17-mixed"],
+                ["train", f"{ws}/nope.yaml"], ["train", f"{ws}/exp.yaml", "--out", f"{ws}/r", "train.strategy=dpp"],
+                ["train", f"{ws}/exp.yaml", "--out", f"{ws}/r", "train.accelerator=gpu", "train.devices=4096"],
+                ["train", f"{ws}/exp.yaml", "--out", f"{ws}/r", "logging.mlflow.enabled=true",
+                 "logging.mlflow.tracking_uri=127.0.0.1:5000"],
+                ["sweep", f"{ws}/nope.yaml"], ["sweep", f"{ws}/spec_unknown_key.yaml", "--out", f"{ws}/store"],
+                ["sweep", f"{ws}/spec_bad_value.yaml", "--dry-run", "--out", f"{ws}/store"], ["fly"]]
+    return [(a, 0) for a in ok] + [(a, 2) for a in mistakes]
+
+
+def test_describe_components_dry_run_and_user_mistakes_import_no_lightning(tmp_path):
+    """Issue 26 §4: these answer within ~2 s on 2 cores because they import none of HEAVY; the test
+    asserts the imports, not a time. Every command must also have run to its end (its exit code)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import arch_zoo
+
+    commands = _quick_commands(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", COMMANDS.format(heavy=HEAVY), json.dumps([a for a, _ in commands])],
+                          capture_output=True, text=True, timeout=300, cwd=Path(arch_zoo.__file__).parent.parent,
+                          env={**os.environ, "ARCH_ZOO_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert [code for _, code, _ in got] == [code for _, code in commands], got
+    assert {line: new for line, _, new in got if new} == {}
+    assert not (tmp_path / "store").exists() and not (tmp_path / "r").exists()
+
+
+def test_the_console_script_describes_a_preset_without_lightning():
+    """The same through the installed `arch-zoo` script, every import of the process listed by
+    ``PYTHONPROFILEIMPORTTIME`` (``sweep`` leaves by ``os._exit``, past any atexit hook; this needs none)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = Path(sys.executable).with_name("arch-zoo")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "arch_zoo"]
+    proc = subprocess.run(cmd + ["describe", "preset:llama-tiny"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert proc.returncode == 0 and "parameters  4,188,480 total" in proc.stdout, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert {"torch", "arch_zoo.describe"} <= imported  # the listing is real
+    assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
+
+
+def test_the_lightning_names_kept_as_data_are_the_installed_lightning_s():
+    """train.precision and train.strategy are checked against data, not by importing Lightning to ask
+    it; this holds that data to what the installed Lightning accepts."""
+    import typing
+
+    from lightning_fabric import connector
+    from pytorch_lightning.strategies import StrategyRegistry
+
+    from arch_zoo.training.accel import STRATEGIES
+    from arch_zoo.config.validation import PRECISIONS
+
+    assert sorted(PRECISIONS) == sorted({*typing.get_args(connector._PRECISION_INPUT_STR),
+                                         *typing.get_args(connector._PRECISION_INPUT_STR_ALIAS)})
+    assert sorted(STRATEGIES) == sorted({"auto", *StrategyRegistry.available_strategies()})

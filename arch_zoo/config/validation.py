@@ -6,7 +6,6 @@ reads. Every error is a ``ConfigError`` naming the dotted key.
 from __future__ import annotations
 
 import dataclasses
-import typing
 from typing import List, Optional, Union
 
 from ..components.feedforward import is_gated
@@ -124,13 +123,12 @@ def layer_models(m: ModelConfig, stack: str, depth: int, key: str = "model") -> 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
-def _precision_choices() -> List[str]:
-    """The precision strings the installed Lightning accepts ([] where Lightning is absent: ``restore`` needs none)."""
-    try:
-        from lightning_fabric import connector
-    except ImportError:
-        return []
-    return [*typing.get_args(connector._PRECISION_INPUT_STR), *typing.get_args(connector._PRECISION_INPUT_STR_ALIAS)]
+# The precision strings Lightning 2.x accepts (lightning_fabric.connector's _PRECISION_INPUT_STR and its
+# _ALIAS), kept here as data: importing lightning_fabric to ask it pulls torch._dynamo, torchmetrics and
+# transformers, seconds that `describe`, `--dry-run` and every config error would wait for.
+# tests/test_imports.py holds this to the installed Lightning's own list.
+PRECISIONS = ("transformer-engine", "transformer-engine-float16", "16-true", "16-mixed", "bf16-true", "bf16-mixed",
+              "32-true", "64-true", "64", "32", "16", "bf16")
 
 
 def validate_train(t: TrainConfig, key: str = "train") -> None:
@@ -152,9 +150,8 @@ def validate_train(t: TrainConfig, key: str = "train") -> None:
         raise ConfigError(f"{key}.num_nodes", f"must be at least 1, got {t.num_nodes}")
     if t.compile_mode not in COMPILE_MODES:
         raise choice_error(f"{key}.compile_mode", "torch.compile mode", t.compile_mode, COMPILE_MODES)
-    precisions = _precision_choices()
-    if precisions and str(t.precision) not in precisions:
-        raise choice_error(f"{key}.precision", "precision", t.precision, precisions)
+    if str(t.precision) not in PRECISIONS:
+        raise choice_error(f"{key}.precision", "precision", t.precision, PRECISIONS)
 
 
 def validate_task(cfg: ExperimentConfig, key: str = "task") -> None:

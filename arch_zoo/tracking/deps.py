@@ -26,6 +26,6 @@ def check_logging(logging) -> None:
     if logging.tensorboard.enabled:
         require("tensorboard", "logging.tensorboard")
     if logging.mlflow.enabled:
-        require("mlflow", "logging.mlflow")
-        if logging.mlflow.tracking_uri:
+        if logging.mlflow.tracking_uri:  # first: a mistyped URI is told without importing mlflow (and pandas)
             check_reachable(logging.mlflow.tracking_uri, "logging.mlflow.tracking_uri")
+        require("mlflow", "logging.mlflow")
