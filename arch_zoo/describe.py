@@ -125,7 +125,8 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         + (f", qk-norm {m.qk_norm.describe()}" if m.qk_norm is not None else "")
         + (f", logits soft-capped at {m.attn_logit_softcap} (sdpa runs the explicit math)"
            if m.attn_logit_softcap is not None else ""),
-        f"  feed-forward  {m.ffn.describe()}{', gated' if gated else ''}, bias {'yes' if m.bias else 'no'}",
+        f"  feed-forward  {m.ffn.describe()}{', gated' if gated else ''}, bias {'yes' if m.bias else 'no'}"
+        + _notes("feedforward", m.ffn),
         f"  head          {m.head.describe()}" + (", tied to token embeddings" if m.tie_embeddings else "")
         + (f", output soft-capped at {m.final_logit_softcap}" if m.final_logit_softcap is not None else ""),
         f"  init          {m.init.describe()}",
@@ -162,6 +163,12 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         if part != "total":
             lines.append(f"  {part:<26}{_fmt(n):>14}")
     return "\n".join(lines) + "\n"
+
+
+def _notes(family: str, spec) -> str:
+    """What a component says about its options beyond their values (an MoE: its training loss)."""
+    notes = getattr(registry_of(family).get(spec.name).factory, "notes", None)
+    return f"\n{'':16}{notes(spec.options)}" if notes is not None else ""
 
 
 def registry_of(family: str) -> Registry:

@@ -95,6 +95,8 @@ CASES = [
      "model.positon: unknown key (did you mean 'position'?)"),
     ("describe-override-bad-type", "describe {ws}/exp.yaml model.d_model=big",
      "model.d_model: expected an integer, got 'big'"),
+    ("describe-moe-aux-loss-layers", "describe {ws}/exp.yaml model.ffn=moe model.ffn.aux_loss_layers=pool",
+     "model.ffn.aux_loss_layers: unknown way to combine layers' aux losses 'pool' (did you mean 'pooled'?)"),
     ("describe-vocab-size-zero", "describe {ws}/exp.yaml --vocab-size 0",
      "argument --vocab-size: expected a positive integer, got 0"),
     ("describe-seq-len-text", "describe {ws}/exp.yaml --seq-len long",

@@ -145,3 +145,21 @@ def test_mixtral_checkpoint_directory_round_trip(tmp_path):
     loaded = load_hf_checkpoint(tmp_path)
     assert loaded.config == from_hf(hf).config
     torch.testing.assert_close(*reversed(both("mixtral", hf, loaded, "right")), atol=ATOL, rtol=0)
+
+
+def test_imported_mixtral_aux_loss_is_hf_s():
+    """An imported Mixtral trains with HF's aux loss: router_aux_loss_coef x load_balancing_loss_func over
+    all layers' router logits, padding left out (``aux_loss_layers: pooled``); the per-layer mean would
+    be another number."""
+    from arch_zoo.components.moe import router_aux_loss
+
+    hf = reference("mixtral", num_hidden_layers=3)
+    model = from_hf(hf)
+    assert model.config.ffn.options.aux_loss_layers == "pooled"
+    ids, mask = padded_batch([10, 6, 3], 10, "left")
+    mean = from_hf(hf, changes={"ffn": {**model.config.ffn.to_dict(), "aux_loss_layers": "mean"}})
+    with torch.no_grad():
+        out = hf(input_ids=ids, attention_mask=mask, output_router_logits=True)
+        got = [(m(ids, mask), router_aux_loss(m, {"decoder": mask}))[1] for m in (model, mean)]
+    torch.testing.assert_close(got[0], hf.config.router_aux_loss_coef * out.aux_loss)
+    assert abs(got[1] / got[0] - 1) > 1e-3, got
