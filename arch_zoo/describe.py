@@ -122,7 +122,9 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         f"final norm {'yes' if m.use_final_norm else 'no'}",
         f"  attention     {m.attention.describe()}, {m.attention_kernel.describe()} kernel, q.k scaled by "
         f"{'1/sqrt(head_dim)' if m.attention_scale is None else m.attention_scale}"
-        + (f", qk-norm {m.qk_norm.describe()}" if m.qk_norm is not None else "")
+        + (f", qk-norm {m.qk_norm.describe()} " + ("per head" if m.qk_norm_scope == "head" else
+                                                   "over the whole q and k projections")
+           if m.qk_norm is not None else "")
         + (f", logits soft-capped at {m.attn_logit_softcap} (sdpa runs the explicit math)"
            if m.attn_logit_softcap is not None else ""),
         f"  feed-forward  {m.ffn.describe()}{', gated' if gated else ''}, bias {'yes' if m.bias else 'no'}"

@@ -21,18 +21,27 @@ D, H, HD = 16, 2, 8
 SHAPE = AttentionShape(D, H, H, HD, True, 0.0)
 
 
-def _mha(kernel="explicit", pattern="global", qk_norm=None, softcap=None, **opts):
+def _mha(kernel="explicit", pattern="global", qk_norm=None, softcap=None, shape=SHAPE, qk_norm_scope="head", **opts):
     spec = ATTENTION.parse({"name": pattern, **opts} if opts else pattern, "attention")
     norm = (lambda dim: NORMS.build(NORMS.parse(qk_norm, "qk_norm"), dim)) if qk_norm else None
-    return MultiHeadAttention(SHAPE, KERNELS.build(KERNELS.parse(kernel, "k"), None, softcap),
-                              pattern=ATTENTION.build(spec), qk_norm=norm)
+    return MultiHeadAttention(shape, KERNELS.build(KERNELS.parse(kernel, "k"), None, softcap),
+                              pattern=ATTENTION.build(spec), qk_norm=norm, qk_norm_scope=qk_norm_scope)
 
 
-def _reference(attn, x, allowed, softcap=None, rotate=None):
-    """Attention written out for one layer, one query at a time: no mask tensor, no kernel."""
+def _rms(t, gain, eps=1e-6):
+    return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + eps) * gain
+
+
+def _reference(attn, x, allowed, softcap=None, rotate=None, qk_rms_over=None):
+    """Attention written out for one layer, one query at a time: no mask tensor, no kernel.
+    ``qk_rms_over``: an RMS QK-norm with attn's gains, over "head" or the whole "projection"."""
     q, k, v = attn.qkv(x).split(H * HD, dim=-1)
+    if qk_rms_over == "projection":
+        q, k = _rms(q, attn.q_norm.weight), _rms(k, attn.k_norm.weight)
     q, k, v = (t.unflatten(-1, (H, HD)).transpose(1, 2) for t in (q, k, v))
-    if attn.q_norm is not None:
+    if qk_rms_over == "head":
+        q, k = _rms(q, attn.q_norm.weight), _rms(k, attn.k_norm.weight)
+    elif qk_rms_over is None and attn.q_norm is not None:
         q, k = attn.q_norm(q), attn.k_norm(k)
     if rotate is not None:
         q, k = rotate(q, k)
@@ -74,7 +83,7 @@ def _rope(length):
 
 @pytest.mark.parametrize("norm", ["rmsnorm", "layernorm"])
 def test_qk_norm_normalises_each_heads_q_and_k_before_rope(norm):
-    """README model keys: `qk_norm` — a norm over each head's q and k, before RoPE (OLMo 2, Qwen3).
+    """README model keys: `qk_norm` — a norm over each head's q and k, before RoPE (Qwen3).
     The norms' gains are random, so normalising after the rotation would give other numbers."""
     torch.manual_seed(0)
     attn = _mha("sdpa", qk_norm=norm)
@@ -90,6 +99,66 @@ def test_qk_norm_normalises_each_heads_q_and_k_before_rope(norm):
     manual = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + 1e-6) if norm == "rmsnorm" else \
         (q - q.mean(-1, keepdim=True)) / torch.sqrt(q.var(-1, unbiased=False, keepdim=True) + 1e-5)
     torch.testing.assert_close(attn.q_norm(q), manual * attn.q_norm.weight, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("scope", ["head", "projection"])
+def test_qk_norm_scope_is_each_head_or_the_whole_projection(scope):
+    """`qk_norm_scope: projection` normalises all heads' q (and k) at once, one gain per channel (OLMo 2);
+    `head` each head's own (Qwen3). Against the hand-written RMS norm of each, with random gains."""
+    torch.manual_seed(0)
+    attn = _mha("sdpa", qk_norm="rmsnorm", qk_norm_scope=scope)
+    with torch.no_grad():
+        for n in (attn.q_norm, attn.k_norm):
+            n.weight.uniform_(0.5, 2.0)
+    assert attn.q_norm.weight.shape == ((H * HD,) if scope == "projection" else (HD,))
+    x = torch.randn(2, 6, D) * torch.tensor([0.2, 3.0]).repeat_interleave(D // 2)  # heads of unequal size
+    rotate = _rope(6)
+    out = attn(x, self_attention_mask(None, 6, 0, True), rotate)
+    torch.testing.assert_close(out, _reference(attn, x, lambda i, j: j <= i, rotate=rotate, qk_rms_over=scope),
+                               atol=1e-5, rtol=1e-5)
+    if scope == "projection":  # per head, the same gains give other numbers
+        gains = [n.weight.view(H, HD) for n in (attn.q_norm, attn.k_norm)]
+        assert not torch.allclose(out, _per_head_with(attn, gains, x, rotate), atol=1e-3)
+
+
+def _per_head_with(attn, gains, x, rotate):
+    """``attn`` with its q/k gains (H, HD) applied after a per-head RMS norm instead."""
+    q, k, v = attn.qkv(x).split(H * HD, dim=-1)
+    q, k, v = (t.unflatten(-1, (H, HD)).transpose(1, 2) for t in (q, k, v))
+    q, k = (t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * g[:, None] for t, g in zip((q, k), gains))
+    q, k = rotate(q, k)
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return attn.out(out.transpose(1, 2).flatten(2))
+
+
+def test_qk_norm_over_the_projection_equals_hugging_face_olmo2_attention():
+    """`qk_norm: rmsnorm, qk_norm_scope: projection` is OLMo 2's QK-norm: transformers' Olmo2Attention
+    (grouped kv heads, so k's norm is narrower than q's; RoPE; causal) gives the same output."""
+    olmo2 = pytest.importorskip("transformers.models.olmo2.modeling_olmo2")
+    from transformers import Olmo2Config
+
+    heads, kv_heads, dim = 4, 2, 8
+    config = Olmo2Config(hidden_size=D, num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=dim)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    ref = olmo2.Olmo2Attention(config, layer_idx=0).eval()
+    with torch.no_grad():
+        for n in (ref.q_norm, ref.k_norm):
+            n.weight.uniform_(0.5, 2.0)
+    attn = _mha("sdpa", qk_norm={"name": "rmsnorm", "eps": config.rms_norm_eps}, qk_norm_scope="projection",
+                shape=AttentionShape(D, heads, kv_heads, dim, False, 0.0))
+    attn.load_state_dict({"qkv.weight": torch.cat([ref.q_proj.weight, ref.k_proj.weight, ref.v_proj.weight]),
+                          "out.weight": ref.o_proj.weight, "q_norm.weight": ref.q_norm.weight,
+                          "k_norm.weight": ref.k_norm.weight})
+    x = torch.randn(2, 7, D)
+    pos = torch.arange(7).unsqueeze(0)
+    rope = POSITIONS.build(POSITIONS.parse({"name": "rope", "base": config.rope_parameters["rope_theta"]}, "p"),
+                           PositionContext(D, heads, dim, 64, True))
+    causal = torch.full((7, 7), float("-inf")).triu(1)[None, None]
+    with torch.no_grad():
+        expected, _ = ref(x, olmo2.Olmo2RotaryEmbedding(config)(x, pos), causal)
+        out = attn(x, self_attention_mask(None, 7, 0, True), rope.rotator(pos, pos))
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("kernel", ["sdpa", "explicit"])
