@@ -95,6 +95,8 @@ CASES = [
      "model.positon: unknown key (did you mean 'position'?)"),
     ("describe-override-bad-type", "describe {ws}/exp.yaml model.d_model=big",
      "model.d_model: expected an integer, got 'big'"),
+    ("describe-qk-norm-scope-without-qk-norm", "describe {ws}/exp.yaml model.qk_norm_scope=projection",
+     "model.qk_norm_scope: refines model.qk_norm, which is not set"),
     ("describe-moe-aux-loss-layers", "describe {ws}/exp.yaml model.ffn=moe model.ffn.aux_loss_layers=pool",
      "model.ffn.aux_loss_layers: unknown way to combine layers' aux losses 'pool' (did you mean 'pooled'?)"),
     ("describe-vocab-size-zero", "describe {ws}/exp.yaml --vocab-size 0",

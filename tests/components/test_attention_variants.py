@@ -324,11 +324,23 @@ def test_a_global_cache_keeps_every_key():
     assert k.shape[-2] == 4 and k[0, 0, -1].tolist() == [1.0, 1.0] and k[0, 0, 0].tolist() == [0.0, 0.0]
 
 
+def test_describe_says_what_the_qk_norm_normalises(capsys):
+    for scope, words in (("head", "qk-norm rmsnorm(eps=1e-06) per head"),
+                         ("projection", "qk-norm rmsnorm(eps=1e-06) over the whole q and k projections")):
+        assert main(["describe", "preset:llama-tiny", "model.qk_norm=rmsnorm", f"model.qk_norm_scope={scope}",
+                     "--vocab-size", "50"]) == 0
+        assert words in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("override,expected", [
     ("model.attention=sliding_window model.attention.window=0", "model.attention.window: must be a positive"),
     ("model.attention=sdpa", "model.attention: 'sdpa' is not one of the attention patterns any more: "
                              "set model.attention_kernel=sdpa"),
     ("model.qk_norm=rms", "model.qk_norm: unknown norm 'rms' (did you mean 'rmsnorm'?); choices: layernorm, rmsnorm"),
+    ("model.qk_norm_scope=projection", "model.qk_norm_scope: refines model.qk_norm, which is not set: set "
+                                       "model.qk_norm too, or leave qk_norm_scope at head"),
+    ("model.qk_norm=rmsnorm model.qk_norm_scope=heads", "model.qk_norm_scope: unknown value 'heads' "
+                                                        "(did you mean 'head'?); choices: head, projection"),
     ("model.attn_logit_softcap=0", "model.attn_logit_softcap: must be positive, got 0"),
     ("model.final_logit_softcap=-1", "model.final_logit_softcap: must be positive"),
     ("model.attention=slide", "model.attention: unknown attention pattern 'slide'"),
