@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from ..formatting import plural
+from ..run_names import plain
+from ..rundir import INVOCATIONS, PAUSED, PRUNED, SUMMARY
 from .plan import Plan, make_plan, second_plan
-from .spec import SweepSpec, load_spec
 from .rungs import cut_runs, next_round
+from .spec import SweepSpec, load_spec
 from .store import Store, read_json
 from .tune import STAGE_TUNE, base_settings, choose, edge_warning, variant_key
-from ..run_names import plain
-from ..training.rundir import PAUSED, PRUNED
 from .worker import FINISHED, Result, Task
 
 DEFAULT_OUT = "runs/sweeps"
@@ -67,7 +67,7 @@ def make_launcher(kind: str, workers: Optional[int], ray_address: Optional[str] 
 def _check_loggers(plan) -> None:
     """A dashboard library that is missing or an MLflow server that does not answer is one error up
     front, not the same failure once per run."""
-    from ..dashboards.deps import check_logging
+    from ..tracking.deps import check_logging
 
     seen = set()
     for run in plan.runs:
@@ -96,7 +96,7 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
     launch = make_launcher(launcher, workers, ray_address, ray_init, threads, slurm)
     launch.start()  # workers import the stack while this process plans
     try:
-        from ..catalog import all_registries
+        from ..config.catalog import all_registries
 
         all_registries()  # the components, tasks and torch: timed apart from the planning itself
         imported = time.perf_counter()
@@ -198,7 +198,7 @@ def _second_stage(plan: Plan, store: Store, log: Callable[[str], None]) -> Optio
         status = PRUNED if run.run_id in cut else store.status(run.run_id)["status"]
         if status not in FINISHED + ("failed", PRUNED):
             waiting.append(f"{run.variant} s{run.seed}: {status}")
-        final = (read_json(store.run_dir(run.run_id) / "summary.json") or {}).get("final", {})
+        final = (read_json(store.run_dir(run.run_id) / SUMMARY) or {}).get("final", {})
         rows.append((run.settings, run.seed, status, final.get(tune.select)))
         names[variant_key(base_settings(run.settings, tune.key))] = run.tune["variant"]
     if waiting:
@@ -259,7 +259,7 @@ class _Invocation:
             self.store.log_invocation(record)
         except OSError as exc:
             if not self.warned:
-                self.log(f"warning: could not append to {self.store.root / 'invocations.jsonl'}: {exc}")
+                self.log(f"warning: could not append to {self.store.root / INVOCATIONS}: {exc}")
             self.warned = True
 
     def start(self, planned: int) -> None:

@@ -20,9 +20,10 @@ import pytest
 import torch
 
 from arch_zoo import testing
-from arch_zoo.catalog import all_registries
 from arch_zoo.config import ModelConfig
-from arch_zoo.loading import model_config
+from arch_zoo.config.catalog import all_registries
+from arch_zoo.config.coerce import field_family
+from arch_zoo.config.loading import model_config
 from arch_zoo.models import build_model
 from tests.conftest import tiny
 from tests.interop.references import randomize
@@ -39,10 +40,9 @@ def _axes():
     axes = {}
     hints = typing.get_type_hints(ModelConfig)
     for f in dataclasses.fields(ModelConfig):
-        marker = f.metadata.get("registry")
-        if marker is not None and f.name != "head":
-            family = marker().family
-            axes[f.name] = [{"name": n, **testing.example_options(family, n)} for n in marker().choices()]
+        family = field_family(f)
+        if family is not None and f.name != "head":
+            axes[f.name] = [{"name": n, **testing.example_options(family, n)} for n in REG[family].choices()]
             if f.default is None:  # an optional component (e.g. a norm over q and k): off is a choice too
                 axes[f.name].insert(0, None)
         elif typing.get_origin(hints[f.name]) is typing.Literal and f.name != "kind":
@@ -150,6 +150,15 @@ def test_the_training_grid_covers_every_pair():
         seen = {(_label(r[a]), _label(r[b])) for r in TRAIN_GRID}
         assert seen == {(_label(x), _label(y)) for x in axes[a] for y in axes[b] if valid({a: x, b: y})}, (a, b)
     assert len(TRAIN_GRID) < 0.5 * len(list(itertools.product(*axes.values())))
+
+
+def test_the_grid_has_an_axis_for_every_model_key_that_names_a_component():
+    """The axes are read from the schema, so a change in how it marks component fields must not empty
+    the grid unseen (it once ran no case at all): every family testing.model_families() finds, by its
+    key, and the built-in keys at least."""
+    keys = {testing.model_key(family) for family in testing.model_families()}
+    assert keys <= set(AXES)
+    assert {"position", "norm", "norm_placement", "ffn", "attention", "attention_kernel", "qk_norm", "init"} <= set(AXES)
 
 
 def test_a_choice_that_never_builds_fails_each_grid():

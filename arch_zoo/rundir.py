@@ -11,6 +11,12 @@
     summary.json     final and best metrics, size, speed, memory, versions, git commit, attempts
     tokenizer.json   the tokenizer, to decode the model's outputs
     checkpoints/last.ckpt
+
+A sweep's directory (``sweeps/store.py``) holds ``sweep.yaml``, ``index.csv``, ``invocations.jsonl``
+and ``runs/<run id>/``, each a run directory plus the sweep's ``run.json`` (variant, seed, settings).
+
+A leaf module (standard library; torch only inside ``checkpoint_history``): every layer that reads
+or writes these files names them from here.
 """
 from __future__ import annotations
 
@@ -23,8 +29,14 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 
-CONFIG, STATUS, SUMMARY, METRICS, CHECKPOINT = ("config.yaml", "status.json", "summary.json", "metrics.csv",
-                                                 "checkpoints/last.ckpt")
+# a run directory
+CONFIG, STATUS, SUMMARY, METRICS = "config.yaml", "status.json", "summary.json", "metrics.csv"
+CHECKPOINTS = "checkpoints"
+CHECKPOINT = f"{CHECKPOINTS}/last.ckpt"
+TOKENIZER = "tokenizer.json"
+ERROR = "error.txt"  # the traceback of a run that crashed outside training
+# a sweep's directory, and the sweep's record inside each of its run directories
+RUN_JSON, LOCK, INDEX, SPEC, INVOCATIONS = "run.json", ".lock", "index.csv", "sweep.yaml", "invocations.jsonl"
 FINISHED = ("completed", "diverged")  # never trained again
 PAUSED, PRUNED = "paused", "pruned"  # stopped at a rung (``run_one(stop_at=...)``); resumable from there
 
@@ -146,7 +158,7 @@ def versions() -> Dict[str, str]:
     import pytorch_lightning
     import torch
 
-    from .. import __version__
+    from . import __version__
 
     return {"arch_zoo": __version__, "python": platform.python_version(), "torch": torch.__version__,
             "pytorch_lightning": pytorch_lightning.__version__}
