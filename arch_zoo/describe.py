@@ -172,10 +172,13 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         f"final norm {'yes' if ends_with_norm(m) else 'no'}",
         f"  attention     {m.attention.describe()}, {m.attention_kernel.describe()} kernel, q.k scaled by "
         f"{'1/sqrt(head_dim)' if m.attention_scale is None else m.attention_scale}"
-        + (f", qk-norm {m.qk_norm.describe()}" if m.qk_norm is not None else "")
+        + (f", qk-norm {m.qk_norm.describe()} " + ("per head" if m.qk_norm_scope == "head" else
+                                                   "over the whole q and k projections")
+           if m.qk_norm is not None else "")
         + (f", logits soft-capped at {m.attn_logit_softcap} (sdpa runs the explicit math)"
            if m.attn_logit_softcap is not None else ""),
-        f"  feed-forward  {m.ffn.describe()}{', gated' if gated else ''}, bias {'yes' if m.bias else 'no'}",
+        f"  feed-forward  {m.ffn.describe()}{', gated' if gated else ''}, bias {'yes' if m.bias else 'no'}"
+        + _notes("feedforward", m.ffn),
         f"  head          {m.head.describe()}" + (", tied to token embeddings" if m.tie_embeddings else "")
         + (f", output soft-capped at {m.final_logit_softcap}" if m.final_logit_softcap is not None else ""),
         f"  init          {m.init.describe()}",
@@ -206,6 +209,12 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         lines.append(f"  {part:<26}{n:>14,}  {100 * n / total:5.1f}%")
     lines += ["", *_flops_lines(model, m, seq_len, data, active != total)]
     return "\n".join(lines) + "\n"
+
+
+def _notes(family: str, spec) -> str:
+    """What a component says about its options beyond their values (an MoE: its training loss)."""
+    notes = getattr(registry_of(family).get(spec.name).factory, "notes", None)
+    return f"\n{'':16}{notes(spec.options)}" if notes is not None else ""
 
 
 def registry_of(family: str) -> Registry:

@@ -4,8 +4,9 @@ A kernel (``model.attention_kernel``) computes softmax(softcap(scale * q k^T) + 
 else, so switching kernels never changes the model's function. The scale and the logit soft-cap are
 the model's (``model.attention_scale``, ``model.attn_logit_softcap``), handed to whichever kernel runs
 it. Which keys a query may see, and what the cache keeps, is the attention pattern's
-(``model.attention``, attention_patterns.py); QK-norm (``model.qk_norm``) normalises each head's q and
-k before positions rotate them (OLMo 2, Qwen3).
+(``model.attention``, attention_patterns.py); QK-norm (``model.qk_norm``) normalises q and k before
+positions rotate them, over each head's head_dim with one gain shared by the heads (``qk_norm_scope:
+head``; Qwen3) or over the whole q and k projections, all heads at once (``projection``; OLMo 2).
 
 Tensors inside attention are (batch, heads, length, head_dim); scores are (batch, heads, q_len, k_len).
 """
@@ -174,10 +175,12 @@ class MultiHeadAttention(nn.Module):
     """Self-attention (fused QKV projection) or cross-attention (Q from x, fused KV from memory).
 
     ``pattern`` (self-attention only) narrows the mask and trims the cache; ``qk_norm`` builds a
-    norm over head_dim, one for q and one for k, each shared by all heads (as Qwen3)."""
+    norm of a given width, one for q and one for k: over head_dim, each shared by all heads
+    (``qk_norm_scope`` "head", Qwen3), or over the heads' concatenation ("projection", OLMo 2)."""
 
     def __init__(self, shape: AttentionShape, backend, cross: bool = False,
-                 pattern: Optional[AttentionPattern] = None, qk_norm: Optional[Callable[[int], nn.Module]] = None):
+                 pattern: Optional[AttentionPattern] = None, qk_norm: Optional[Callable[[int], nn.Module]] = None,
+                 qk_norm_scope: str = "head"):
         super().__init__()
         self.shape = shape
         self.cross = cross
@@ -190,8 +193,10 @@ class MultiHeadAttention(nn.Module):
         else:
             self.qkv = nn.Linear(shape.d_model, (h + 2 * kv) * d, bias=shape.bias)
         self.out = nn.Linear(h * d, shape.d_model, bias=shape.bias)
-        self.q_norm = qk_norm(d) if qk_norm is not None else None
-        self.k_norm = qk_norm(d) if qk_norm is not None else None
+        self.qk_norm_flat = qk_norm_scope == "projection"  # normed before the split into heads
+        q_dim, k_dim = (h * d, kv * d) if self.qk_norm_flat else (d, d)
+        self.q_norm = qk_norm(q_dim) if qk_norm is not None else None
+        self.k_norm = qk_norm(k_dim) if qk_norm is not None else None
         self.last_weights: Optional[Tensor] = None
 
     def value_and_output_weights(self) -> List[Tensor]:
@@ -208,13 +213,15 @@ class MultiHeadAttention(nn.Module):
                                cfg.rate("attention_dropout"))
         backend = KERNELS.build(cfg.attention_kernel, cfg.attention_scale, cfg.attn_logit_softcap)
         qk_norm = (lambda dim: NORMS.build(cfg.qk_norm, dim)) if cfg.qk_norm is not None else None
-        return cls(shape, backend, cross=cross, pattern=ATTENTION.build(cfg.attention), qk_norm=qk_norm)
+        return cls(shape, backend, cross=cross, pattern=ATTENTION.build(cfg.attention), qk_norm=qk_norm,
+                   qk_norm_scope=cfg.qk_norm_scope)
 
     def _heads(self, x: Tensor, n: int) -> Tensor:
         return x.unflatten(-1, (n, self.shape.head_dim)).transpose(1, 2)  # (B, n, L, D)
 
-    def _norm_qk(self, q: Tensor, k: Optional[Tensor]) -> Tuple[Tensor, Optional[Tensor]]:
-        if self.q_norm is None:
+    def _norm_qk(self, q: Tensor, k: Optional[Tensor], flat: bool) -> Tuple[Tensor, Optional[Tensor]]:
+        """The QK-norm, if its scope is where the caller stands: ``flat`` (B, L, heads * D) or per head."""
+        if self.q_norm is None or flat != self.qk_norm_flat:
             return q, k
         return self.q_norm(q), (None if k is None else self.k_norm(k))
 
@@ -223,23 +230,27 @@ class MultiHeadAttention(nn.Module):
                 need_weights: bool = False) -> Tensor:
         h, kv, d = self.shape.n_heads, self.shape.n_kv_heads, self.shape.head_dim
         if self.cross:
-            q = self._heads(self.q(x), h)
+            q = self.q(x)
             if cache is not None and len(cache):
                 k, v = cache.k, cache.v
-                q, _ = self._norm_qk(q, None)  # memory keys were normed and rotated when cached
+                q = self._heads(self._norm_qk(q, None, True)[0], h)
+                q, _ = self._norm_qk(q, None, False)  # memory keys were normed and rotated when cached
                 if rotate is not None:
                     q, _ = rotate(q, None)
             else:
-                k, v = (self._heads(t, kv) for t in self.kv(memory).split(kv * d, dim=-1))
-                q, k = self._norm_qk(q, k)
+                k, v = self.kv(memory).split(kv * d, dim=-1)
+                q, k = self._norm_qk(q, k, True)
+                q, k, v = self._heads(q, h), self._heads(k, kv), self._heads(v, kv)
+                q, k = self._norm_qk(q, k, False)
                 if rotate is not None:
                     q, k = rotate(q, k)
                 if cache is not None:
                     cache.append(k, v)
         else:
             q, k, v = self.qkv(x).split((h * d, kv * d, kv * d), dim=-1)
+            q, k = self._norm_qk(q, k, True)
             q, k, v = self._heads(q, h), self._heads(k, kv), self._heads(v, kv)
-            q, k = self._norm_qk(q, k)
+            q, k = self._norm_qk(q, k, False)
             if rotate is not None:
                 q, k = rotate(q, k)
                 # q and k are fresh tensors now, but v is still a view of the fused qkv output: kept for

@@ -66,6 +66,10 @@ def window_band(q_len: int, k_len: int, window: int, device=None) -> torch.Tenso
                     "each query sees the last `window` keys, itself included (Mistral; Beltagy et al. 2020); "
                     "the decoding cache keeps only those, so its memory stays bounded")
 class SlidingWindowAttention(AttentionPattern):
+    # the test grids' sequences (5 to 13 tokens) are far shorter than the default window, which
+    # would make this global attention there; 3 keys narrow every one of them
+    example_options = {"window": 3}
+
     def __init__(self, options: SlidingWindowOptions = SlidingWindowOptions()):
         super().__init__(options)
         self.window = options.window

@@ -41,7 +41,10 @@ class ModelConfig:
     attention: ComponentSpec = component("attention", "global")  # the pattern: which keys a query sees, and the cache
     attention_kernel: ComponentSpec = component("attention_kernel", "sdpa")  # never changes the function
     attention_scale: Optional[float] = None  # multiplier on q.k; null: 1/sqrt(head_dim); T5: 1.0
-    qk_norm: Optional[ComponentSpec] = component("norms", None)  # a norm over each head's q and k (OLMo 2, Qwen3)
+    qk_norm: Optional[ComponentSpec] = component("norms", None)  # a norm over q and k before positions act
+    # what qk_norm normalises: each head's q and k (one gain shared by the heads; Qwen3) or the whole
+    # q and k projections, all heads at once (OLMo 2)
+    qk_norm_scope: Literal["head", "projection"] = field(default="head", metadata={"acts_with": "qk_norm"})
     attn_logit_softcap: Optional[float] = None  # scores -> cap * tanh(scores / cap) before the mask (Gemma 2: 50)
     final_logit_softcap: Optional[float] = None  # the head's output -> cap * tanh(logits / cap) (Gemma 2: 30)
     head: ComponentSpec = component("heads", "lm")  # what the model outputs: vocabulary logits, labels, a vector

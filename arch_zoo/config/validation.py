@@ -53,6 +53,11 @@ def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
         _positive(f"{key}.{name}", getattr(m, name))
     for name in ("attention_scale", "attn_logit_softcap", "final_logit_softcap"):
         _positive(f"{key}.{name}", getattr(m, name))
+    for f in dataclasses.fields(m):  # a key that only refines another does nothing without it: say so
+        other = f.metadata.get("acts_with")
+        if other and getattr(m, f.name) != f.default and getattr(m, other) is None:
+            raise ConfigError(f"{key}.{f.name}", f"refines {key}.{other}, which is not set: set {key}.{other} "
+                              f"too, or leave {f.name} at {f.default}")
     if m.d_ff is None:
         m = dataclasses.replace(m, d_ff=default_d_ff(m.d_model, is_gated(m.ffn)))
     _positive(f"{key}.type_vocab_size", m.type_vocab_size, allow_zero=True)

@@ -86,7 +86,8 @@ def mixtral_config(c: dict, weights: WeightMap) -> dict:
     # router_jitter_noise (multiplicative noise on the router input) acts in training only: the converted
     # model computes what HF's computes in eval mode; fine-tuning it here trains without the noise.
     cfg["ffn"] = {"name": "moe", "n_experts": c["num_local_experts"], "top_k": c["num_experts_per_tok"],
-                  "expert": cfg["ffn"], "aux_loss_weight": float(c.get("router_aux_loss_coef", 0.001))}
+                  "expert": cfg["ffn"], "aux_loss_weight": float(c.get("router_aux_loss_coef", 0.001)),
+                  "aux_loss_layers": "pooled"}  # HF's load_balancing_loss_func pools the layers
     return cfg
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 from typing import Any, Callable, Dict, Optional
 
@@ -108,6 +109,40 @@ def sdpa_kernels(device: torch.device) -> Dict[str, Any]:
     return {"flash (cpu)": flash, "math (cpu)": True}
 
 
+CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def cpu_vec_isa() -> str:
+    """The vector ISA inductor writes CPU code for ('avx512', 'avx2', ...; 'default': scalar code):
+    ATEN_CPU_CAPABILITY picks it, else the best the CPU has; ATen's own capability where inductor
+    cannot say."""
+    try:
+        from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+        isa = str(pick_vec_isa())
+    except Exception:  # noqa: BLE001 - a private module: its absence must not stop a run
+        isa = ""
+    if not isa or isa == "INVALID_VEC_ISA":
+        isa = torch.backends.cpu.get_cpu_capability() if not isa else "default"
+    return re.sub(r"[^a-z0-9_]+", "_", isa.lower())
+
+
+def inductor_cache_dir() -> str:
+    """Point inductor's on-disk cache at a subdirectory per CPU vector ISA (of $TORCHINDUCTOR_CACHE_DIR
+    if set, else of inductor's default) and return it. Inductor's cache keys leave the ISA out, so
+    code compiled under one capability was reused under another: AVX-512 code run under
+    ATEN_CPU_CAPABILITY=avx2 trained to NaN, AVX2 code under `default` failed to build. Nodes of a
+    mixed cluster sharing one cache directory meet the same. Idempotent, so a second compiled run in
+    the process (or a child process) keeps the directory."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    sub = f"cpu-{cpu_vec_isa()}"
+    base = os.path.abspath(os.environ.get(CACHE_ENV) or default_cache_dir())
+    path = base if os.path.basename(base) == sub else os.path.join(base, sub)
+    os.environ[CACHE_ENV] = path
+    return path
+
+
 class Compiled:
     """The model's forward through torch.compile, tried as one graph first. A graph break makes
     fullgraph=True fail while tracing, before anything runs, so the call is redone without fullgraph
@@ -119,6 +154,7 @@ class Compiled:
         # dynamo caches compiled frames per code object, guarded on each model instance: runs in one
         # process (sweeps, tests) would otherwise pile up past its recompile limit and fail under fullgraph
         torch._dynamo.reset()
+        self.cache_dir = inductor_cache_dir()
         self.fullgraph = True
         self.fallback_reason: Optional[str] = None
         self._fn: Callable = torch.compile(model, fullgraph=True, mode=mode)
@@ -136,7 +172,7 @@ class Compiled:
 
     def info(self) -> Dict[str, Any]:
         return {"compiled": True, "compile_mode": self.mode or "default", "compile_fullgraph": self.fullgraph,
-                "compile_fallback_reason": self.fallback_reason}
+                "compile_fallback_reason": self.fallback_reason, "compile_cache_dir": self.cache_dir}
 
 
 def _is_graph_break(exc: BaseException) -> bool:
@@ -151,4 +187,5 @@ def compiled_forward(model: nn.Module, t: TrainConfig) -> Optional[Compiled]:
 
 def compile_info(compiled: Optional[Compiled]) -> Dict[str, Any]:
     return compiled.info() if compiled is not None else {"compiled": False, "compile_mode": None,
-                                                       "compile_fullgraph": None, "compile_fallback_reason": None}
+                                                       "compile_fullgraph": None, "compile_fallback_reason": None,
+                                                       "compile_cache_dir": None}

@@ -1,4 +1,5 @@
-"""Attention variants: the sliding window (and its bounded cache), QK-norm, and logit soft-capping.
+"""Attention variants: the sliding window (and its bounded cache), QK-norm (its references: test_qk_norm.py)
+and logit soft-capping.
 
 Each is checked against a hand-written reference, then through the model-level invariants (no
 causal leak, padding changes no real token, cached decoding equals the full forward, the sdpa and
@@ -21,18 +22,27 @@ D, H, HD = 16, 2, 8
 SHAPE = AttentionShape(D, H, H, HD, True, 0.0)
 
 
-def _mha(kernel="explicit", pattern="global", qk_norm=None, softcap=None, **opts):
+def _mha(kernel="explicit", pattern="global", qk_norm=None, softcap=None, shape=SHAPE, qk_norm_scope="head", **opts):
     spec = ATTENTION.parse({"name": pattern, **opts} if opts else pattern, "attention")
     norm = (lambda dim: NORMS.build(NORMS.parse(qk_norm, "qk_norm"), dim)) if qk_norm else None
-    return MultiHeadAttention(SHAPE, KERNELS.build(KERNELS.parse(kernel, "k"), None, softcap),
-                              pattern=ATTENTION.build(spec), qk_norm=norm)
+    return MultiHeadAttention(shape, KERNELS.build(KERNELS.parse(kernel, "k"), None, softcap),
+                              pattern=ATTENTION.build(spec), qk_norm=norm, qk_norm_scope=qk_norm_scope)
 
 
-def _reference(attn, x, allowed, softcap=None, rotate=None):
-    """Attention written out for one layer, one query at a time: no mask tensor, no kernel."""
+def _rms(t, gain, eps=1e-6):
+    return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + eps) * gain
+
+
+def _reference(attn, x, allowed, softcap=None, rotate=None, qk_rms_over=None):
+    """Attention written out for one layer, one query at a time: no mask tensor, no kernel.
+    ``qk_rms_over``: an RMS QK-norm with attn's gains, over "head" or the whole "projection"."""
     q, k, v = attn.qkv(x).split(H * HD, dim=-1)
+    if qk_rms_over == "projection":
+        q, k = _rms(q, attn.q_norm.weight), _rms(k, attn.k_norm.weight)
     q, k, v = (t.unflatten(-1, (H, HD)).transpose(1, 2) for t in (q, k, v))
-    if attn.q_norm is not None:
+    if qk_rms_over == "head":
+        q, k = _rms(q, attn.q_norm.weight), _rms(k, attn.k_norm.weight)
+    elif qk_rms_over is None and attn.q_norm is not None:
         q, k = attn.q_norm(q), attn.k_norm(k)
     if rotate is not None:
         q, k = rotate(q, k)
@@ -70,26 +80,6 @@ def _rope(length):
     rope = POSITIONS.build(POSITIONS.parse("rope", "p"), PositionContext(D, H, HD, 64, True))
     pos = torch.arange(length).unsqueeze(0)
     return rope.rotator(pos, pos)
-
-
-@pytest.mark.parametrize("norm", ["rmsnorm", "layernorm"])
-def test_qk_norm_normalises_each_heads_q_and_k_before_rope(norm):
-    """README model keys: `qk_norm` — a norm over each head's q and k, before RoPE (OLMo 2, Qwen3).
-    The norms' gains are random, so normalising after the rotation would give other numbers."""
-    torch.manual_seed(0)
-    attn = _mha("sdpa", qk_norm=norm)
-    with torch.no_grad():
-        for n in (attn.q_norm, attn.k_norm):
-            n.weight.uniform_(0.5, 2.0)
-    assert attn.q_norm.weight.shape == (HD,)  # one gain per head dimension, shared by the heads
-    x = torch.randn(2, 6, D)
-    rotate = _rope(6)
-    out = attn(x, self_attention_mask(None, 6, 0, True), rotate)
-    torch.testing.assert_close(out, _reference(attn, x, lambda i, j: j <= i, rotate=rotate), atol=1e-5, rtol=1e-5)
-    q = attn.qkv(x)[..., :H * HD].unflatten(-1, (H, HD))
-    manual = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + 1e-6) if norm == "rmsnorm" else \
-        (q - q.mean(-1, keepdim=True)) / torch.sqrt(q.var(-1, unbiased=False, keepdim=True) + 1e-5)
-    torch.testing.assert_close(attn.q_norm(q), manual * attn.q_norm.weight, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("kernel", ["sdpa", "explicit"])
@@ -260,6 +250,10 @@ def test_a_global_cache_keeps_every_key():
     ("model.attention=sdpa", "model.attention: 'sdpa' is not one of the attention patterns any more: "
                              "set model.attention_kernel=sdpa"),
     ("model.qk_norm=rms", "model.qk_norm: unknown norm 'rms' (did you mean 'rmsnorm'?); choices: layernorm, rmsnorm"),
+    ("model.qk_norm_scope=projection", "model.qk_norm_scope: refines model.qk_norm, which is not set: set "
+                                       "model.qk_norm too, or leave qk_norm_scope at head"),
+    ("model.qk_norm=rmsnorm model.qk_norm_scope=heads", "model.qk_norm_scope: unknown value 'heads' "
+                                                        "(did you mean 'head'?); choices: head, projection"),
     ("model.attn_logit_softcap=0", "model.attn_logit_softcap: must be positive, got 0"),
     ("model.final_logit_softcap=-1", "model.final_logit_softcap: must be positive"),
     ("model.attention=slide", "model.attention: unknown attention pattern 'slide'"),

@@ -7,7 +7,8 @@ import torch
 
 from arch_zoo.cli import main
 from arch_zoo.components.feedforward import FEEDFORWARD, FFNContext
-from arch_zoo.components.moe import MixtureOfExperts, load_balancing_loss, router_aux_loss
+from arch_zoo.components.moe import (MixtureOfExperts, load_balancing_loss, pooled_load_balancing_loss,
+                                     router_aux_loss)
 from arch_zoo.models import build_model
 from arch_zoo.models.mfu import train_flops_per_token
 from arch_zoo.models.summary import active_parameters, count_parameters, flops_per_token
@@ -86,6 +87,63 @@ def test_the_model_aux_loss_is_the_weighted_mean_over_moe_layers():
     assert router_aux_loss(build_model(tiny(), 30), {"decoder": None}) is None
 
 
+def _skewed_layers(n_layers=3, tokens=14, n_experts=4):
+    """Router logits of layers that favour different experts: pooling them then differs from averaging."""
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(tokens, n_experts, generator=g) + 2.0 * torch.eye(n_experts)[i % n_experts]
+            for i in range(n_layers)]
+
+
+def test_pooled_loss_is_hugging_faces_load_balancing_loss_func_over_all_layers():
+    """HF's load_balancing_loss_func pools counts and probabilities over the layers before the
+    product; the per-layer mean is another number (a few percent apart here)."""
+    mixtral = pytest.importorskip("transformers.models.mixtral.modeling_mixtral")
+    layers = _skewed_layers()
+    mask = torch.tensor([[1] * 7, [0] * 3 + [1] * 4])  # (2, 7): the 14 tokens, three of them padding
+    for m in (None, mask):
+        hf = mixtral.load_balancing_loss_func(tuple(layers), 4, 2, m)
+        torch.testing.assert_close(pooled_load_balancing_loss(layers, 2, m), hf)
+        mean = torch.stack([load_balancing_loss(x, 2, m) for x in layers]).mean()
+        assert abs(mean / hf - 1) > 0.01, (mean, hf)
+
+
+@pytest.mark.parametrize("layers", ["mean", "pooled"])
+def test_the_model_aux_loss_over_layers_is_the_mean_or_the_pooled_loss(layers):
+    """README model keys: `moe` — `aux_loss_layers: mean` averages the layers' losses, `pooled` is HF's
+    load_balancing_loss_func over all layers' router logits (padding left out in both)."""
+    mixtral = pytest.importorskip("transformers.models.mixtral.modeling_mixtral")
+    model = build_model(tiny(n_layers=3, ffn={"name": "moe", "n_experts": 4, "top_k": 2, "aux_loss_weight": 0.5,
+                                              "aux_loss_layers": layers}), 30)
+    ids, mask = torch.randint(1, 30, (2, 6)), torch.tensor([[1] * 6, [0, 0, 1, 1, 1, 1]])
+    model(ids, mask)
+    logits = [m.router_logits for m in model.modules() if isinstance(m, MixtureOfExperts)]
+    mean = sum(0.5 * load_balancing_loss(x, 2, mask) for x in logits) / 3
+    pooled = 0.5 * mixtral.load_balancing_loss_func(tuple(x.view(-1, 4) for x in logits), 4, 2, mask)
+    torch.testing.assert_close(router_aux_loss(model, {"decoder": mask}), mean if layers == "mean" else pooled)
+
+
+def test_mean_and_pooled_layers_in_one_model_each_count_per_layer():
+    """Per-layer settings may mix the two: a mean layer counts as its own loss, the pooled layers' one
+    loss once per layer it pools, and the model's aux loss is the mean over layers."""
+    moe = {"name": "moe", "n_experts": 4, "top_k": 2, "aux_loss_weight": 0.5, "aux_loss_layers": "pooled"}
+    model = build_model(tiny(n_layers=3, ffn=moe, layers=[{"range": "0:1", "ffn": {**moe, "aux_loss_layers": "mean"}}]),
+                        30)
+    model(torch.randint(1, 30, (2, 6)))
+    first, *rest = [m.router_logits for m in model.modules() if isinstance(m, MixtureOfExperts)]
+    expected = (0.5 * load_balancing_loss(first, 2) + 2 * 0.5 * pooled_load_balancing_loss(rest, 2)) / 3
+    torch.testing.assert_close(router_aux_loss(model, {"decoder": None}), expected)
+
+
+def test_describe_says_how_the_aux_loss_combines_layers(capsys):
+    for layers, words in (("mean", "the mean of each MoE layer's own loss"),
+                          ("pooled", "one loss over all MoE layers' routing pooled (HF Mixtral's)")):
+        assert main(["describe", "preset:llama-tiny", "model.ffn=moe", f"model.ffn.aux_loss_layers={layers}",
+                     "--vocab-size", "100"]) == 0
+        assert f"training adds 0.01 x the load-balancing loss: {words}" in capsys.readouterr().out
+    assert main(["describe", "preset:mixtral-tiny", "--vocab-size", "100"]) == 0
+    assert "aux_loss_layers=pooled" in capsys.readouterr().out
+
+
 def test_total_and_active_parameters_and_flops_count_only_the_routed_experts():
     """README model keys: `moe` — `describe` and run summaries report total and active parameters;
     FLOPs per token count only the top_k experts a token runs through."""
@@ -138,6 +196,8 @@ def test_moe_trains_and_logs_its_aux_loss(tmp_path):
     ("model.ffn.expert=swigl", "model.ffn.expert: unknown feed-forward for an expert 'swigl' (did you mean 'swiglu'?)"),
     ("model.ffn.expert=moe", "model.ffn.expert: unknown feed-forward for an expert 'moe'"),
     ("model.ffn.aux_loss_weight=-1", "model.ffn.aux_loss_weight: must be >= 0"),
+    ("model.ffn.aux_loss_layers=pool", "model.ffn.aux_loss_layers: unknown way to combine layers' aux losses 'pool' "
+                                       "(did you mean 'pooled'?); choices: mean, pooled"),
 ])
 def test_bad_moe_settings_are_one_line_errors(override, expected, capsys):
     """README: "A user mistake prints one line and exits 2"."""

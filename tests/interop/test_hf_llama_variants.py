@@ -4,14 +4,16 @@ picks. README (Configs, Llama's descendants): "equal to the Hugging Face model's
 and right padding, and cached greedy decoding picks the tokens HF `generate` picks".
 
 Sliding window and padding: HF's mask and arch_zoo's both count the window in sequence slots
-(``i - window < j <= i`` over cache positions, pad slots included), so with left padding a row's
-window holds fewer real tokens; both agree on that, and that is what is compared. The batches are
+(``i - window < j <= i`` over cache positions, pad slots included). Left padding puts every pad
+before the real tokens, so a window that reaches a pad slot already holds all the real tokens before
+it: a left-padded row's window holds the same real tokens as the row alone, and its logits equal the
+row's alone (test_a_left_padded_rows_window_holds_the_real_tokens_it_would_alone). The batches are
 longer than mistral-tiny's window (8), and decoding runs past it."""
 import pytest
 import torch
 
 from arch_zoo.interop import from_hf, model_config_from_hf
-from tests.interop.references import VOCAB, padded_batch, randomize, tiny
+from tests.interop.references import VOCAB, padded_batch, positions, randomize, tiny
 from tests.interop.test_hf_parity import ATOL, both, greedy_cached
 
 tf = pytest.importorskip("transformers")
@@ -145,3 +147,39 @@ def test_mixtral_checkpoint_directory_round_trip(tmp_path):
     loaded = load_hf_checkpoint(tmp_path)
     assert loaded.config == from_hf(hf).config
     torch.testing.assert_close(*reversed(both("mixtral", hf, loaded, "right")), atol=ATOL, rtol=0)
+
+
+def test_imported_mixtral_aux_loss_is_hf_s():
+    """An imported Mixtral trains with HF's aux loss: router_aux_loss_coef x load_balancing_loss_func over
+    all layers' router logits, padding left out (``aux_loss_layers: pooled``); the per-layer mean would
+    be another number."""
+    from arch_zoo.components.moe import router_aux_loss
+
+    hf = reference("mixtral", num_hidden_layers=3)
+    model = from_hf(hf)
+    assert model.config.ffn.options.aux_loss_layers == "pooled"
+    ids, mask = padded_batch([10, 6, 3], 10, "left")
+    mean = from_hf(hf, changes={"ffn": {**model.config.ffn.to_dict(), "aux_loss_layers": "mean"}})
+    with torch.no_grad():
+        out = hf(input_ids=ids, attention_mask=mask, output_router_logits=True)
+        got = [(m(ids, mask), router_aux_loss(m, {"decoder": mask}))[1] for m in (model, mean)]
+    torch.testing.assert_close(got[0], hf.config.router_aux_loss_coef * out.aux_loss)
+    assert abs(got[1] / got[0] - 1) > 1e-3, got
+
+
+def test_a_left_padded_rows_window_holds_the_real_tokens_it_would_alone():
+    """Pads count as window slots, but they come first: 12 real tokens (past mistral-tiny's window of 8)
+    after 5 pads give each query the keys they give it alone, in HF's Mistral and here (equal to float
+    rounding)."""
+    hf = reference("mistral")
+    model = from_hf(hf, config="preset:mistral-tiny")
+    ids, _ = padded_batch([12], 12, "left")
+    padded, mask = torch.cat((torch.zeros(1, 5, dtype=torch.long), ids), 1), (torch.arange(17) >= 5).long()[None]
+    assert model.config.attention.options.window < 12
+    with torch.no_grad():
+        for run in (lambda i, m: hf(input_ids=i, attention_mask=m, position_ids=positions(m)).logits,
+                    lambda i, m: model(i, m).logits):
+            alone = run(ids, torch.ones_like(ids))
+            torch.testing.assert_close(run(padded, mask)[:, 5:], alone, atol=1e-5, rtol=0)
+        glob = from_hf(hf, config="preset:mistral-tiny", changes={"attention": "global"})(ids).logits
+        assert (glob - alone).abs().max() > 1e-3  # the window binds here

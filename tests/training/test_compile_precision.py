@@ -16,6 +16,7 @@ from arch_zoo import restore
 from arch_zoo.components.placements import PLACEMENTS
 from arch_zoo.config.loading import load
 from arch_zoo.training import run_one
+from arch_zoo.training.accel import inductor_cache_dir
 from arch_zoo.training.run import RunInterrupted
 
 
@@ -55,6 +56,8 @@ def _compare_compiled(tmp_path, position, placement):
     assert s["compile_fullgraph"] is (position not in NOT_ONE_GRAPH), s["compile_fallback_reason"]
     assert (s["compile_fallback_reason"] is None) is s["compile_fullgraph"]
     assert summary(eager)["compiled"] is False
+    # compiled code kept apart per CPU vector ISA (tests/training/test_compile_cache.py)
+    assert s["compile_cache_dir"] == inductor_cache_dir() and summary(eager)["compile_cache_dir"] is None
     return compiled
 
 
@@ -63,6 +66,7 @@ def _compare_compiled(tmp_path, position, placement):
 SLOW = pytest.mark.slow
 
 
+@pytest.mark.compiles
 @pytest.mark.parametrize("position, placement", [
     ("rope", "pre"),
     *[pytest.param(p, pl_, marks=SLOW) for p in ("alibi", "learned", "none", "rope", "sinusoidal", "t5_bias")
