@@ -237,19 +237,25 @@ def pieces(inp: Input, text_field: str) -> Iterator[Piece]:
     return _hf(inp, text_field)
 
 
-def stream(inputs: List[Input], text_field: str, max_chars: Optional[int],
-           used: Optional[list] = None) -> Iterator[Tuple[str, bool, int]]:
+def stream(inputs: List[Input], text_field: str, max_chars: Optional[int], used: Optional[list] = None,
+           rest: Optional[list] = None) -> Iterator[Tuple[str, bool, int]]:
     """(piece, ends a document, input index) over all inputs, cut at ``max_chars`` characters.
-    ``used`` collects the inputs actually read."""
+    ``used`` collects the inputs actually read. ``rest`` (a one-item list) gets the characters past
+    the cut added to it: reading on to count them is what lets a cut say how much it left out."""
     left = max_chars if max_chars is not None else float("inf")
     for i, inp in enumerate(inputs):
         if left <= 0:
+            if rest is not None:
+                rest[0] += sum(len(text) for other in inputs[i:] for text, _ in pieces(other, text_field))
             return
         if used is not None:
             used.append(i)
-        for text, end in pieces(inp, text_field):
+        parts = pieces(inp, text_field)
+        for text, end in parts:
             if len(text) >= left:
                 yield text[: int(left)], True, i
+                if rest is not None:
+                    rest[0] += len(text) - int(left) + sum(len(t) for t, _ in parts)
                 left = 0
                 break
             left -= len(text)
