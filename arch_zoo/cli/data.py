@@ -41,8 +41,12 @@ def tokenizer_value(text: str):
     path = Path(text).expanduser()
     if path.is_file() or (path / "tokenizer.json").is_file():
         return {"name": "pretrained", "path": text}
+    from ..data.tasks.corpus import keeps_every_character
+
+    fits = [e for e in map(TOKENIZERS.get, names) if keeps_every_character(e.factory)]
+    shown = [f"{e.name}:N" if "vocab_size" in e.option_fields() else e.name for e in fits]
     raise ConfigError("--tokenizer", f"'{text}' is neither a tokenizer nor a tokenizer file; choices: "
-                      f"{', '.join(names)}, bpe:N, PATH (a tokenizer.json)")
+                      f"{', '.join(shown)}, PATH (a tokenizer.json)")
 
 
 def _max_chars(text: str):
@@ -58,11 +62,6 @@ def _max_chars(text: str):
 def _file_options(args):
     from ..data.tasks import TASKS
 
-    overrides = [a for a in args.inputs if "=" in a and not Path(a).exists()] + list(args.overrides)
-    if overrides:
-        raise ConfigError(overrides[0].split("=", 1)[0], "key=value overrides need an experiment config "
-                          f"(prepare CONFIG.yaml {overrides[0]}); with corpus files use "
-                          f"{', '.join(FILE_OPTIONS.values())}")
     task = {"name": "char_lm", "files": list(args.inputs), "tokenizer": tokenizer_value(args.tokenizer or "char"),
             "max_chars": _max_chars(args.max_chars or "auto")}
     task.update({k: getattr(args, k) for k in ("text_field", "split_by", "dtype") if getattr(args, k) is not None})
@@ -96,6 +95,11 @@ def _config_store(args, log, progress: bool):
 def _files_store(args, log, progress: bool):
     from ..data.prepare import prepare
 
+    overrides = [a for a in args.inputs if "=" in a and not Path(a).exists()] + list(args.overrides)
+    if overrides:
+        raise ConfigError(overrides[0].split("=", 1)[0], "key=value overrides need an experiment config "
+                          f"(prepare CONFIG.yaml {overrides[0]}); with corpus files use "
+                          f"{', '.join(FILE_OPTIONS.values())}")
     try:
         options = _file_options(args)
         cache_dir(args)
