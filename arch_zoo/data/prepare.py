@@ -29,7 +29,8 @@ from ..errors import ConfigError
 from .encode import BATCH, FRACTIONS, ShardWriter, batches, encoded, scan, segments
 from .lock import acquire
 from .pretrained import tokenizer_file
-from .progress import Heartbeat, Progress, counted, interactive, quiet  # noqa: F401 (interactive: its old home)
+from . import progress as lines
+from .progress import Heartbeat, Progress, counted, interactive, quiet
 from .sources import Input, resolve, stdlib_inputs, stdlib_origin, stdlib_root
 from .store import MANIFEST, SPLITS, VERSION, TokenStore, cache_root, fingerprint, file_sha256, lock_path
 from .tokenizers import TOKENIZERS, Tokenizer, parse_tokenizer
@@ -132,7 +133,8 @@ def _locked_build(r: Recipe, root: Path, key: str, log: Log, progress: bool) -> 
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
         seconds = time.perf_counter() - began
-        log(f"prepared {final} in {seconds:.1f}s")
+        if progress and (interactive() or seconds >= lines.EVERY):  # off a terminal, only a build long enough to watch
+            log(f"prepared {final} in {seconds:.1f}s")
         _record_build(root, key, seconds)
     store = TokenStore(final)
     store.built_seconds = seconds

@@ -124,10 +124,11 @@ def prepare(cfg: ExperimentConfig, quiet: bool = False) -> TaskData:
     return data
 
 
-def _notices(cfg: ExperimentConfig, data: TaskData) -> None:
-    """Before training: a corpus cut by max_chars, and a position signal that drowns the tokens out."""
+def _notices(cfg: ExperimentConfig, data: TaskData, quiet: bool) -> None:
+    """Before training: a corpus cut by max_chars (unless quiet: the summary records it), and a
+    position signal that drowns the tokens out."""
     cut = cut_text(data.info)
-    if cut:
+    if cut and not quiet:
         print(f"arch-zoo: note: the corpus was cut: {cut}", file=sys.stderr)
     drowned = embedding_scale(cfg.model, data.tokenizer.vocab_size).warning()
     if drowned:
@@ -218,7 +219,7 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
     if crowded and writer:
         print(f"arch-zoo: warning: {crowded}", file=sys.stderr)
     if writer:
-        _notices(cfg, data)
+        _notices(cfg, data, quiet)
     if writer:
         (run_dir / rundir.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
         save(cfg, run_dir / rundir.CONFIG)

@@ -21,7 +21,7 @@ def test_train_says_so_and_records_it(tmp_path, capsys):
                                                 "seq_len": 32},
         "train": {"max_steps": 2, "batch_size": 4, "val_every": 2, "val_batches": 1, "progress_bar": False,
                   "exact_match_samples": 0}}))
-    assert main(["train", str(cfg), "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    assert main(["train", str(cfg), "--out", str(tmp_path / "run")]) == 0
     err = capsys.readouterr().err
     assert "arch-zoo: note: the corpus was cut: read 5,000 of 13,200 characters (max_chars: 5,000)\n" in err
     assert "arch-zoo: warning: model.position: sinusoidal adds a signal 35x the token embeddings'" in err

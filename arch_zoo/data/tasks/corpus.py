@@ -24,7 +24,7 @@ from ...errors import ConfigError
 from ...registry import component_field
 from ..prepare import AUTO, DTYPES, STDLIB_CHARS
 from ..prepare import prepare as prepare_store
-from ..progress import quiet, stderr_log
+from ..progress import interactive, quiet, stderr_log
 from ..sources import sorted_py_files
 from ..tokenizers import SPECIALS
 from ..windows import LMExample, Windows
@@ -104,7 +104,7 @@ class CorpusTask(Task):
     def build(self) -> TaskData:
         self.check(self.options, self.model_kind, self.max_seq_len)
         store = self.prepare(self.options, progress=self.progress, log=stderr_log if self.progress else quiet)
-        if store.built_seconds is None and self.progress:
+        if store.built_seconds is None and self.progress and interactive():
             stderr_log(f"cached {store.root}")
         tok = store.tokenizer
         ids = {name: store.split(name) for name in ("train", "val", "test")}
