@@ -51,7 +51,7 @@ def scan(inputs: List[Input], text_field: str, max_chars: Optional[int], by_docu
     out = Scan()
     doc = hashlib.blake2b(digest_size=8)
     rest = [0]
-    for piece, end, _ in stream(inputs, text_field, max_chars, out.used, rest):
+    for piece, end, _ in stream(inputs, text_field, max_chars, out.used, rest, tick):
         data = piece.encode("utf-8", "surrogatepass")
         out.chars += len(piece)
         out.sha.update(data)

@@ -28,8 +28,8 @@ import numpy as np
 from ..errors import ConfigError
 from .encode import BATCH, FRACTIONS, ShardWriter, batches, encoded, scan, segments
 from .lock import acquire
-from .pretrained import tokenizer_file
 from . import progress as lines
+from .pretrained import tokenizer_file
 from .progress import Heartbeat, Progress, counted, interactive, quiet
 from .sources import Input, resolve, stdlib_inputs, stdlib_origin, stdlib_root
 from .store import MANIFEST, SPLITS, VERSION, TokenStore, cache_root, fingerprint, file_sha256, lock_path
@@ -37,7 +37,7 @@ from .tokenizers import TOKENIZERS, Tokenizer, parse_tokenizer
 
 DTYPES = ("auto", "uint16", "uint32")
 AUTO = "auto"  # max_chars: a user's files whole, the default corpus up to STDLIB_CHARS
-STDLIB_CHARS = 2_000_000  # the default corpus's cut, as it always was (its stores keep their keys)
+STDLIB_CHARS = 2_000_000  # the default corpus's cut, as it always was (the same recipe, the same ids)
 Log = Callable[[str], None]
 
 
