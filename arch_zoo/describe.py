@@ -148,6 +148,7 @@ def _flops_lines(model, m, seq_len: Optional[int], data, moe: bool) -> List[str]
 def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_len: Optional[int] = None,
                   run_dir: Optional[Path] = None, task_changed: bool = False) -> str:
     from .models import build_model
+    from .models.embedding_scale import embedding_scale
     from .models.summary import active_parameters, count_parameters, parameter_breakdown
 
     m = cfg.model
@@ -186,6 +187,7 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         + (", shared by encoder and decoder" if m.tie_encoder_decoder_embeddings else "")
         + (f", plus {m.type_vocab_size} token types" if m.type_vocab_size else "")
         + (f"; normalized by {m.norm.describe()} after positions" if m.embedding_norm else ""),
+        f"  signal        {embedding_scale(m, vocab_size).describe()}",
         f"  dropout       residual {m.dropout}, attention {m.rate('attention_dropout')}, "
         f"embedding {m.rate('embedding_dropout')}",
         "",

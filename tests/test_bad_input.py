@@ -414,6 +414,31 @@ PREPARE_CASES = [
      "task.dtype: uint16 holds ids below 65536, but the pretrained tokenizer has 70001 tokens; use uint32 or auto"),
     ("train-non-utf8-file", "train {ws}/exp.yaml --out {ws}/run task.files=[{ws}/latin1.txt]",
      "task.files[0]: {ws}/latin1.txt is not UTF-8 text"),
+    ("max-chars-not-a-count", "prepare {ws}/exp.yaml task.max_chars=lots",
+     "task.max_chars: expected a number of characters, null (all) or auto"),
+    # issue 26 §2: prepare FILE... without a config names the flag or the file at fault
+    ("files-missing", "prepare {ws}/nope.txt", "files[0]: file not found: {ws}/nope.txt"),
+    ("files-non-utf8", "prepare {ws}/good.txt {ws}/latin1.txt", "files[1]: {ws}/latin1.txt is not UTF-8 text"),
+    ("files-empty", "prepare {ws}/empty.txt", "files: the corpus is empty"),
+    ("files-missing-text-field", "prepare {ws}/docs.jsonl", "--text-field: 'text' is not a field of {ws}/docs.jsonl"),
+    ("files-bpe-without-a-size", "prepare {ws}/good.txt --tokenizer bpe:many",
+     "--tokenizer: expected bpe:N, N the vocabulary size (e.g. bpe:8192), got 'bpe:many'"),
+    ("files-bpe-too-small", "prepare {ws}/good.txt --tokenizer bpe:100", "--tokenizer: vocab_size must exceed 262"),
+    ("files-unknown-tokenizer", "prepare {ws}/good.txt --tokenizer sentencepiece",
+     "--tokenizer: 'sentencepiece' is neither a tokenizer nor a tokenizer file; choices: bpe:N, byte, char, "
+     "PATH (a tokenizer.json)"),
+    ("files-tokenizer-not-for-text", "prepare {ws}/good.txt --tokenizer word", "--tokenizer: 'word' does not fit"),
+    ("files-size-for-a-sizeless-tokenizer", "prepare {ws}/good.txt --tokenizer char:10",
+     "--tokenizer: 'char' takes no vocabulary size"),
+    ("files-tokenizer-file-not-a-tokenizer", "prepare {ws}/good.txt --tokenizer {ws}/not_a_tokenizer.json",
+     "--tokenizer: {ws}/not_a_tokenizer.json is not a Hugging Face tokenizer file"),
+    ("files-max-chars-zero", "prepare {ws}/good.txt --max-chars 0",
+     "--max-chars: expected a positive number of characters, all or auto, got '0'"),
+    ("files-unknown-split", "prepare {ws}/good.txt --split-by words", "--split-by: unknown split 'words'"),
+    ("files-with-an-override", "prepare {ws}/good.txt task.max_chars=5",
+     "task.max_chars: key=value overrides need an experiment config"),
+    ("cache-clean-unknown-key", "cache clean 0123", "KEY: no store '0123' in the token cache"),
+    ("cache-unknown-action", "cache purge", "argument action: invalid choice: 'purge'"),
 ]
 
 
@@ -433,6 +458,7 @@ def test_a_bad_corpus_exits_2_with_one_line_and_leaves_no_store(argv, expected, 
     code = main([a.format(ws=corpora) for a in argv.split(" ")])
     check_one_line(code, capsys.readouterr().err, expected.format(ws=corpora))
     assert _cache_dirs(cache) == dirs
+    assert not list(cache.glob("*.lock"))  # issue 26 §2: a failed prepare left a 0-byte lock file
     assert {k: v for k, v in tree(corpora).items() if not k.startswith("cache")} == \
         {k: v for k, v in before.items() if not k.startswith("cache")}
 

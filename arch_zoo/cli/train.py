@@ -1,5 +1,4 @@
-"""`arch-zoo train`, `prepare` and `gradnorms`: one config trained, its corpus tokenized, or its
-gradients studied at initialisation."""
+"""`arch-zoo train` and `gradnorms`: one config trained, or its gradients studied at initialisation."""
 from __future__ import annotations
 
 import os
@@ -66,36 +65,6 @@ def _train(args) -> int:
     return code
 
 
-def _prepare(args) -> int:
-    from ..config.loading import load
-    from ..data.prepare import interactive
-    from ..data.tasks.common import prepare_all
-
-    cfg = load(args.config, args.overrides)
-    if cfg.task is None:
-        raise ConfigError("task", "the config has no task; nothing to prepare")
-    cache_dir(args)
-    from ..data.tasks import TASKS
-
-    TASKS.get(cfg.task.name).factory.check(cfg.task.options, cfg.model.kind, cfg.model.max_seq_len)
-    log = (lambda line: None) if args.quiet else (lambda line: print(f"arch-zoo: {line}", file=sys.stderr))
-    began = time.perf_counter()
-    stores = prepare_all([cfg], log, progress=interactive() and not args.quiet)
-    if not stores:
-        print(f"task '{cfg.task.name}' generates its data: nothing to prepare")
-        return 0
-    store = stores[0]
-    if args.verify:
-        store.verify()
-    m = store.manifest
-    tokens = ", ".join(f"{s} {m['splits'][s]['tokens']:,}" for s in ("train", "val", "test"))
-    cpt = m["chars"] / max(sum(m["splits"][s]["tokens"] for s in m["splits"]), 1)
-    print(f"{store.root}\n  {m['tokenizer']['name']} tokenizer, vocab {m['tokenizer']['vocab_size']:,}, {m['dtype']}; "
-          f"tokens: {tokens}; {cpt:.3f} chars/token; {len(m['sources'])} source file(s)"
-          f"{'; shards verified' if args.verify else ''} ({time.perf_counter() - began:.2f}s)")
-    return 0
-
-
 def _count(option: str):
     """int, or the hint an override after a list option needs: argparse gives it to the option."""
     import argparse
@@ -131,11 +100,3 @@ def add_parsers(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar or Lightning messages")
     cache_option(p)
     p.set_defaults(func=_train)
-
-    p = sub.add_parser("prepare", help="tokenize a config's corpus once into the shared token store")
-    p.add_argument("config", help="an experiment YAML config (its task names the corpus and tokenizer)")
-    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. task.tokenizer.vocab_size=8192")
-    cache_option(p)
-    p.add_argument("--verify", action="store_true", help="also hash every shard against the manifest")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=_prepare)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 from torch import nn
 
@@ -51,6 +52,11 @@ class InitScheme:
     def init_layer(self, layer: nn.Module, ctx: LayerContext) -> None:
         """Adjust one layer (``ctx.index`` of ``ctx.depth`` in ``ctx.stack``) after ``__call__``."""
 
+    def embedding_std(self, rows: int, cols: int) -> Optional[float]:
+        """The std ``__call__`` gives an embedding table of this shape (token embeddings, a learned
+        position table): what a position signal is set against. None: undeclared (then measured)."""
+        return None
+
 
 @INITS.register("xavier", NoOptions, "Xavier-uniform matrices, zero biases (Vaswani et al. 2017, torch.nn.Transformer)")
 class XavierInit(InitScheme):
@@ -59,6 +65,9 @@ class XavierInit(InitScheme):
         for p in model.parameters():
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
+
+    def embedding_std(self, rows, cols):
+        return math.sqrt(2.0 / (rows + cols))  # U(-a, a) with a = sqrt(6 / (fan_in + fan_out))
 
 
 @dataclass(frozen=True)
@@ -80,3 +89,6 @@ class NormalInit(InitScheme):
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 scaled = self.options.scaled_residual and getattr(module, RESIDUAL_OUT, False)
                 nn.init.normal_(module.weight, 0.0, std / math.sqrt(2 * self.n_layers) if scaled else std)
+
+    def embedding_std(self, rows, cols):
+        return self.options.std

@@ -64,6 +64,14 @@ class PositionScheme(nn.Module):
         """The longest sequence the scheme can represent (None: any length)."""
         return None
 
+    @classmethod
+    def embed_rms(cls, options, ctx: PositionContext, init_std) -> Optional[float]:
+        """The root mean square, at initialisation, of what ``embed`` adds to a token embedding: set
+        against the token embeddings' scale, it says whether the tokens are drowned out (describe shows
+        the ratio, training warns). ``init_std(rows, cols)`` is the model's init's std for an embedding
+        table. 0.0 when ``embed`` adds nothing; None: undeclared (then it is measured)."""
+        return 0.0 if cls.embed is PositionScheme.embed else None
+
 
 @POSITIONS.register("none", NoOptions, "no position information (permutation-equivariant encoder)")
 class NoPosition(PositionScheme):
@@ -93,6 +101,12 @@ class Sinusoidal(PositionScheme):
     def embed(self, x: Tensor, pos: Tensor) -> Tensor:
         return x + self.table(pos).to(x.dtype)
 
+    @classmethod
+    def embed_rms(cls, options, ctx, init_std):
+        # each (sin, cos) pair has squared norm 1, so every position's vector has mean square 1/2;
+        # an odd width's last column (a sine alone) is left to the measurement
+        return math.sqrt(0.5) if ctx.d_model % 2 == 0 else None
+
 
 @dataclass(frozen=True)
 class LearnedOptions:
@@ -114,6 +128,10 @@ class Learned(PositionScheme):
     @classmethod
     def max_length(cls, options, ctx):
         return options.size or ctx.max_seq_len
+
+    @classmethod
+    def embed_rms(cls, options, ctx, init_std):
+        return init_std(options.size or ctx.max_seq_len, ctx.d_model)  # an embedding table: the init's
 
     def embed(self, x: Tensor, pos: Tensor) -> Tensor:
         n = self.table.num_embeddings

@@ -19,6 +19,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from .sources import Input, stream
+from .unigram import entropy
 
 FRACTIONS = (0.9, 0.05)  # train, val; test gets the rest
 SEGMENT = 1 << 20  # characters per encoded segment
@@ -32,6 +33,7 @@ class Scan:
     sha: "hashlib._Hash" = field(default_factory=hashlib.sha256)
     labels: bytearray = field(default_factory=bytearray)  # split_by documents: split index of each document
     used: List[int] = field(default_factory=list)  # inputs read (max_chars may stop early)
+    left_out: int = 0  # characters past the max_chars cut (counted, not read into the store)
 
     def bounds(self) -> Tuple[int, int]:
         return int(self.chars * FRACTIONS[0]), int(self.chars * sum(FRACTIONS))
@@ -48,7 +50,8 @@ def scan(inputs: List[Input], text_field: str, max_chars: Optional[int], by_docu
          tick=lambda n: None) -> Scan:
     out = Scan()
     doc = hashlib.blake2b(digest_size=8)
-    for piece, end, _ in stream(inputs, text_field, max_chars, out.used):
+    rest = [0]
+    for piece, end, _ in stream(inputs, text_field, max_chars, out.used, rest, tick):
         data = piece.encode("utf-8", "surrogatepass")
         out.chars += len(piece)
         out.sha.update(data)
@@ -58,6 +61,7 @@ def scan(inputs: List[Input], text_field: str, max_chars: Optional[int], by_docu
             if end:
                 out.labels.append(doc_split(doc.digest()))
                 doc = hashlib.blake2b(digest_size=8)
+    out.left_out = rest[0]
     return out
 
 
@@ -171,8 +175,9 @@ def encoded(encode_batch: Callable[[List[str]], List[np.ndarray]],
 class ShardWriter:
     """Appends one split's ids to ``{split}.NNN.bin`` shards, hashing as it writes."""
 
-    def __init__(self, root: Path, split: str, dtype: np.dtype, unk_id: int):
+    def __init__(self, root: Path, split: str, dtype: np.dtype, unk_id: int, vocab_size: int):
         self.root, self.split, self.dtype, self.unk_id = root, split, dtype, unk_id
+        self.counts = np.zeros(vocab_size, dtype=np.int64)  # how often each id occurs: the unigram loss
         self.shards: List[Dict[str, object]] = []
         self.tokens = self.unk = 0
         self.doc_starts: List[int] = []
@@ -188,6 +193,8 @@ class ShardWriter:
         if starts_document:
             self.doc_starts.append(self.tokens)
         self.unk += int(np.count_nonzero(ids == self.unk_id))
+        if ids.size:
+            self.counts += np.bincount(ids, minlength=len(self.counts))[: len(self.counts)]
         while ids.size:
             if self._file is None or self.shards[-1]["tokens"] >= SHARD_TOKENS:
                 self._close()
@@ -211,7 +218,7 @@ class ShardWriter:
             self._open()  # an empty split still has its (empty) shard, so every split reads alike
         self._close()
         entry = {"tokens": self.tokens, "unk_tokens": self.unk, "shards": self.shards, "doc_starts": None,
-                 "documents": len(self.doc_starts) or None}
+                 "documents": len(self.doc_starts) or None, "unigram_loss": entropy(self.counts)}
         if self.doc_starts:
             entry["doc_starts"] = f"{self.split}.docs.npy"
             np.save(self.root / entry["doc_starts"], np.asarray(self.doc_starts, dtype=np.int64))

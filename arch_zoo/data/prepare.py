@@ -3,16 +3,19 @@
 The store's directory name is a hash of what determines its ids (the resolved inputs, text_field,
 max_chars, split_by, dtype, the tokenizer spec and a pretrained tokenizer file's sha256); seq_len,
 eval_lengths and masking are read-time choices, so the variants of a sweep share one store. It is
-built in a temporary directory and renamed into place under a file lock: concurrent workers build
-it once, and a killed prepare leaves only a temporary directory, removed by the next prepare. A
-source whose bytes changed since (size or mtime moved and the sha256 differs) triggers a rebuild."""
+built in a temporary directory and renamed into place under a file lock (``lock.py``): concurrent
+workers build it once, and a killed prepare leaves only a temporary directory, removed by the next
+prepare (``arch-zoo cache clean`` too). A source whose bytes changed since (size or mtime moved and
+the sha256 differs) triggers a rebuild.
+
+``max_chars: auto`` (the default) reads a user's files whole and the default corpus (the standard
+library) up to ``STDLIB_CHARS``; a cut is counted: the manifest records the characters it left out."""
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 import shutil
-import sys
 import time
 import uuid
 from contextlib import closing, contextmanager
@@ -24,12 +27,17 @@ import numpy as np
 
 from ..errors import ConfigError
 from .encode import BATCH, FRACTIONS, ShardWriter, batches, encoded, scan, segments
+from .lock import acquire
+from . import progress as lines
 from .pretrained import tokenizer_file
+from .progress import Heartbeat, Progress, counted, interactive, quiet
 from .sources import Input, resolve, stdlib_inputs, stdlib_origin, stdlib_root
-from .store import MANIFEST, SPLITS, VERSION, TokenStore, cache_root, fingerprint, file_sha256
-from .tokenizers import TOKENIZERS, parse_tokenizer
+from .store import MANIFEST, SPLITS, VERSION, TokenStore, cache_root, fingerprint, file_sha256, lock_path
+from .tokenizers import TOKENIZERS, Tokenizer, parse_tokenizer
 
 DTYPES = ("auto", "uint16", "uint32")
+AUTO = "auto"  # max_chars: a user's files whole, the default corpus up to STDLIB_CHARS
+STDLIB_CHARS = 2_000_000  # the default corpus's cut, as it always was (the same recipe, the same ids)
 Log = Callable[[str], None]
 
 
@@ -44,6 +52,14 @@ class Recipe:
     def by_documents(self) -> bool:
         return self.options.split_by == "documents"
 
+    @property
+    def max_chars(self) -> Optional[int]:
+        """The cut in characters (None: none), with ``auto`` resolved."""
+        limit = self.options.max_chars
+        if limit == AUTO:
+            return None if self.options.files else STDLIB_CHARS
+        return limit
+
     def identity(self) -> dict:
         o = self.options
         tok = dict(self.tokenizer)
@@ -52,7 +68,7 @@ class Recipe:
         inputs = json.dumps([[str(i.path), i.kind] for i in self.inputs])
         return {"version": VERSION, "inputs_sha256": hashlib.sha256(inputs.encode()).hexdigest(),
                 "n_inputs": len(self.inputs), "corpus": self.origin,
-                "text_field": o.text_field, "max_chars": o.max_chars, "split_by": o.split_by, "dtype": o.dtype,
+                "text_field": o.text_field, "max_chars": self.max_chars, "split_by": o.split_by, "dtype": o.dtype,
                 "fractions": list(FRACTIONS), "tokenizer": tok}
 
     def key(self) -> str:
@@ -66,25 +82,12 @@ def recipe(options) -> Recipe:
     return Recipe(stdlib_inputs(), stdlib_origin(), options, spec.to_dict())
 
 
-def _quiet(_: str) -> None:
-    pass
-
-
-def interactive() -> bool:
-    """A progress bar only where someone watches: stderr is a terminal."""
-    return sys.stderr.isatty()
-
-
-def interactive_log(line: str) -> None:
-    if interactive():
-        print(f"arch-zoo: {line}", file=sys.stderr)
-
-
 def prepare(options, cache_dir: Optional[str] = None, log: Optional[Log] = None,
             progress: bool = False) -> TokenStore:
-    """The store for a corpus task's options: opened when it exists and its sources are unchanged,
-    else built (under the store's lock, so only one process builds it)."""
-    log = log or _quiet
+    """The store for a corpus task's options: opened when it exists and its sources are unchanged (its
+    ``built_seconds`` None: cached), else built under the store's lock, so that only one process builds
+    it. ``progress``: a bar on a terminal, else a line every few seconds, through ``log``."""
+    log = log or quiet
     r = recipe(options)
     root = cache_root(cache_dir)
     key = r.key()
@@ -92,22 +95,36 @@ def prepare(options, cache_dir: Optional[str] = None, log: Optional[Log] = None,
     store = _open(final, log)
     if store is not None:
         return store
+    made_root = not root.exists()
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError("--cache-dir", f"cannot create the token cache {root}: {exc.strerror}") from None
-    from filelock import FileLock
+    try:
+        return _locked_build(r, root, key, log, progress)
+    except BaseException:
+        if made_root and not any(root.iterdir()):  # nothing half-written: not even the cache directory
+            root.rmdir()
+        raise
 
-    with FileLock(str(root / f"{key}.lock")):
-        store = _open(final, _quiet)  # another process may have built it while this one waited (said once above)
+
+def _locked_build(r: Recipe, root: Path, key: str, log: Log, progress: bool) -> TokenStore:
+    final = root / key
+    lock = acquire(lock_path(root, key), blocking=False)
+    if lock is None:
+        log(f"waiting for another process preparing {final}")
+        lock = acquire(lock_path(root, key))
+    with lock:
+        store = _open(final, quiet)  # another process may have built it while this one waited (said once above)
         if store is not None:
+            log(f"cached {final} (prepared by another process meanwhile)")
             return store
         for stale in root.glob(f".tmp-{key}-*"):  # left by a killed prepare: the lock says nobody builds now
             shutil.rmtree(stale, ignore_errors=True)
         tmp = root / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
         began = time.perf_counter()
         with _cleanup(tmp, root):
-            _build(r, key, tmp, progress)
+            _build(r, key, tmp, progress, log)
             old = None
             if final.exists():
                 old = root / f".tmp-{key}-old-{uuid.uuid4().hex[:8]}"
@@ -116,9 +133,12 @@ def prepare(options, cache_dir: Optional[str] = None, log: Optional[Log] = None,
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
         seconds = time.perf_counter() - began
-        log(f"prepared {final} in {seconds:.1f}s")
+        if progress and (interactive() or seconds >= lines.EVERY):  # off a terminal, only a build long enough to watch
+            log(f"prepared {final} in {seconds:.1f}s")
         _record_build(root, key, seconds)
-    return TokenStore(final)
+    store = TokenStore(final)
+    store.built_seconds = seconds
+    return store
 
 
 def _record_build(root: Path, key: str, seconds: float) -> None:
@@ -152,35 +172,9 @@ def _cleanup(tmp: Path, root: Path):
         raise
 
 
-class _Progress:
-    """bytes read and tokens written per second, on stderr (a tqdm bar when asked for)."""
-
-    def __init__(self, enabled: bool, total: int, what: str):
-        self.bar = None
-        if enabled:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit="B", unit_scale=True, desc=what, file=sys.stderr, leave=False)
-        self.tokens, self.began = 0, time.perf_counter()
-
-    def tick(self, n: int) -> None:
-        if self.bar is not None:
-            self.bar.update(n)
-
-    def add_tokens(self, n: int) -> None:
-        self.tokens += n
-        if self.bar is not None:
-            rate = self.tokens / max(time.perf_counter() - self.began, 1e-9)
-            self.bar.set_postfix_str(f"{rate / 1e6:.2f}M tok/s", refresh=False)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def _fit_sample(r: Recipe, sc, tok):
     budget = tok.fit_chars if tok.fit_chars is not None else float("inf")
-    for split, text, _, _ in segments(r.inputs, r.options.text_field, r.options.max_chars, sc, r.by_documents,
+    for split, text, _, _ in segments(r.inputs, r.options.text_field, r.max_chars, sc, r.by_documents,
                                       tok.context_free):
         if budget <= 0:
             return
@@ -189,7 +183,19 @@ def _fit_sample(r: Recipe, sc, tok):
             budget -= len(text)
 
 
-def _build(r: Recipe, key: str, tmp: Path, progress: bool) -> None:
+def _fit(r: Recipe, sc, progress: bool, log: Log):
+    """The tokenizer, fitted on the training text (streamed; a line now and then while it reads, then
+    while it learns, for those that learn from the text: BPE's merges can take minutes)."""
+    tok = TOKENIZERS.build(parse_tokenizer(r.options.tokenizer))
+    learns = type(tok).fit is not Tokenizer.fit  # (byte and pretrained tokenizers read nothing)
+    total = sc.bounds()[0] if tok.fit_chars is None else min(sc.bounds()[0], tok.fit_chars)
+    bar = Progress(progress and learns, total, f"fit {tok.name}", log, unit=" chars")
+    with Heartbeat(progress and learns, f"fit {tok.name}: learning from what it read", log) as beat:
+        tok.fit(counted(_fit_sample(r, sc, tok), bar, beat.start))
+    return tok
+
+
+def _build(r: Recipe, key: str, tmp: Path, progress: bool, log: Log) -> None:
     o = r.options
     tmp.mkdir(parents=True)
     total = sum(f.stat().st_size for i in r.inputs for f in i.files())
@@ -201,21 +207,20 @@ def _build(r: Recipe, key: str, tmp: Path, progress: bool) -> None:
         cpu[len(clock) - 2] = round(clock[-1][1] - clock[-2][1], 3)
         return round(clock[-1][0] - clock[-2][0], 3)
 
-    bar = _Progress(progress, total, "scan")
-    sc = scan(r.inputs, o.text_field, o.max_chars, r.by_documents, bar.tick)
+    bar = Progress(progress, total, "scan", log)
+    sc = scan(r.inputs, o.text_field, r.max_chars, r.by_documents, bar.tick)
     bar.close()
     if sc.chars == 0:
         what = f"the files {list(o.files)}" if o.files else f"the default corpus ({r.origin})"
         raise ConfigError("task.files", f"the corpus is empty: {what} hold no text")
     seconds = {"scan": lap()}
-    tok = TOKENIZERS.build(parse_tokenizer(o.tokenizer))
-    tok.fit(_fit_sample(r, sc, tok))
+    tok = _fit(r, sc, progress, log)
     seconds["fit"] = lap()
     dtype = _dtype(o.dtype, tok)
-    writers = [ShardWriter(tmp, s, dtype, tok.unk_id) for s in SPLITS]
+    writers = [ShardWriter(tmp, s, dtype, tok.unk_id, tok.vocab_size) for s in SPLITS]
     chars = [0, 0, 0]
-    bar = _Progress(progress, total, "tokenize")
-    segs = segments(r.inputs, o.text_field, o.max_chars, sc, r.by_documents, tok.context_free, bar.tick)
+    bar = Progress(progress, total, "tokenize", log)
+    segs = segments(r.inputs, o.text_field, r.max_chars, sc, r.by_documents, tok.context_free, bar.tick)
     with closing(encoded(tok.encode_batch, batches(segs, BATCH))) as pipeline:  # closed now on an error
         for batch, ids_of in pipeline:
             for (split, text, starts, ends), ids in zip(batch, ids_of):
@@ -234,7 +239,8 @@ def _build(r: Recipe, key: str, tmp: Path, progress: bool) -> None:
     used = [r.inputs[i] for i in sc.used]
     manifest = {
         "version": VERSION, "key": key, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "recipe": r.identity(), "corpus": r.origin, "chars": sc.chars, "text_sha256": sc.sha.hexdigest(),
+        "recipe": r.identity(), "corpus": r.origin, "chars": sc.chars, "total_chars": sc.chars + sc.left_out,
+        "unigram_loss": splits["train"]["unigram_loss"], "text_sha256": sc.sha.hexdigest(),
         "files": [str(i.path.relative_to(stdlib_root())) if i.kind == "stdlib" else str(i.path.resolve())
                   for i in used],
         "sources": [fingerprint(f) for i in used for f in i.files()],

@@ -237,19 +237,34 @@ def pieces(inp: Input, text_field: str) -> Iterator[Piece]:
     return _hf(inp, text_field)
 
 
-def stream(inputs: List[Input], text_field: str, max_chars: Optional[int],
-           used: Optional[list] = None) -> Iterator[Tuple[str, bool, int]]:
+def stream(inputs: List[Input], text_field: str, max_chars: Optional[int], used: Optional[list] = None,
+           rest: Optional[list] = None, tick=lambda n: None) -> Iterator[Tuple[str, bool, int]]:
     """(piece, ends a document, input index) over all inputs, cut at ``max_chars`` characters.
-    ``used`` collects the inputs actually read."""
+    ``used`` collects the inputs actually read. ``rest`` (a one-item list) gets the characters past
+    the cut added to it, ``tick`` their UTF-8 bytes as they are read: counting them is what lets a
+    cut say how much it left out."""
     left = max_chars if max_chars is not None else float("inf")
+
+    def count(parts) -> int:
+        n = 0
+        for text, _ in parts:
+            n += len(text)
+            tick(len(text.encode("utf-8", "surrogatepass")))
+        return n
+
     for i, inp in enumerate(inputs):
         if left <= 0:
+            if rest is not None:
+                rest[0] += sum(count(pieces(other, text_field)) for other in inputs[i:])
             return
         if used is not None:
             used.append(i)
-        for text, end in pieces(inp, text_field):
+        parts = pieces(inp, text_field)
+        for text, end in parts:
             if len(text) >= left:
                 yield text[: int(left)], True, i
+                if rest is not None:
+                    rest[0] += len(text) - int(left) + count(parts)
                 left = 0
                 break
             left -= len(text)

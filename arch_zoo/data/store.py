@@ -19,7 +19,7 @@ from ..errors import ConfigError
 from .tokenizers import Tokenizer, load_tokenizer
 
 MANIFEST = "manifest.json"
-VERSION = 1
+VERSION = 2  # 2: the manifest counts the characters a cut left out and the train split's unigram loss
 SPLITS = ("train", "val", "test")
 
 
@@ -31,6 +31,19 @@ def cache_root(explicit: Optional[str] = None) -> Path:
         return Path(os.environ["ARCH_ZOO_CACHE"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "arch_zoo"
+
+
+def lock_path(root: Path, key: str) -> Path:
+    """The file a store's builder holds (``lock.py``) while it builds ``root / key``."""
+    return Path(root) / f"{key}.lock"
+
+
+def read_manifest(path: Path) -> Optional[dict]:
+    """A store's manifest, or None when it cannot be read (a store from a damaged disk, a stray dir)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def file_sha256(path: Path) -> str:
@@ -90,6 +103,7 @@ class TokenStore:
 
     def __init__(self, root: Path):
         self.root = Path(root)
+        self.built_seconds: Optional[float] = None  # set by the prepare that built it (None: opened, cached)
         try:
             self.manifest = json.loads((self.root / MANIFEST).read_text())
             self.tokenizer: Tokenizer = load_tokenizer(self.root)
@@ -145,12 +159,25 @@ class TokenStore:
     def info(self) -> Dict[str, object]:
         """What a run records about its data (the ``task`` section of summary.json)."""
         m = self.manifest
-        out = {"corpus": m["corpus"], "files": m["files"], "chars": m["chars"], "max_chars": m["recipe"]["max_chars"],
+        out = {"corpus": m["corpus"], "files": m["files"], "chars": m["chars"], "total_chars": m["total_chars"],
+               "max_chars": m["recipe"]["max_chars"], "unigram_loss": m["unigram_loss"],
                "sha256": m["text_sha256"], "store": str(self.root), "store_key": m["key"],
                "split_by": m["recipe"]["split_by"], "tokenizer_sha256": m["tokenizer"]["sha256"]}
         if "stdlib_root" in m:
             out["stdlib_root"] = m["stdlib_root"]
         return out
 
+    def cut(self) -> Optional[str]:
+        return cut_text(self.info())
+
     def counts(self, field: str) -> Dict[str, int]:
         return {s: self.manifest["splits"][s][field] for s in SPLITS}
+
+
+def cut_text(info: Dict[str, object]) -> Optional[str]:
+    """What a max_chars cut left out, from a store's (or a run's summary's ``task``) record: one phrase
+    that prepare, train and the report all print; None when the corpus was read whole."""
+    total, chars = info.get("total_chars"), info.get("chars")
+    if not isinstance(total, int) or not isinstance(chars, int) or total <= chars:
+        return None
+    return f"read {chars:,} of {total:,} characters (max_chars: {info.get('max_chars'):,})"

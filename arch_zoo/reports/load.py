@@ -26,6 +26,7 @@ from ..run_names import plain
 from ..rundir import METRICS, RUN_JSON
 from .grouping import by_task, check_distinct, differing, drop_duplicates, ordered as _ordered
 from .runstore import is_run_dir, is_sweep_dir, load_sweep, read_run, scalar
+from .task_notes import task_notes
 from .tuning import base_variants, split_stages, tuning_notes, tuning_record
 
 FIXED = ["sweep", "variant", "seed", "status", "reason", "is_baseline", "run_id", "params", "flops_per_token",
@@ -119,7 +120,7 @@ def load_groups(path: Union[str, Path, Sequence[Union[str, Path]]]) -> List[pd.D
             if not group:  # stage 2 not planned yet: the axes are stage 1's
                 frame.attrs["settings"] = _ordered(k for r in stage_one for k in r["_settings"])
         frame.attrs["task"] = label if len(groups) > 1 else None
-        frame.attrs["load_notes"] = notes + _budget_note(group, single_sweep)
+        frame.attrs["load_notes"] = notes + _budget_note(group, single_sweep) + task_notes(frame)
         if stage_one:
             frame.attrs["load_notes"] += tuning_notes(frame.attrs["tuning"])
         frames.append(frame)

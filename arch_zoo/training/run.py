@@ -18,8 +18,11 @@ from ..config.coerce import first_difference, to_dict
 from ..config.loading import load, save
 from ..config.plugins import records as plugin_records
 from ..config.validation import position_limit
+from ..data.store import cut_text
 from ..data.tasks import TASKS, TaskData
+from ..data.unigram import unigram_loss
 from ..errors import ConfigError
+from ..models.embedding_scale import embedding_scale
 from .objectives import objective
 
 
@@ -90,11 +93,12 @@ def _needs_task(cfg: ExperimentConfig) -> None:
         raise ConfigError("task", f"a training run needs a task; choices: {', '.join(TASKS.choices())}")
 
 
-def prepare(cfg: ExperimentConfig) -> TaskData:
+def prepare(cfg: ExperimentConfig, quiet: bool = False) -> TaskData:
     """Build the task's data and check it fits the model; every problem is a ConfigError, raised
-    before anything is written."""
+    before anything is written. The train split's unigram loss goes into ``data.info``."""
     _needs_task(cfg)
     task = TASKS.build(cfg.task, cfg.seed, cfg.model.kind, cfg.model.max_seq_len)
+    task.progress = not quiet  # (a corpus task shows its store's build)
     try:
         data = task.build()
     except (ValueError, OSError) as exc:
@@ -115,7 +119,20 @@ def prepare(cfg: ExperimentConfig) -> TaskData:
         raise ConfigError("model.vocab_size", f"is {cfg.model.vocab_size} but the task's tokenizer has "
                           f"{data.tokenizer.vocab_size} tokens; leave it null to take the tokenizer's")
     _drop_unreachable_lengths(cfg, data)
+    if "unigram_loss" not in data.info:  # (a corpus task's store counted it once, when prepared)
+        data.info["unigram_loss"] = unigram_loss(data.splits["train"], data.objective)
     return data
+
+
+def _notices(cfg: ExperimentConfig, data: TaskData, quiet: bool) -> None:
+    """Before training: a corpus cut by max_chars (unless quiet: the summary records it), and a
+    position signal that drowns the tokens out."""
+    cut = cut_text(data.info)
+    if cut and not quiet:
+        print(f"arch-zoo: note: the corpus was cut: {cut}", file=sys.stderr)
+    drowned = embedding_scale(cfg.model, data.tokenizer.vocab_size).warning()
+    if drowned:
+        print(f"arch-zoo: warning: {drowned}", file=sys.stderr)
 
 
 def _drop_unreachable_lengths(cfg: ExperimentConfig, data: TaskData) -> None:
@@ -190,7 +207,7 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
     if rundir.stopped_by(status, stop_at):
         return RunResult(run_dir, status["status"], _rung_summary(status, int(status["step"])), status.get("reason"),
                          skipped=True)
-    data = prepare(cfg)  # user errors surface here, before the run dir exists
+    data = prepare(cfg, quiet)  # user errors surface here, before the run dir exists
     _check_checkpoint(run_dir)
     from .accel import check_compiler, check_precision, check_strategy, oversubscribed
 
@@ -201,6 +218,8 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
     crowded = oversubscribed(cfg.train)
     if crowded and writer:
         print(f"arch-zoo: warning: {crowded}", file=sys.stderr)
+    if writer:
+        _notices(cfg, data, quiet)
     if writer:
         (run_dir / rundir.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
         save(cfg, run_dir / rundir.CONFIG)

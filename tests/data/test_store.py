@@ -264,7 +264,8 @@ def test_prepare_command_prints_the_store_and_hits_the_cache(corpus, tmp_path, c
     assert main(["prepare", str(cfg), "--cache-dir", str(cache), "task.tokenizer=byte", "--verify"]) == 0
     second = capsys.readouterr()
     root = next(p for p in cache.iterdir() if p.is_dir())
-    assert first.splitlines()[0] == second.out.splitlines()[0] == str(root) and "shards verified" in second.out
+    assert first.splitlines()[0].startswith("prepared in ") and first.splitlines()[0].endswith(f"s: {root}")
+    assert second.out.splitlines()[0] == f"cached: {root}" and "shards verified" in second.out  # issue 26 §2
     assert "byte tokenizer, vocab 262, uint16" in first and len(builds(cache)) == 1 and second.err == ""
     assert main(["prepare", str(cfg), "--cache-dir", str(cache), "task={name: copy}"]) == 0
     assert "generates its data: nothing to prepare" in capsys.readouterr().out

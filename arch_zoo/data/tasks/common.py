@@ -8,7 +8,7 @@ from typing import Any, Callable, Hashable, Iterable, List, Optional, Sequence, 
 from ...config.coerce import to_dict
 from ...errors import ConfigError
 from ...registry import ComponentSpec
-from ..prepare import Log, interactive
+from ..prepare import Log
 from ..store import TokenStore
 from ..tokenizers import TOKENIZERS, Tokenizer, parse_tokenizer
 from .base import TASKS
@@ -106,8 +106,9 @@ def deal(pool: Sequence, counts: dict) -> dict:
     return out
 
 
-def prepare_all(configs, log: Log = lambda line: None, progress: Optional[bool] = None) -> List[TokenStore]:
-    """Each distinct token store the configs' tasks read, prepared once (a sweep, before it dispatches)."""
+def prepare_all(configs, log: Log = lambda line: None, progress: bool = True) -> List[TokenStore]:
+    """Each distinct token store the configs' tasks read, prepared once (a sweep, before it dispatches);
+    ``progress``: a bar on a terminal, else a line every few seconds, through ``log``."""
     seen, out = set(), []
     for cfg in configs:
         if cfg.task is None:
@@ -116,8 +117,7 @@ def prepare_all(configs, log: Log = lambda line: None, progress: Optional[bool] 
         if ident in seen:
             continue
         seen.add(ident)
-        store = TASKS.get(cfg.task.name).factory.prepare(cfg.task.options, log=log,
-                                                            progress=interactive() if progress is None else progress)
+        store = TASKS.get(cfg.task.name).factory.prepare(cfg.task.options, log=log, progress=progress)
         if store is not None and store.root not in [s.root for s in out]:
             out.append(store)
     return out

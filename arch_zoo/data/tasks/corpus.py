@@ -2,7 +2,9 @@
 
 The corpus is the user's ``files`` (files, directories, globs; plain text, JSON Lines, Parquet or
 Hugging Face datasets), or by default the Python standard library's own ``.py`` files on this
-machine (nothing to download), cut at ``max_chars``. It is tokenized once into a token store
+machine (nothing to download). ``max_chars`` (default ``auto``) reads the user's files whole and the
+standard library up to 2,000,000 characters; any cut is counted and said (prepare, train,
+summary.json's ``task``, the report). It is tokenized once into a token store
 (``arch_zoo.data.prepare``) that every run with the same corpus, tokenizer and split options
 shares; a run reads its windows of ``seq_len`` tokens from it by offset. ``split_by: text`` cuts
 the text contiguously 90/5/5 into train/val/test; ``split_by: documents`` sends whole documents,
@@ -14,14 +16,15 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
 from ...errors import ConfigError
 from ...registry import component_field
-from ..prepare import DTYPES, interactive, interactive_log
+from ..prepare import AUTO, DTYPES, STDLIB_CHARS
 from ..prepare import prepare as prepare_store
+from ..progress import interactive, quiet, stderr_log
 from ..sources import sorted_py_files
 from ..tokenizers import SPECIALS
 from ..windows import LMExample, Windows
@@ -41,7 +44,7 @@ def keeps_every_character(tokenizer) -> bool:  # a word tokenizer drops the whit
 @dataclass(frozen=True)
 class CorpusOptions:
     files: List[str] = field(default_factory=list)  # files, directories, globs, hf:NAME; empty: the stdlib corpus
-    max_chars: Optional[int] = 2_000_000  # read at most this many characters (null: everything)
+    max_chars: Union[int, str, None] = AUTO  # at most N characters; null: all; auto: files whole, the stdlib 2M
     seq_len: Optional[int] = None  # tokens per training window (null: the model's max_seq_len)
     tokenizer: Any = component_field("tokenizers", "char")  # char, byte, {name: bpe, vocab_size: N}, {name: pretrained, path: P}
     text_field: str = "text"  # JSON Lines, Parquet and datasets: the field holding each document's text
@@ -51,7 +54,10 @@ class CorpusOptions:
     def __post_init__(self):
         if not isinstance(self.files, (list, tuple)) or not all(isinstance(f, str) for f in self.files):
             raise ValueError(f"files must be a list of paths, got {self.files!r}")
-        if self.max_chars is not None:
+        if isinstance(self.max_chars, str) and self.max_chars != AUTO:
+            raise ConfigError("max_chars", f"expected a number of characters, null (all) or {AUTO} (a user's "
+                              f"files whole, the default corpus's first {STDLIB_CHARS:,}), got {self.max_chars!r}")
+        if self.max_chars not in (None, AUTO):
             positive("max_chars", self.max_chars)
         if self.seq_len is not None:
             positive("seq_len", self.seq_len, 2)
@@ -69,6 +75,7 @@ class CorpusTask(Task):
 
     objective = "?"
     metrics: Tuple[str, ...] = ()
+    progress = True  # show a store's build (run_one sets it false for a quiet run)
 
     @classmethod
     def check(cls, options: CorpusOptions, model_kind: str, max_seq_len: int, key: str = "task") -> None:
@@ -96,7 +103,9 @@ class CorpusTask(Task):
 
     def build(self) -> TaskData:
         self.check(self.options, self.model_kind, self.max_seq_len)
-        store = self.prepare(self.options, progress=interactive(), log=interactive_log)
+        store = self.prepare(self.options, progress=self.progress, log=stderr_log if self.progress else quiet)
+        if store.built_seconds is None and self.progress and interactive():
+            stderr_log(f"cached {store.root}")
         tok = store.tokenizer
         ids = {name: store.split(name) for name in ("train", "val", "test")}
         n = len(ids["train"])
