@@ -123,11 +123,16 @@ class RayLauncher:
                 continue
             queue.settle(task, result, on_result)
 
-    def stop(self, interrupt: bool = False, abort: bool = False) -> None:
+    def busy(self) -> List[Task]:
+        return list(self.in_flight.values())
+
+    def stop(self, interrupt: bool = False, abort: bool = False, signum: Optional[int] = None) -> None:
         import ray
 
         if interrupt and ray.is_initialized():
-            for ref in self.in_flight:  # run_one records each as interrupted; a rerun resumes them
+            # Ray delivers a cancel as Ctrl-C, whatever stopped this process (``signum``): run_one
+            # records each run as interrupted at its last checkpoint; a rerun resumes them
+            for ref in self.in_flight:
                 ray.cancel(ref)
         if self.started_here and ray.is_initialized():
             ray.shutdown()

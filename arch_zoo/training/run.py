@@ -1,11 +1,8 @@
 """``run_one(config, out_dir) -> RunResult``: one training run, end to end, the way every sweep runs it."""
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import signal
-import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +17,7 @@ from ..errors import ConfigError
 from ..components.heads import HEADS
 from ..plugins import records as plugin_records
 from . import rundir
+from .interrupts import RunInterrupted, sigterm_raises
 from .objectives import NEEDS
 
 
@@ -34,47 +32,6 @@ class RunResult:
     @property
     def metrics(self) -> Dict[str, float]:
         return self.summary.get("final", {})
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """A run stopped by SIGTERM or Ctrl-C (SIGINT). Its status is ``interrupted`` and rerunning the
-    same command resumes it from ``step``, its last checkpoint (after a SIGTERM, the step it was at).
-    ``exit_code`` is the shell's convention for the signal: 143 (128 + 15) or 130 (128 + 2)."""
-
-    def __init__(self, signal_name: str = "SIGTERM", run_dir: Optional[Path] = None, step: Optional[int] = None):
-        super().__init__(signal_name)
-        self.signal_name, self.run_dir, self.step = signal_name, run_dir, step
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + int(getattr(signal, self.signal_name, signal.SIGINT))
-
-    def message(self, command: str) -> str:
-        """One line for the user: what stopped the run, what is kept, the command that resumes it."""
-        where = f" in {self.run_dir}" if self.run_dir else ""
-        kept = f"checkpoint at step {self.step}{where}" if self.step else f"no checkpoint yet{where}"
-        return f"run interrupted by {self.signal_name} ({kept}); resume with: {command}"
-
-
-@contextlib.contextmanager
-def _sigterm_raises():
-    """SIGTERM outside Lightning's loops (data preparation, the summary) raises RunInterrupted, so
-    the run is recorded as interrupted instead of vanishing. Inside a fit, validate or test,
-    Lightning installs its own handler, which calls this one too: there it must not raise (that
-    would cut a step in half); Lightning stops at the end of the step and RunCheckpoint saves."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        if signal.getsignal(signal.SIGTERM) is handler:
-            raise RunInterrupted("SIGTERM")
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _signal_name(exc: BaseException) -> str:
@@ -164,7 +121,7 @@ def run_one(cfg: ExperimentConfig, out_dir, callbacks: Sequence[Any] = (), quiet
     that step and stop there, as status ``paused`` with the rung's validation metrics in
     status.json's ``rungs`` (the result's ``metrics``); a later call with a higher ``stop_at``, or
     none, resumes from that checkpoint, and ends as the run trained in one go would."""
-    with _sigterm_raises():
+    with sigterm_raises():
         return _run_one(cfg, Path(out_dir), callbacks, quiet, stop_at)
 
 
