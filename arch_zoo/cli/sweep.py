@@ -29,10 +29,11 @@ def _sweep(args) -> int:
         from ..sweeps.store import Store
 
         plan = make_plan(spec)
-        Store(Path(args.out) / spec.name).check_conflicts(plan)
+        store = Store(Path(args.out) / spec.name)
+        store.check_conflicts(plan)
         if spec.command_line:
             print(f"command-line overrides (every run): {' '.join(spec.command_line)}")
-        sys.stdout.write(dry_run_table(plan))
+        sys.stdout.write(dry_run_table(plan, store))  # a sweep that has run: what is done, what stage 1 chose
         return 0
     from ..training.interrupts import SweepInterrupted
 
@@ -86,7 +87,7 @@ def add_parsers(sub) -> None:
                    "(default: runs/sweeps)")
     p.add_argument("--retry-failed", action="store_true", help="train failed and diverged runs again")
     p.add_argument("--dry-run", action="store_true", help="print the runs (variant, seed, changed keys, "
-                   "parameters) and train nothing")
+                   "parameters; once the sweep has run, each run's status and what stage 1 chose) and train nothing")
     p.add_argument("--export-wandb", action="store_true", help="write a wandb sweep config for `wandb agent` "
                    "and train nothing")
     cache_option(p)

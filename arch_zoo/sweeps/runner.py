@@ -5,14 +5,14 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ..formatting import plural
 from .plan import Plan, make_plan, second_plan
 from .spec import SweepSpec, load_spec
 from .rungs import cut_runs, next_round
 from .store import Store, read_json
-from .tune import STAGE_TUNE, base_settings, choose, edge_warning, variant_key
+from .tune import STAGE_TUNE, Choice, base_settings, choose, edge_warning, variant_key
 from ..run_names import plain
 from ..training.rundir import PAUSED, PRUNED
 from .invocation import Invocation, utc_now, worker_times
@@ -215,8 +215,10 @@ def _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray
     return outcome
 
 
-def _second_stage(plan: Plan, store: Store, log: Callable[[str], None]) -> Optional[Plan]:
-    """Stage 2's plan from stage 1's runs as the store holds them, or None while any is unfinished."""
+def stage_one(plan: Plan, store: Store) -> Tuple[List[str], Dict[str, Choice], Dict[str, str]]:
+    """A tuned sweep's stage 1 as the store holds it: its runs not finished yet ('variant s<seed>:
+    status'), each variant's choice (final only once none waits) and each variant's name, by the
+    key ``choose`` gives it. Reads the store, writes nothing (``--dry-run`` shows it too)."""
     tune = plan.spec.tune
     rows, waiting, names = [], [], {}
     cut = cut_runs(plan, store) if tune.halving is not None else set()
@@ -227,20 +229,35 @@ def _second_stage(plan: Plan, store: Store, log: Callable[[str], None]) -> Optio
         final = (read_json(store.run_dir(run.run_id) / "summary.json") or {}).get("final", {})
         rows.append((run.settings, run.seed, status, final.get(tune.select)))
         names[variant_key(base_settings(run.settings, tune.key))] = run.tune["variant"]
+    return waiting, choose(tune, rows), names
+
+
+def choice_line(tune, name: str, c: Choice, verb: str = "trains at") -> str:
+    if c.value is None:
+        return f"stage 1: no {tune.key} completed on every tuning seed for {name}; it has no stage 2"
+    return f"stage 1: {name} {verb} {tune.key}={plain(c.value)} ({tune.select} {c.scores[c.value]:.4f})"
+
+
+def _second_stage(plan: Plan, store: Store, log: Callable[[str], None]) -> Optional[Plan]:
+    """Stage 2's plan from stage 1's runs as the store holds them, or None while any is unfinished."""
+    tune = plan.spec.tune
+    waiting, chosen, names = stage_one(plan, store)
     if waiting:
         log(f"stage 2 waits for stage 1: {plural(len(waiting), 'run')} not finished ({'; '.join(waiting[:3])}); "
             "rerun the same command to resume")
         return None
-    chosen = choose(tune, rows)
     for key, c in chosen.items():
-        if c.value is None:
-            log(f"stage 1: no {tune.key} completed on every tuning seed for {names[key]}; it has no stage 2")
-            continue
-        log(f"stage 1: {names[key]} trains at {tune.key}={plain(c.value)} ({tune.select} {c.scores[c.value]:.4f})")
-        warning = edge_warning(tune.key, names[key], c.edge, plain(c.value))
+        log(choice_line(tune, names[key], c))
+        warning = edge_warning(tune.key, names[key], c.edge, plain(c.value)) if c.value is not None else None
         if warning:
             log(warning)
     return second_plan(plan.spec, chosen)
+
+
+def _best_by(metric: Dict[str, str]):
+    """(name, goal) of the sweep's metric when its runs log it at each validation (val/..., val@L/...)."""
+    split = metric["name"].split("/", 1)[0]
+    return (metric["name"], metric["goal"]) if split == "val" or split.startswith("val@") else None
 
 
 def _tasks(plan: Plan, store: Store, retry_failed: bool, log: Callable[[str], None],
@@ -257,7 +274,8 @@ def _tasks(plan: Plan, store: Store, retry_failed: bool, log: Callable[[str], No
             kept[state] += 1
             continue
         tasks.append(Task(run.run_id, str(store.run_dir(run.run_id)), run.config, str(store.root), retry,
-                          status.get("updated") if retry else None, stop_at=(stops or {}).get(run.run_id)))
+                          status.get("updated") if retry else None, stop_at=(stops or {}).get(run.run_id),
+                          best=_best_by(plan.spec.metric)))
     if stops is not None:
         return tasks  # next_round said what it trains
     done = ", ".join(f"{n} {k}" for k, n in kept.items() if n)

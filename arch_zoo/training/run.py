@@ -6,7 +6,7 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ..config import ExperimentConfig
 from ..loading import load, save
@@ -110,7 +110,7 @@ def _is_rank_zero() -> bool:
 
 
 def run_one(cfg: ExperimentConfig, out_dir, callbacks: Sequence[Any] = (), quiet: bool = False,
-            stop_at: Optional[int] = None) -> RunResult:
+            stop_at: Optional[int] = None, best: Optional[Tuple[str, str]] = None) -> RunResult:
     """Train ``cfg`` into ``out_dir``. Reruns resume from checkpoints/last.ckpt; a finished run
     (completed or diverged) is returned as it is, not trained again. SIGTERM or Ctrl-C raise
     ``RunInterrupted`` once the run dir records the run as interrupted (SIGTERM after a checkpoint
@@ -120,9 +120,13 @@ def run_one(cfg: ExperimentConfig, out_dir, callbacks: Sequence[Any] = (), quiet
     ``stop_at`` (a successive-halving rung below ``train.max_steps``): validate and checkpoint at
     that step and stop there, as status ``paused`` with the rung's validation metrics in
     status.json's ``rungs`` (the result's ``metrics``); a later call with a higher ``stop_at``, or
-    none, resumes from that checkpoint, and ends as the run trained in one go would."""
+    none, resumes from that checkpoint, and ends as the run trained in one go would.
+
+    ``best`` (a validation metric and its goal, ``("val/loss", "min")``; a sweep passes its own):
+    also keep checkpoints/best.ckpt, the weights at its best validation over the whole run, resumes
+    included; summary.json's ``best_checkpoint`` says where and what it scored."""
     with sigterm_raises():
-        return _run_one(cfg, Path(out_dir), callbacks, quiet, stop_at)
+        return _run_one(cfg, Path(out_dir), callbacks, quiet, stop_at, best)
 
 
 def _check_checkpoint(run_dir: Path) -> None:
@@ -137,7 +141,7 @@ def _check_checkpoint(run_dir: Path) -> None:
 
 
 def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], quiet: bool,
-             stop_at: Optional[int]) -> RunResult:
+             stop_at: Optional[int], best: Optional[Tuple[str, str]]) -> RunResult:
     _needs_task(cfg)  # the config's own mistake first, before comparing it with the run dir's
     _check_same_config(cfg, run_dir)
     status = rundir.read_json(run_dir / rundir.STATUS) or {}
@@ -169,7 +173,7 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
         from .trainer import train
 
         summary = train(cfg, data, run_dir, list(callbacks), quiet=quiet, writer=writer, attempt=attempt,
-                        stop_at=stop_at)
+                        stop_at=stop_at, best=best)
     except (KeyboardInterrupt, SystemExit) as exc:  # Lightning turns Ctrl-C into SystemExit(1)
         name = _signal_name(exc)
         attempt.update(outcome="interrupted")

@@ -11,6 +11,8 @@
     summary.json     final and best metrics, size, speed, memory, versions, git commit, attempts
     tokenizer.json   the tokenizer, to decode the model's outputs
     checkpoints/last.ckpt
+    checkpoints/best.ckpt  a sweep's runs: the weights at the best validation by the sweep's metric
+                     (summary.json's ``best_checkpoint`` says which step, and its value)
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from typing import Any, Dict, List, Optional
 
 CONFIG, STATUS, SUMMARY, METRICS, CHECKPOINT = ("config.yaml", "status.json", "summary.json", "metrics.csv",
                                                  "checkpoints/last.ckpt")
+BEST_CHECKPOINT = "checkpoints/best.ckpt"
 FINISHED = ("completed", "diverged")  # never trained again
 PAUSED, PRUNED = "paused", "pruned"  # stopped at a rung (``run_one(stop_at=...)``); resumable from there
 
