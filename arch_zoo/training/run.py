@@ -166,8 +166,10 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
         (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         save(cfg, run_dir / rundir.CONFIG)
         data.tokenizer.save(run_dir)
+        plugins = plugin_records(cfg.plugins)
+        rundir.keep_plugins(run_dir, plugins)
         rundir.set_status(run_dir, "running", started=rundir.now(), pid=os.getpid(), reason=None,
-                          plugins=plugin_records(cfg.plugins))  # a failed run is traceable to its code too
+                          plugins=plugins)  # a failed run is traceable to its code too
     attempt = rundir.Attempt(run_dir, writer)
     try:
         from .trainer import train

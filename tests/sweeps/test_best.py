@@ -30,7 +30,8 @@ from arch_zoo.training.run import RunInterrupted
 from .conftest import BASE, write_spec
 
 TRAIN = {**BASE["train"], "max_steps": 10, "val_every": 5}
-SPEC = {"name": "best", "grid": {"model.position": ["rope"]}, "seeds": [0], "metric": {"name": "val/loss", "goal": "max"},
+SPEC = {"name": "best", "grid": {"model.position": ["rope"]}, "seeds": [0],
+        "metric": {"name": "val/loss", "goal": "max"},
         "tune": {"key": "train.lr", "values": [1.0e-3, 1.0e-2], "seeds": [9]}}
 
 
