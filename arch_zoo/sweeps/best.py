@@ -73,9 +73,12 @@ def best_run(sweep_dir) -> BestRun:
         if pick is not None:
             scored.append(pick)
     if not scored:
-        counts = ", ".join(f"{n} {s}" for s, n in sorted(seen.items())) or "no runs"
-        raise ConfigError("--best", f"{sweep_dir} has no completed run with {metric['name']} to choose from "
-                          f"({counts}); train it first (arch-zoo sweep resumes it)")
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(seen.items())) or "no runs yet"
+        if not seen.get("completed"):
+            raise ConfigError("--best", f"{sweep_dir} has no completed run to choose from ({counts}); rerun its "
+                              "`arch-zoo sweep` command to train them")
+        raise ConfigError("--best", f"none of the {plural(seen['completed'], 'completed run')} of {sweep_dir} has "
+                          f"both {metric['name']} (the sweep's metric) and a checkpoint")
     sign = 1 if metric["goal"] == "min" else -1
     best = min(scored, key=lambda r: sign * r["value"])  # min keeps the first of equals
     return BestRun(best["run_dir"], best["checkpoint"], metric["name"], metric["goal"], best["value"], best["step"],
