@@ -170,16 +170,17 @@ class LocalLauncher:
 
     def stop(self, interrupt: bool = False, abort: bool = False, signum: int = signal.SIGINT) -> None:
         """Ask idle workers to exit. ``interrupt`` also sends ``signum`` to busy ones (run_one records
-        their runs as interrupted; after SIGTERM, checkpointed at the step they were at) and kills what
-        has not exited after a grace period; ``abort`` (nothing was sent yet) terminates at once."""
+        their runs as interrupted; after SIGTERM, checkpointed at the step they were at) and to those
+        still starting, and kills what has not exited after a grace period; ``abort`` (nothing was
+        sent yet) terminates at once."""
         for w in self.workers:
             try:
                 if abort:
                     w.process.terminate()
+                elif interrupt and (w.task is not None or not w.ready):  # one still importing stops now too
+                    os.kill(w.process.pid, signum)
                 elif w.task is None:
                     w.conn.send(None)
-                elif interrupt and w.process.pid:
-                    os.kill(w.process.pid, signum)
             except (OSError, BrokenPipeError):
                 pass
         grace = (TERM_GRACE_S if signum == signal.SIGTERM else STOP_GRACE_S) if interrupt else 60.0
