@@ -8,13 +8,13 @@ TORCH_SPEC ?= torch==2.13.0
 export WANDB_MODE ?= offline
 STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan
 
-.PHONY: install test test-cpus test-slow demo bench studies $(addprefix study-,$(STUDIES)) gradnorms clean
+.PHONY: install test test-cpus test-slow demo docs bench studies $(addprefix study-,$(STUDIES)) gradnorms clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e '.[test,bench,ray]'
+	$(PY) -m pip install --quiet -e '.[test,bench,ray,docs]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -38,6 +38,12 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/arch-zoo sweep sweeps/quickstart.yaml --workers 2 --out runs/sweeps
 	$(VENV)/bin/arch-zoo report runs/sweeps/quickstart --out reports/quickstart
 
+# The documentation site (docs/, mkdocs.yml): built as the suite builds it (no broken link or
+# reference), then served at http://127.0.0.1:8000/ until Ctrl-C.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve
+
 # The published-findings studies (sweeps/studies/; about an hour on 2 CPU cores plus ~22 min for scan, not run in CI; the two
 # *_tuned ones rerun heads and norm_placement with per-variant learning-rate tuning, issue 16, and
 # heads_tuned_halving reruns heads_tuned with successive halving of its tuning stage, ~4 min).
@@ -60,4 +66,4 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/train_step.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build site *.egg-info .pytest_cache

@@ -5,14 +5,15 @@ import dataclasses
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
-from .catalog import all_registries
 from .components.feedforward import is_gated
+from .components.placements import ends_with_norm
 from .config import ExperimentConfig
+from .config.catalog import all_registries
+from .config.layers import layout
+from .config.validation import D_FF_RULE, stacks
 from .errors import ConfigError
 from .registry import Registry
-from .layer_configs import layout
-from .validation import D_FF_RULE, stacks
-from .training.rundir import CONFIG as RUN_CONFIG
+from .rundir import CONFIG as RUN_CONFIG
 
 DEFAULT_VOCAB = 32000
 
@@ -64,7 +65,7 @@ def describe_source(source: str, overrides: Sequence[str] = (), vocab_size: Opti
                     seq_len: Optional[int] = None) -> str:
     """``arch-zoo describe``: a YAML config, ``preset:NAME`` or a run directory. The vocabulary is the
     run's saved tokenizer's, else the task's (built as training would build it), else assumed."""
-    from .loading import PRESET_PREFIX, load
+    from .config.loading import PRESET_PREFIX, load
 
     path, run_dir = Path(source), None
     if not source.startswith(PRESET_PREFIX) and path.is_dir():
@@ -79,31 +80,55 @@ def describe_source(source: str, overrides: Sequence[str] = (), vocab_size: Opti
                          task_changed=any(o.split("=", 1)[0].split(".")[0] in ("task", "seed") for o in overrides))
 
 
-def _vocab(cfg: ExperimentConfig, run_dir: Optional[Path], task_changed: bool) -> Tuple[int, str]:
+def _vocab(cfg: ExperimentConfig, run_dir: Optional[Path], task_changed: bool) -> Tuple[int, str, Any]:
+    """(vocabulary size, where it comes from, the task's data where it was built for it, else None)."""
     from .data.tokenizers import TOKENIZER_FILE, load_tokenizer
 
     if run_dir is not None and (run_dir / TOKENIZER_FILE).is_file() and not task_changed:
-        return load_tokenizer(run_dir).vocab_size, f" (the run's {TOKENIZER_FILE})"
+        return load_tokenizer(run_dir).vocab_size, f" (the run's {TOKENIZER_FILE})", None
     if cfg.task is not None:
         from .training.run import prepare
 
-        tokenizer = prepare(cfg).tokenizer
-        return tokenizer.vocab_size, f" (the task's {tokenizer.name} tokenizer)"
-    return DEFAULT_VOCAB, " (assumed: no task or run gives it; pass --vocab-size)"
+        data = prepare(cfg)
+        return data.tokenizer.vocab_size, f" (the task's {data.tokenizer.name} tokenizer)", data
+    return DEFAULT_VOCAB, " (assumed: no task or run gives it; pass --vocab-size)", None
+
+
+def _flops_lines(model, m, seq_len: Optional[int], data, moe: bool) -> List[str]:
+    """Forward FLOPs per token at a stated length: ``--seq-len``, else the task's training examples (as
+    summary.json and sweep budgets count them), else model.max_seq_len."""
+    from .data.lengths import split_lengths
+    from .models.flops import FlopCounter, at_length
+
+    seq2seq = m.kind == "encoder_decoder"
+    if seq_len is None and data is not None:
+        train = split_lengths(data.splits["train"])
+        counts = train.counts
+        mean = (f"{train.mean(0):.3g} source + {train.mean(1):.3g} target" if seq2seq else f"{train.mean(0):.3g}")
+        where = f"at the task's training lengths ({train.examples:,} examples, mean {mean} tokens)"
+    else:
+        n = seq_len or m.max_seq_len
+        counts = at_length(model, n)
+        what = f"source and target {n} tokens each" if seq2seq else f"length {n}"
+        where = f"at {what}" + (" (--seq-len)" if seq_len else " (model.max_seq_len; --seq-len sets the length)")
+    flops = FlopCounter(model).per_token(counts)
+    lines = [f"forward FLOPs per token  {_fmt(flops['total'])} (a training step is ~3x"
+             f"{'; active experts only' if moe else ''})",
+             f"  {where}" + ("; source and target tokens both count" if seq2seq else "")]
+    return lines + [f"  {part:<26}{_fmt(n):>14}" for part, n in flops.items() if part != "total"]
 
 
 def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_len: Optional[int] = None,
                   run_dir: Optional[Path] = None, task_changed: bool = False) -> str:
     from .models import build_model
-    from .models.summary import active_parameters, count_parameters, flops_per_token, parameter_breakdown
+    from .models.summary import active_parameters, count_parameters, parameter_breakdown
 
     m = cfg.model
-    vocab_note = ""
+    vocab_note, data = "", None
     if vocab_size is None and m.vocab_size is not None:
         vocab_size = m.vocab_size
     elif vocab_size is None:
-        vocab_size, vocab_note = _vocab(cfg, run_dir, task_changed)
-    seq_len = seq_len or m.max_seq_len
+        vocab_size, vocab_note, data = _vocab(cfg, run_dir, task_changed)
     import torch
 
     with torch.device("meta"):  # counts and FLOPs need shapes only, so a 7B preset costs no memory
@@ -119,7 +144,7 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         "components",
         f"  position      {m.position.describe()}" + (", also in cross-attention" if m.cross_attention_position else ""),
         f"  norm          {m.norm.describe()}, placement {m.norm_placement.describe()}: {placement}; "
-        f"final norm {'yes' if m.use_final_norm else 'no'}",
+        f"final norm {'yes' if ends_with_norm(m) else 'no'}",
         f"  attention     {m.attention.describe()}, {m.attention_kernel.describe()} kernel, q.k scaled by "
         f"{'1/sqrt(head_dim)' if m.attention_scale is None else m.attention_scale}"
         + (f", qk-norm {m.qk_norm.describe()}" if m.qk_norm is not None else "")
@@ -154,13 +179,7 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
                                                       f"excluded)" if active != total else "")]
     for part, n in parameter_breakdown(model).items():
         lines.append(f"  {part:<26}{n:>14,}  {100 * n / total:5.1f}%")
-    flops = flops_per_token(model, seq_len)
-    per = "per source+target token pair" if m.kind == "encoder_decoder" else "per token"
-    lines += ["", f"forward FLOPs {per} at length {seq_len}  {_fmt(flops['total'])} "
-                  f"(a training step is ~3x{'; active experts only' if active != total else ''})"]
-    for part, n in flops.items():
-        if part != "total":
-            lines.append(f"  {part:<26}{_fmt(n):>14}")
+    lines += ["", *_flops_lines(model, m, seq_len, data, active != total)]
     return "\n".join(lines) + "\n"
 
 

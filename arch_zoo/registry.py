@@ -2,26 +2,41 @@
 dataclass, so configs can name it, the CLI can list it and errors can offer the alternatives."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Type
 
-from .config_types import coerce
+from .config.coerce import ComponentSpec, NoOptions, coerce, component_field  # noqa: F401  (component authors import them from here)
 from .errors import ConfigError, choice_error, did_you_mean
 
 _FAMILIES: Dict[str, "Registry"] = {}  # family -> registry, filled as each family's module is imported
-LOADING: list = []  # the plugin being imported now (arch_zoo.plugins sets it): where registrations come from
-ADDED: list = []  # (registry, name) registered while a plugin loads: undone if its import fails
+_LOADING: list = []  # the plugins being imported now (``attributed_to``): where registrations come from
+_ADDED: list = []  # (registry, name) registered while a plugin loads: undone if its import fails
+
+
+@contextlib.contextmanager
+def attributed_to(label: str, undo_on_error: bool = True):
+    """Registrations made inside are the plugin ``label``'s (``arch-zoo components`` names it); if
+    the block raises, they are removed again, so no plugin is ever half-loaded. The one way the
+    plugin loader touches the registries."""
+    _LOADING.append(label)
+    added = len(_ADDED)
+    try:
+        yield
+    except BaseException:
+        if undo_on_error:
+            for reg, name in _ADDED[added:]:
+                reg.unregister(name)
+        raise
+    finally:
+        del _ADDED[added:]
+        _LOADING.pop()
 
 
 class AlreadyRegistered(ValueError):
     """A name registered twice in one family (a plugin reusing a built-in's name, say)."""
-
-
-@dataclass(frozen=True)
-class NoOptions:
-    """Options of a component that takes none."""
 
 
 @dataclass(frozen=True)
@@ -62,13 +77,17 @@ class Registry:
                                         f"({f'from {where}' if where else 'built in'}); register it under another name")
             doc = description or (inspect.getdoc(factory) or "").split("\n")[0]
             builtin = factory.__module__.startswith("arch_zoo.")  # a plugin's import may import built-ins first
-            source = None if builtin else LOADING[-1] if LOADING else factory.__module__
+            source = None if builtin else _LOADING[-1] if _LOADING else factory.__module__
             self._entries[name] = Entry(name, factory, options, doc, source)
-            if LOADING:
-                ADDED.append((self, name))
+            if _LOADING:
+                _ADDED.append((self, name))
             return factory
 
         return decorate
+
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (a plugin whose import failed; tests restoring the built-ins)."""
+        self._entries.pop(name, None)
 
     def choices(self) -> list:
         return sorted(self._entries)
@@ -120,33 +139,9 @@ class Registry:
         return self.get(spec.name).factory(spec.options, *args, **context)
 
 
-@dataclass(frozen=True)
-class ComponentSpec:
-    """A chosen component: its registered name plus its validated options dataclass."""
-
-    name: str
-    options: Any = NoOptions()
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {"name": self.name, **dataclasses.asdict(self.options)}
-
-    def describe(self) -> str:
-        opts = dataclasses.asdict(self.options)
-        if not opts:
-            return self.name
-        return f"{self.name}(" + ", ".join(f"{k}={v}" for k, v in opts.items()) + ")"
-
-
-def component_field(family: str, default: Any) -> Any:
-    """A dataclass field naming a component of registry ``family`` (``model.position``, a task's
-    ``tokenizer``). Config merging reads the marker: a changed name drops the old options, and
-    overrides of a name and its options combine in either order."""
-    return dataclasses.field(default=default, metadata={"registry": lambda: family_registry(family)})
-
-
 def family_registry(family: str) -> Registry:
-    """The registry of ``family``, once the module that defines it is imported (``arch_zoo.catalog``
+    """The registry of ``family``, once the module that defines it is imported (``arch_zoo.config.catalog``
     imports every built-in family)."""
     if family not in _FAMILIES:
-        raise LookupError(f"no registry '{family}' is loaded; import arch_zoo.catalog first")
+        raise LookupError(f"no registry '{family}' is loaded; import arch_zoo.config.catalog first")
     return _FAMILIES[family]

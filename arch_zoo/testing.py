@@ -26,11 +26,12 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 import torch
 
 from .config import ModelConfig
+from .config.catalog import all_registries
+from .config.coerce import field_family
+from .config.loading import model_config
 from .errors import ConfigError
 from .generation import generate, left_pad
-from .loading import model_config
 from .models import build_model
-from .catalog import all_registries
 
 VOCAB = 23
 KINDS = ("encoder", "decoder", "encoder_decoder")
@@ -42,8 +43,7 @@ TRAIN_SIZES = {"d_model": 8, "d_ff": 8, "n_layers": 1}  # the margins below were
 def model_key(family: str) -> str:
     """The model config key a family is chosen by (``positions`` -> ``position``)."""
     for f in dataclasses.fields(ModelConfig):
-        marker = f.metadata.get("registry")
-        if marker is not None and f.default is not None and marker().family == family:
+        if field_family(f) == family and f.default is not None:
             return f.name
     raise KeyError(f"no model key chooses a component of '{family}'; families: {', '.join(model_families())}")
 
@@ -53,9 +53,8 @@ def model_families() -> List[str]:
     the output is, not how the model computes it, and fits only some kinds)."""
     out = []
     for f in dataclasses.fields(ModelConfig):
-        marker = f.metadata.get("registry")
-        if marker is not None and f.default is not None and f.name != "head":
-            out.append(marker().family)
+        if field_family(f) is not None and f.default is not None and f.name != "head":
+            out.append(field_family(f))
     return out
 
 

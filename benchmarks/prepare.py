@@ -78,7 +78,7 @@ CHILD_STARTUP = """
 import json, resource, sys, time
 t0 = time.perf_counter()
 import torch
-from arch_zoo.loading import load
+from arch_zoo.config.loading import load
 from arch_zoo.training.datamodule import TaskDataModule
 from arch_zoo.training.module import ArchZooModule
 from arch_zoo.training.run import prepare
@@ -89,8 +89,7 @@ data = prepare(cfg)
 dm = TaskDataModule(data, cfg.train, cfg.seed)
 module = ArchZooModule(cfg, data)
 batch = next(iter(dm.train_dataloader()))
-from arch_zoo.training import objectives
-objectives.forward(module.model, batch, data.objective)  # the batch reaches the model: training could step
+module.objective.forward(module.model, batch)  # the batch reaches the model: training could step
 print(json.dumps({"startup_s": time.perf_counter() - t, "startup_cpu_s": time.process_time() - c,
                   "windows": len(data.splits["train"]),
                   "rss_growth_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - rss0}))

@@ -63,6 +63,9 @@ def ws(tmp_path_factory):
                           ("module", ["no_such_lab.blocks"]), ("notalist", {"a": 1})):
         (ws / f"plugins_{name}.yaml").write_text(yaml.safe_dump({**EXPERIMENT, "plugins": plugins}))
     (ws / "spec_plugin.yaml").write_text(yaml.safe_dump({"name": "s6", **spec, "base": "plugins_raises.yaml"}))
+    (ws / "cross_rope.yaml").write_text(yaml.safe_dump({"name": "x", "model": {
+        **MODEL, "kind": "encoder_decoder", "position": "rope", "cross_attention_position": True,
+        "layers": [{"stack": "decoder", "position": "alibi", "head_dim": 5}]}}))
 
     assert main(["train", str(ws / "exp.yaml"), "--out", str(ws / "run"), "--quiet"]) == 0
     for name, damage in (("bad_tokenizer", "tokenizer.json"), ("bad_config", "config.yaml"),
@@ -101,6 +104,8 @@ CASES = [
      "argument --vocab-size: expected a positive integer, got 0"),
     ("describe-seq-len-text", "describe {ws}/exp.yaml --seq-len long",
      "argument --seq-len: expected a positive integer, got 'long'"),
+    ("describe-layer-shape-unfit-for-cross-rope", "describe {ws}/cross_rope.yaml",
+     "model.layers[0].head_dim: cross-attention uses model.position at this layer's shape: RoPE needs an even"),
     ("train-malformed-yaml", "train {ws}/malformed.yaml --out {ws}/r", "config: cannot parse {ws}/malformed.yaml"),
     ("train-empty-config", "train {ws}/empty.yaml --out {ws}/r", "config: {ws}/empty.yaml is empty"),
     ("train-default-out-of-empty-config", "train {ws}/empty.yaml", "config: {ws}/empty.yaml is empty"),

@@ -6,7 +6,7 @@ from typing import List
 import pytest
 
 from arch_zoo.cli import main
-from arch_zoo.loading import load, save
+from arch_zoo.config.loading import load, save
 from arch_zoo.data.tokenizers import CharTokenizer
 from arch_zoo.models import build_model
 
@@ -69,7 +69,7 @@ def test_components_shows_list_defaults_and_required_options_as_they_are(capsys)
     """`files` and `eval_lengths` default to []; only an option the dataclass cannot be built
     without reads 'required'."""
     from arch_zoo.describe import _options
-    from arch_zoo.catalog import all_registries
+    from arch_zoo.config.catalog import all_registries
     from arch_zoo.registry import Registry
 
     assert main(["components"]) == 0
@@ -97,3 +97,38 @@ def test_components_says_which_ffns_are_gated_and_their_d_ff_default(capsys):
         assert "(gated; d_ff default 8/3 * d_model, up to a multiple of 8)" in _line(out, name)
     for name in ("relu", "gelu", "gelu_tanh"):
         assert _line(out, name).endswith("(d_ff default 4 * d_model)")
+
+
+def test_describe_counts_flops_at_a_stated_length_the_task_s_by_default(tmp_path, capsys):
+    """Issue 26 §1: FLOPs/token at the length trained (the task's 32-token windows), as summary.json
+    counts them, not at max_seq_len 512; --seq-len or model.max_seq_len when asked or when no task
+    gives lengths, each line saying which. The numbers are FlopCounterMode's."""
+    import torch
+
+    from arch_zoo.formatting import si
+    from arch_zoo.training.run import prepare
+    from tests.models.flop_reference import measured_forward_flops
+
+    data = {"name": "x", "model": {"kind": "decoder", "d_model": 32, "n_layers": 2, "n_heads": 4, "d_ff": 64,
+                                   "max_seq_len": 512, "attention_kernel": "explicit"},
+            "task": {"name": "char_lm", "max_chars": 20000, "seq_len": 32}}
+    path = tmp_path / "x.yaml"
+    save(load(data), path)
+    vocab = prepare(load(path)).tokenizer.vocab_size
+    model = build_model(load(path).model, vocab)
+
+    def measured(n):
+        return si(measured_forward_flops(model, input_ids=torch.zeros(1, n, dtype=torch.long)) / n)
+
+    def flops_line(*extra):
+        out = _described(capsys, path, *extra)[2]
+        line = out.split("forward FLOPs per token  ", 1)[1].splitlines()
+        return line[0].split(" ")[0], line[1]
+
+    value, where = flops_line()
+    assert value == measured(32) and where.startswith("  at the task's training lengths (")
+    assert "mean 32 tokens" in where
+    value, where = flops_line("--seq-len", 64)
+    assert value == measured(64) and where == "  at length 64 (--seq-len)"
+    value, where = flops_line("--vocab-size", vocab)  # no task data read: the model's own length, said so
+    assert value == measured(512) and where.startswith("  at length 512 (model.max_seq_len")

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 from tests.conftest import run_with_torch_only
 
 
@@ -20,7 +22,7 @@ def test_sweeps_preload_the_report_libraries_on_a_background_thread():
 
     code = """
 import sys, threading
-from arch_zoo.sweeps.cli_support import preload_reports
+from arch_zoo.cli.sweep_support import preload_reports
 assert "pandas" not in sys.modules
 preload_reports()
 loaders = [t for t in threading.enumerate() if t.name == "arch-zoo-preload-reports"]
@@ -107,18 +109,55 @@ KNOWN_CYCLES: set = set()
 
 
 def test_the_schema_is_a_leaf_and_validation_sits_above_the_registries():
-    """DESIGN "The next shape": schema as a leaf module; validation against registries above it;
-    no function-level imports kept only to dodge a cycle."""
+    """DESIGN "The next shape": schema as a leaf module that imports no registry; validation
+    against registries above it; no function-level imports kept only to dodge a cycle."""
     edges = _import_graph()
-    # plugins: stdlib + the leaves; the schema asks it to import a pickled config's plugins first
-    leaf = {"arch_zoo.errors", "arch_zoo.config_types", "arch_zoo.registry", "arch_zoo.config", "arch_zoo.plugins"}
+    leaf = {"arch_zoo.errors", "arch_zoo.config.coerce", "arch_zoo.config.schema", "arch_zoo.config"}
     for mod in leaf:
         assert edges[mod] <= leaf, f"{mod} imports {sorted(edges[mod] - leaf)}"
-    assert not edges["arch_zoo.config_types"] & {"arch_zoo.registry", "arch_zoo.config"}
+    assert edges["arch_zoo.config.schema"] <= {"arch_zoo.config.coerce"}
+    assert edges["arch_zoo.config.coerce"] <= {"arch_zoo.errors"}
+    assert edges["arch_zoo.registry"] <= leaf  # the registry coerces options; it knows no schema
+    for mod in ("arch_zoo.config.parse", "arch_zoo.config.plugins"):  # right above the registry
+        assert edges[mod] <= leaf | {"arch_zoo.registry", "arch_zoo.config.parse"}, f"{mod} imports {sorted(edges[mod] - leaf)}"
     for mod, deps in edges.items():
         if mod.startswith(("arch_zoo.components.", "arch_zoo.data.")):
-            assert not deps & {"arch_zoo.validation", "arch_zoo.loading", "arch_zoo.models"}, mod
-    assert {"arch_zoo.catalog", "arch_zoo.components.positions"} <= edges["arch_zoo.validation"] | edges["arch_zoo.loading"]
+            assert not deps & {"arch_zoo.config.validation", "arch_zoo.config.loading", "arch_zoo.models"}, mod
+    assert {"arch_zoo.config.catalog", "arch_zoo.components.positions"} <= edges["arch_zoo.config.validation"] | edges["arch_zoo.config.loading"]
+
+
+# DESIGN's layers, top to bottom; a module may import its own layer and any below it. config,
+# rundir, data and tracking sit beside the stack (below training, above the registry).
+LAYERS = ["cli", "dashboards", "reports", "sweeps", "training", "models", "components"]
+
+
+def _layer(mod: str):
+    part = mod.split(".")[1] if mod.count(".") else None
+    return LAYERS.index(part) if part in LAYERS else None
+
+
+def test_no_arrow_climbs_back_up():
+    """Issue 27 §1.2: cli -> dashboards -> reports -> sweeps -> training -> models -> components; the
+    dashboards' writers (arch_zoo.tracking) sit below training, which uses them live."""
+    edges = _import_graph()
+    upward = sorted(f"{mod} -> {dep}" for mod, deps in edges.items() for dep in deps
+                    if _layer(mod) is not None and _layer(dep) is not None and _layer(dep) < _layer(mod))
+    assert not upward, upward
+    beside = ("arch_zoo.config", "arch_zoo.rundir", "arch_zoo.data", "arch_zoo.tracking", "arch_zoo.registry")
+    climbing = sorted(f"{mod} -> {dep}" for mod, deps in edges.items() if mod.startswith(beside)
+                      for dep in deps if _layer(dep) is not None and _layer(dep) <= LAYERS.index("training"))
+    assert not climbing, climbing
+    assert edges["arch_zoo.rundir"] == set(), edges["arch_zoo.rundir"]  # a leaf: the run directory's schema
+
+
+def test_config_is_one_package():
+    """Issue 27 §1.1: the config modules live in arch_zoo/config/, none is left at the top."""
+    import arch_zoo
+
+    root = Path(arch_zoo.__file__).parent
+    gone = [n for n in ("config_types", "loading", "validation", "layer_configs", "catalog", "plugins") if (root / f"{n}.py").exists()]
+    assert not gone and not (root / "config.py").exists(), gone
+    assert {"schema", "coerce", "parse", "catalog", "plugins", "validation", "layers", "loading"} <= {p.stem for p in (root / "config").glob("*.py")}
 
 
 def test_no_import_cycles_among_arch_zoo_modules():
@@ -133,8 +172,8 @@ def test_the_schema_imports_without_components_models_or_omegaconf():
 import sys
 import arch_zoo.config
 cfg = arch_zoo.config.ExperimentConfig()
-bad = [m for m in sys.modules if m.startswith(('arch_zoo.components', 'arch_zoo.models', 'arch_zoo.validation',
-                                               'arch_zoo.loading', 'omegaconf', 'torch'))]
+bad = [m for m in sys.modules if m.startswith(('arch_zoo.components', 'arch_zoo.models', 'arch_zoo.config.validation',
+                                               'arch_zoo.config.loading', 'omegaconf', 'torch'))]
 print(cfg.model.norm_placement.name, bad)
 """)
     assert proc.returncode == 0, proc.stderr

@@ -8,11 +8,11 @@ import torch
 import yaml
 
 from arch_zoo.config import ExperimentConfig
+from arch_zoo.config.loading import load, model_config, save
+from arch_zoo.config.validation import layer_models
 from arch_zoo.describe import describe_text
 from arch_zoo.errors import ConfigError
-from arch_zoo.loading import load, model_config, save
 from arch_zoo.models import build_model
-from arch_zoo.validation import layer_models
 from tests.conftest import tiny
 
 LAYERS = [{"range": "0:2", "norm_placement": "sandwich"},

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from arch_zoo import testing
-from arch_zoo.catalog import all_registries
 from arch_zoo.cli import main
+from arch_zoo.config.catalog import all_registries
 from tests.test_plugins import ROOT, TINY, isolated_registries  # noqa: F401  (autouse: registries restored)
 
 
@@ -115,7 +115,7 @@ def test_a_module_plugin_adds_a_norm_an_ffn_a_placement_and_an_attention_pattern
     did-you-mean), shown by `describe`, and passes the grid's invariants (arch_zoo.testing). README: a
     placement's "parameters of its own are trained, counted under `placement` by `describe`"; an
     attention pattern says "how many keys a query sees in `visible_keys` (FLOP counts use it)"."""
-    from arch_zoo.loading import load
+    from arch_zoo.config.loading import load
     from arch_zoo.errors import ConfigError
 
     blocks = _package(tmp_path / "lab", "my_lab")
@@ -152,7 +152,7 @@ def test_a_module_plugin_adds_a_norm_an_ffn_a_placement_and_an_attention_pattern
 
     keys = sum(min(i, 15) + 1 + i // 16 for i in range(256)) / 256
     assert re.search(r"\n  decoder attention +" + re.escape(si(4 * 32 * 2 * keys)) + "\n", out)
-    from arch_zoo.plugins import records
+    from arch_zoo.config.plugins import records
 
     assert records(["my_lab.blocks"])[0]["path"] == str(blocks)
     assert len(testing.check_component("norms", "scalenorm")) == 14  # every invariant, every kind
@@ -224,7 +224,7 @@ def test_a_plugin_init_scheme_sees_each_layers_context(tmp_path):
     import torch
 
     from arch_zoo.models import build_model
-    from arch_zoo.plugins import load_plugins
+    from arch_zoo.config.plugins import load_plugins
 
     (tmp_path / "my_init.py").write_text(LAB_INIT)
     module = sys.modules[load_plugins([tmp_path / "my_init.py"])[0]["module"]]

@@ -1,6 +1,6 @@
 """Plugins: components from outside the package, named in a config or installed as entry points.
 
-README, "Your own components: plugins". The README's worked example is run here exactly as
+docs/how-to/own-component.md, "A worked example": the docs' worked example is run here exactly as
 written (its code blocks are extracted into files), through arch_zoo.testing, describe, train, a
 2-worker local sweep (worker processes import the plugin again), report and generate from a fresh
 process in another directory (the run dir alone re-imports it); a plugin that fails registers
@@ -18,7 +18,7 @@ import yaml
 
 from arch_zoo import testing
 from arch_zoo.cli import main
-from arch_zoo.catalog import all_registries
+from arch_zoo.config.catalog import all_registries
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.d_ff=32", "model.max_seq_len=32",
@@ -27,10 +27,11 @@ TINY = ["model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.d_ff=3
 
 
 def readme_files(directory: Path) -> dict:
-    """The README plugins section's code blocks, written to ``directory`` under the file names
-    their first lines give (``# my_positions.py``); the shell block is returned as ``commands``."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Your own components: plugins"):]
+    """The worked example's code blocks (docs/how-to/own-component.md), written to ``directory``
+    under the file names their first lines give (``# my_positions.py``); the shell block is
+    returned as ``commands``."""
+    text = (ROOT / "docs" / "how-to" / "own-component.md").read_text()
+    section = text[text.index("## A worked example"):]
     section = section[:section.index("\n## ", 1)]
     files = {}
     for lang, body in re.findall(r"```(\w+)\n(.*?)```", section, re.S):
@@ -57,7 +58,7 @@ def test_the_readme_example_is_what_runs(example):
 
 
 def test_readme_example_tested_with_arch_zoo_testing(example):
-    """README: the plugin's own test, `check_component("positions", "kerple_log")`, runs every
+    """Docs: the plugin's own test, `check_component("positions", "kerple_log")`, runs every
     invariant of the package's grid on it; and the same check fails on a broken scheme."""
     import importlib.util
 
@@ -73,7 +74,7 @@ def test_readme_example_tested_with_arch_zoo_testing(example):
             "padding_invariance [decoder]", "padding_invariance (left) [decoder]"} == set(ran)
     # the helper can fail: a scheme whose embedding mixes in the whole sequence sees the future
     (directory / "leaky.py").write_text(LEAKY)
-    from arch_zoo.plugins import load_plugins
+    from arch_zoo.config.plugins import load_plugins
 
     load_plugins([directory / "leaky.py"])
     leak = r"causal mask leaks the future \(position=\{'name': 'leaky'\}, kind=decoder"
@@ -97,7 +98,7 @@ class Leaky(PositionScheme):
 
 
 def test_readme_example_describe_train_sweep_report_generate(example, tmp_path, capsys, monkeypatch):
-    """README: the plugin "works in `describe`, `train`, `sweep` (local ... workers import it),
+    """Docs: the plugin "works in `describe`, `train`, `sweep` (local ... workers import it),
     `generate` and `report`"; "each run records every plugin's `module`, file `path` and `sha256`";
     "a run directory alone imports the plugin again"."""
     import hashlib
@@ -164,7 +165,7 @@ def test_readme_example_describe_train_sweep_report_generate(example, tmp_path, 
 @pytest.fixture(autouse=True)
 def isolated_registries():
     """What a test's plugins register is gone afterwards: other tests see the built-ins only."""
-    from arch_zoo import plugins
+    from arch_zoo.config import plugins
 
     saved = {family: dict(reg._entries) for family, reg in all_registries().items()}
     loaded = dict(plugins._loaded)
@@ -177,10 +178,10 @@ def isolated_registries():
 
 
 def test_a_plugin_that_fails_registers_nothing(tmp_path):
-    """README: a plugin that fails to import "is one line naming the plugin and exit 2, and
+    """Docs: a plugin that fails to import "is one line naming the plugin and exit 2, and
     registers nothing": a second attempt fails the same way, not on a half-registered name."""
     from arch_zoo.errors import ConfigError
-    from arch_zoo.plugins import load_plugins
+    from arch_zoo.config.plugins import load_plugins
 
     (tmp_path / "half.py").write_text("from arch_zoo.components.norms import NORMS, RMSNorm\n"
                                       "NORMS.register('half_done')(RMSNorm)\n"
@@ -194,7 +195,7 @@ def test_a_plugin_that_fails_registers_nothing(tmp_path):
 
 def forget_plugins(before) -> None:
     """This process as a fresh one sees it: the registries and loaded plugins as they were ``before``."""
-    from arch_zoo import plugins
+    from arch_zoo.config import plugins
 
     saved, loaded = before
     for family, reg in all_registries().items():
@@ -210,7 +211,7 @@ def test_a_run_keeps_a_copy_of_its_plugin_and_generate_uses_it_once_the_original
     original has moved; with neither, it is one line and exit 2."""
     import hashlib
 
-    from arch_zoo import plugins
+    from arch_zoo.config import plugins
 
     source = ("from arch_zoo.components.norms import NORMS, RMSNorm, RMSNormOptions\n"
               "NORMS.register('kept_rms', RMSNormOptions, 'RMSNorm by another name')(\n"

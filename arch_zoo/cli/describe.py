@@ -9,10 +9,10 @@ from .common import positive_int
 
 def _components(args) -> int:
     from ..describe import components_text
-    from ..plugins import load_plugins, resolve
+    from ..config.plugins import load_plugins, resolve
 
     if args.config:  # the plugins a config names, as `train` would import them
-        from ..loading import load
+        from ..config.loading import load
 
         load(args.config)
     load_plugins(resolve(args.plugin, Path.cwd()))
@@ -40,5 +40,6 @@ def add_parsers(sub) -> None:
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. model.position=rope")
     p.add_argument("--vocab-size", type=positive_int, default=None, help="vocabulary size (default: model.vocab_size, "
                    "else the run's or the task's tokenizer's)")
-    p.add_argument("--seq-len", type=positive_int, default=None, help="length for FLOPs (default: model.max_seq_len)")
+    p.add_argument("--seq-len", type=positive_int, default=None, help="length for FLOPs (default: the task's "
+                   "training examples' lengths, else model.max_seq_len)")
     p.set_defaults(func=_describe)

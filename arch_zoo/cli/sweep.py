@@ -11,7 +11,7 @@ from .common import EXIT_RUN_FAILED, cache_dir, cache_option, output_dir
 
 def _sweep(args) -> int:
     from ..sweeps import dry_run_table, load_spec, make_plan, run_sweep
-    from ..sweeps.cli_support import export_path, failure_line, final_table, preload_reports
+    from .sweep_support import export_path, failure_line, final_table, preload_reports
 
     spec = load_spec(args.spec, args.overrides)
     if args.workers is not None and args.workers < 1:

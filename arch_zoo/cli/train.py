@@ -14,7 +14,8 @@ from .common import EXIT_RUN_FAILED, cache_dir, cache_option, output_dir
 
 def _gradnorms(args) -> int:
     from ..formatting import number
-    from ..training.gradnorms import Study, last_layer_table, run_study, write
+    from ..reports.gradnorms import write
+    from ..training.gradnorms import Study, last_layer_table, run_study
 
     if any(d < 1 for d in args.depths):
         raise ConfigError("--depths", f"depths must be positive layer counts, got {args.depths}")
@@ -37,11 +38,11 @@ def _gradnorms(args) -> int:
 
 
 def _train(args) -> int:
-    from ..loading import load
+    from ..config.loading import load
 
     cfg = load(args.config, args.overrides)
     out = output_dir(args.out if args.out else Path("runs") / cfg.name, "--out")
-    from ..dashboards.deps import check_logging
+    from ..tracking.deps import check_logging
 
     check_logging(cfg.logging)
     cache_dir(args)
@@ -66,7 +67,7 @@ def _train(args) -> int:
 
 
 def _prepare(args) -> int:
-    from ..loading import load
+    from ..config.loading import load
     from ..data.prepare import interactive
     from ..data.tasks.common import prepare_all
 

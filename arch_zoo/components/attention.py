@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -193,6 +193,13 @@ class MultiHeadAttention(nn.Module):
         self.q_norm = qk_norm(d) if qk_norm is not None else None
         self.k_norm = qk_norm(d) if qk_norm is not None else None
         self.last_weights: Optional[Tensor] = None
+
+    def value_and_output_weights(self) -> List[Tensor]:
+        """The value rows of the fused projection and the output projection's weight (views, for
+        in-place init scaling: DeepNorm's beta); q and k are left out."""
+        shape = self.shape
+        fused, before = (self.kv, shape.n_kv_heads) if hasattr(self, "kv") else (self.qkv, shape.n_heads + shape.n_kv_heads)
+        return [fused.weight.data[before * shape.head_dim:], self.out.weight.data]
 
     @classmethod
     def from_config(cls, cfg, cross: bool) -> "MultiHeadAttention":

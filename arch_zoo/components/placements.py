@@ -21,6 +21,14 @@ from .context import LayerContext
 
 PLACEMENTS = Registry("placements", "norm placement")
 
+
+def ends_with_norm(cfg) -> bool:
+    """Whether a stack of ``cfg`` (a ModelConfig) ends with a norm: ``model.final_norm`` when set,
+    else what its placement declares (pre: yes, post: no)."""
+    if cfg.final_norm is not None:
+        return cfg.final_norm
+    return PLACEMENTS.get(cfg.norm_placement.name).factory.final_norm
+
 Branch = Callable[[Tensor], Tensor]  # a sublayer with its inputs bound: h -> dropout(f(h))
 
 
@@ -118,19 +126,15 @@ class DeepNorm(Placement):
 
     def after_init(self, slots):
         """The paper scales the init of the FFN, value and output projections by beta (q and k keep
-        gain 1); here that is a multiplication of whatever the init scheme drew."""
+        gain 1); here that is a multiplication of whatever the init scheme drew. Attention declares
+        its value and output weights (``value_and_output_weights``); any other sublayer (an FFN, MoE)
+        has every linear weight scaled."""
         for slot in slots:
-            for name, module in slot.sublayer.named_modules():
-                if not isinstance(module, nn.Linear):
-                    continue
-                weight = module.weight.data
-                if name == "qkv":  # fused [q | k | v]: only the v rows
-                    shape = slot.sublayer.shape
-                    weight[(shape.n_heads + shape.n_kv_heads) * shape.head_dim:].mul_(self.beta)
-                elif name == "kv":  # cross-attention's fused [k | v]
-                    weight[slot.sublayer.shape.n_kv_heads * slot.sublayer.shape.head_dim:].mul_(self.beta)
-                elif name != "q":
-                    weight.mul_(self.beta)
+            declared = getattr(slot.sublayer, "value_and_output_weights", None)
+            weights = declared() if declared is not None else [
+                m.weight.data for m in slot.sublayer.modules() if isinstance(m, nn.Linear)]
+            for weight in weights:
+                weight.mul_(self.beta)
 
 
 @dataclass(frozen=True)

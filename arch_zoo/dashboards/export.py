@@ -16,9 +16,10 @@ import yaml
 from ..errors import choice_error
 from ..reports.curves import read_metrics
 from ..reports.load import load_groups
-from . import mlflow_runs, tensorboard_logs, wandb_runs
-from .deps import require
-from .identity import RunIdentity, from_run_dir
+from ..rundir import CONFIG, SUMMARY
+from ..tracking import mlflow_runs, tensorboard_logs, wandb_runs
+from ..tracking.deps import require
+from ..tracking.identity import RunIdentity, from_run_dir
 
 TOOLS = ("tensorboard", "mlflow", "wandb")
 FINISHED = ("completed", "diverged")  # what has a summary.json: a diverged run's curves are worth seeing
@@ -52,7 +53,7 @@ def finished_runs(paths: Sequence[Union[str, Path]]) -> Tuple[List[RunIdentity],
         keys = frame.attrs.get("settings", [])
         for row in frame.to_dict("records"):
             status, run_dir = str(row["status"]), Path(row["run_dir"])
-            if status not in FINISHED or not (run_dir / "summary.json").is_file():
+            if status not in FINISHED or not (run_dir / SUMMARY).is_file():
                 missing.append((str(row["run_id"]), status))
                 continue
             identity = from_run_dir(run_dir)
@@ -65,7 +66,7 @@ def finished_runs(paths: Sequence[Union[str, Path]]) -> Tuple[List[RunIdentity],
 
 def _config(identity: RunIdentity) -> Dict:
     try:
-        cfg = yaml.safe_load((identity.run_dir / "config.yaml").read_text()) or {}
+        cfg = yaml.safe_load((identity.run_dir / CONFIG).read_text()) or {}
     except (OSError, yaml.YAMLError):
         cfg = {}
     return wandb_runs.flatten(cfg) if isinstance(cfg, dict) else {}

@@ -14,12 +14,13 @@ from typing import Dict, Iterable, List, Optional, Sequence
 import numpy as np
 
 from ..registry import ComponentSpec, NoOptions, Registry
+from ..rundir import TOKENIZER
 
 TOKENIZERS = Registry("tokenizers", "tokenizer")
 
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<sep>", "<mask>", "<unk>"]
 PAD, BOS, EOS, SEP, MASK, UNK = range(len(SPECIALS))
-TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_FILE = TOKENIZER  # the same name in a token store and a run directory
 
 
 class Tokenizer:

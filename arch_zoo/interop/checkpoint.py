@@ -16,8 +16,8 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
-from ..loading import _merge, load, model_config
-from ..config_types import to_dict
+from ..config.coerce import to_dict
+from ..config.loading import _merge, load, model_config
 from ..errors import ConfigError
 
 

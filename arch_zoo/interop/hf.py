@@ -48,7 +48,7 @@ def convert(hf_config: Mapping[str, Any], state: Mapping[str, Tensor], config: C
 
 def model_config_from_hf(hf_model) -> ModelConfig:
     """The arch_zoo config equivalent to a Hugging Face model (GPT2LMHeadModel, BertModel, ...)."""
-    from ..loading import model_config
+    from ..config.loading import model_config
 
     hf_config = hf_model.config.to_dict()
     arch = architecture(hf_config)

@@ -9,17 +9,16 @@ from typing import List, Optional
 import torch
 from torch import Tensor, nn
 
-from ..components import moe  # noqa: F401  (registers the 'moe' feed-forward)
 from ..components.attention import KVCache, MultiHeadAttention
 from ..components.context import LayerContext
 from ..components.feedforward import FEEDFORWARD, FFNContext
 from ..components.init import mark_residual_out
 from ..components.masks import AttentionMask, cross_attention_mask, self_attention_mask
 from ..components.norms import NORMS
-from ..components.placements import PLACEMENTS, Slot
+from ..components.placements import PLACEMENTS, Slot, ends_with_norm
 from ..components.positions import POSITIONS, PositionContext, PositionScheme
 from ..config import ModelConfig
-from ..validation import layer_models
+from ..config.validation import layer_models
 
 
 @dataclass
@@ -87,6 +86,13 @@ def _acts(scheme: PositionScheme, hook: str) -> bool:
     return getattr(type(scheme), hook) is not getattr(PositionScheme, hook)
 
 
+def _in_attention(spec) -> bool:
+    """The scheme rotates q and k or biases the scores, so its tables are shaped by a layer's heads."""
+    factory = POSITIONS.get(spec.name).factory
+    return any(getattr(factory, hook) is not getattr(PositionScheme, hook)
+               for hook in ("rotate", "rotator", "score_bias"))
+
+
 def default_positions(attention_mask: Optional[Tensor], length: int, past: int, device) -> Tensor:
     """Positions of the last ``length`` tokens: counted over real tokens only when a padding
     mask is given (so left-padded prompts start at 0), else ``past .. past+length-1``."""
@@ -113,15 +119,23 @@ class Stack(nn.Module):
         self.layers = nn.ModuleList(
             TransformerLayer(layer_cfg, LayerContext(i, n_layers, stack, cfg.kind, n_enc, n_dec, cfg.d_model))
             for i, layer_cfg in enumerate(layer_cfgs))
-        # A layer whose config names another position scheme uses it in its attention (rotate, score
-        # bias); embeddings stay the stack's. Index 0 is the stack's scheme, k > 0 layer_positions[k-1].
-        specs = [cfg.position]
-        for layer_cfg in layer_cfgs:
-            if layer_cfg.position not in specs:
-                specs.append(layer_cfg.position)
-        self.layer_positions = nn.ModuleList(POSITIONS.build(spec, ctx) for spec in specs[1:])
-        self.scheme_of = [specs.index(layer_cfg.position) for layer_cfg in layer_cfgs]
-        self.final_norm = NORMS.build(cfg.norm, cfg.d_model) if cfg.use_final_norm else nn.Identity()
+        # Each layer's attention uses its config's scheme (rotate, score bias) built for its own heads and
+        # head_dim (model.layers may change them); embeddings stay the stack's. Index 0 is the stack's
+        # scheme, k > 0 layer_positions[k-1]; cross-attention uses the stack's scheme at the layer's shape.
+        built = [(cfg.position, ctx)]
+
+        def scheme(spec, layer_cfg: ModelConfig) -> int:
+            at = ctx if not _in_attention(spec) else dataclasses.replace(
+                ctx, n_heads=layer_cfg.n_heads, head_dim=layer_cfg.dim_per_head)
+            if (spec, at) not in built:
+                built.append((spec, at))
+            return built.index((spec, at))
+
+        self.scheme_of = [scheme(layer_cfg.position, layer_cfg) for layer_cfg in layer_cfgs]
+        self.cross_scheme_of = [scheme(cfg.position, layer_cfg) if self.cross_positions else 0
+                                for layer_cfg in layer_cfgs]
+        self.layer_positions = nn.ModuleList(POSITIONS.build(spec, at) for spec, at in built[1:])
+        self.final_norm = NORMS.build(cfg.norm, cfg.d_model) if ends_with_norm(cfg) else nn.Identity()
 
     def _with_bias(self, mask: AttentionMask, q_pos: Tensor, k_pos: Tensor, cross: bool,
                    scheme: Optional[PositionScheme] = None) -> AttentionMask:
@@ -145,22 +159,24 @@ class Stack(nn.Module):
             b = max(past_positions.shape[0], positions.shape[0])
             k_pos = torch.cat((past_positions.expand(b, -1), positions.expand(b, -1)), dim=-1)
         mask = self_attention_mask(attention_mask, length, past, self.causal, x.device)
-        inputs = StackInputs(self._with_bias(mask, positions, k_pos, cross=False), self.position.rotator(positions, positions),
-                             need_weights=need_weights)
-        if memory is not None:
-            inputs.memory = memory
-            inputs.cross_mask = cross_attention_mask(memory_mask, length)
-            if self.cross_positions:
-                if memory_positions is None:
-                    memory_positions = default_positions(memory_mask, memory.shape[1], 0, x.device)
-                inputs.cross_mask = self._with_bias(inputs.cross_mask, positions, memory_positions, cross=True)
-                inputs.cross_rotate = self.position.rotator(positions, memory_positions)
-        per_scheme = [inputs]
-        for scheme in self.layer_positions:
-            per_scheme.append(dataclasses.replace(
-                inputs, self_mask=self._with_bias(mask, positions, k_pos, cross=False, scheme=scheme),
-                self_rotate=scheme.rotator(positions, positions)))
+        cross_mask = cross_attention_mask(memory_mask, length) if memory is not None else None
+        if memory is not None and self.cross_positions and memory_positions is None:
+            memory_positions = default_positions(memory_mask, memory.shape[1], 0, x.device)
+        schemes = [self.position, *self.layer_positions]
+        per_layer: dict = {}  # (self scheme, cross scheme) -> StackInputs: biases and tables once per forward
         x = self.dropout(self.embedding_norm(self.position.embed(x, positions)))
         for i, layer in enumerate(self.layers):
-            x = layer(x, per_scheme[self.scheme_of[i]], caches[i] if caches is not None else None)
+            key = (self.scheme_of[i], self.cross_scheme_of[i])
+            if key not in per_layer:
+                own, cross = schemes[key[0]], schemes[key[1]]
+                inputs = StackInputs(self._with_bias(mask, positions, k_pos, cross=False, scheme=own),
+                                     own.rotator(positions, positions), need_weights=need_weights)
+                if memory is not None:
+                    inputs.memory, inputs.cross_mask = memory, cross_mask
+                    if self.cross_positions:
+                        inputs.cross_mask = self._with_bias(cross_mask, positions, memory_positions, cross=True,
+                                                            scheme=cross)
+                        inputs.cross_rotate = cross.rotator(positions, memory_positions)
+                per_layer[key] = inputs
+            x = layer(x, per_layer[key], caches[i] if caches is not None else None)
         return self.final_norm(x)

@@ -1,9 +1,10 @@
 """Model FLOPs utilisation (MFU): achieved training FLOP/s over the device's peak for the run's precision.
 
-Achieved FLOP/s = 3 x the analytic forward FLOPs/token of ``summary.flops_per_token`` (the number
-``arch-zoo describe`` prints; backward costs two forwards) x tokens/s. That count is the useful work
-only: causal attention counts the visible half of the keys, and neither recomputation nor padding
-is counted, so arch_zoo's MFU is slightly lower than the PaLM convention (which counts every key).
+Achieved FLOP/s = 3 x the analytic forward FLOPs (``models.flops``; backward costs two forwards) of
+the batches trained, each sequence counted at its own length, per second of training. That count is
+the useful work only: causal attention counts the visible half of the keys, and neither recomputation
+nor padding is counted, so arch_zoo's MFU is slightly lower than the PaLM convention (which counts
+every key).
 
 The peak comes from a table of vendor datasheet figures on CUDA, or on CPU from a GEMM probe (a few
 timed square matmuls in the run's dtype), measured once per (CPU, torch, threads, dtype) and cached
@@ -162,19 +163,20 @@ def mfu(flops_per_token_train: float, tokens_per_s: float, peak: Optional[float]
 
 
 def train_flops_per_token(model: nn.Module, seq_len: int) -> float:
-    from .summary import flops_per_token
+    """3 x the forward FLOPs per token at ``seq_len`` (an encoder-decoder: source and target that long)."""
+    from .flops import flops_per_token
 
     return 3 * flops_per_token(model, seq_len)["total"]
 
 
-def mfu_for_run(model: nn.Module, seq_len: int, tokens_per_s: Optional[float], device: Union[str, torch.device],
-                precision: Union[str, int], cache_dir: Optional[Union[str, Path]] = None,
-                n_devices: int = 1) -> Dict[str, object]:
-    """``{"mfu", "peak_flops", "peak_source"}`` for a run summary; mfu and peak_flops are None (and
-    peak_source says why) where the device's peak is unknown. ``tokens_per_s`` is the whole run's, so
-    with data parallelism over ``n_devices`` alike devices the peak is theirs together."""
+def mfu_for_run(train_flops_per_s: Optional[float], device: Union[str, torch.device], precision: Union[str, int],
+                cache_dir: Optional[Union[str, Path]] = None, n_devices: int = 1) -> Dict[str, object]:
+    """``{"mfu", "peak_flops", "peak_source"}`` for a run summary, from the training FLOP/s achieved (3 x
+    the forward FLOPs of the batches trained, per second); mfu and peak_flops are None (and peak_source
+    says why) where the device's peak is unknown. With data parallelism over ``n_devices`` alike devices
+    and the whole run's FLOP/s, the peak is theirs together."""
     peak = device_peak(device, precision, cache_dir)
     total = None if peak.flops is None else peak.flops * n_devices
     source = peak.source if n_devices == 1 else f"{n_devices} x {peak.source}"
-    return {"mfu": mfu(train_flops_per_token(model, seq_len), tokens_per_s, total), "peak_flops": total,
-            "peak_source": source}
+    achieved = None if not total or train_flops_per_s is None else train_flops_per_s / total
+    return {"mfu": achieved, "peak_flops": total, "peak_source": source}

@@ -1,4 +1,4 @@
-"""Parameter counts by part and forward FLOPs per token, for ``arch-zoo describe`` and run summaries."""
+"""Parameter counts by part, for ``arch-zoo describe`` and run summaries (FLOPs: ``flops``)."""
 from __future__ import annotations
 
 from typing import Dict, Iterable
@@ -6,6 +6,7 @@ from typing import Dict, Iterable
 from torch import nn
 
 from .blocks import Stack
+from .flops import flops_per_token  # noqa: F401  (re-exported: describe, run summaries and users import it here)
 from .transformer import TransformerModel
 
 
@@ -30,7 +31,8 @@ def parameter_breakdown(model: TransformerModel) -> Dict[str, int]:
         stack = getattr(model, name, None)
         if not isinstance(stack, Stack):
             continue
-        parts[f"{name} positions"] = _count(stack.position.parameters(), seen)
+        parts[f"{name} positions"] = _count((p for s in (stack.position, stack.layer_positions) for p in s.parameters()),
+                                            seen)
         layers = stack.layers
         parts[f"{name} attention"] = _count((p for l in layers for p in l.self_attn.sublayer.parameters()), seen)
         if any(l.cross_attn is not None for l in layers):
@@ -57,36 +59,3 @@ def active_parameters(model: nn.Module) -> int:
             used = sum(n * count_parameters(part) for part, n in m.active_modules())
             skipped += count_parameters(m) - used
     return count_parameters(model) - skipped
-
-
-def _linear_flops(module: nn.Module) -> int:
-    """2 * in * out per linear layer a token runs through (only the active experts of an MoE)."""
-    if hasattr(module, "active_modules"):
-        return sum(n * _linear_flops(part) for part, n in module.active_modules())
-    if isinstance(module, nn.Linear):
-        return 2 * module.in_features * module.out_features
-    return sum(_linear_flops(child) for child in module.children())
-
-
-def flops_per_token(model: TransformerModel, seq_len: int) -> Dict[str, float]:
-    """Forward FLOPs per token at context length ``seq_len`` (multiply by ~3 for a training step).
-
-    Matmuls count 2 FLOPs per multiply-add; attention adds 4 * heads * head_dim per visible key
-    (q.k and weights.v) over the keys its layer's attention pattern lets a query see on average
-    (causal and global: (seq_len + 1) / 2; a sliding window: fewer). For an
-    encoder-decoder the source and target are both ``seq_len`` long and the total is per
-    (source token + target token) pair."""
-    cfg = model.config
-    per_key = 4 * cfg.n_heads * cfg.dim_per_head
-    out: Dict[str, float] = {}
-    for name in ("encoder", "decoder"):
-        stack = getattr(model, name, None)
-        if not isinstance(stack, Stack):
-            continue
-        keys = sum(l.self_attn.sublayer.pattern.visible_keys(seq_len, stack.causal) for l in stack.layers)
-        cross_layers = sum(1 for l in stack.layers if l.cross_attn is not None)
-        out[f"{name} matmuls"] = float(_linear_flops(stack))
-        out[f"{name} attention"] = float(per_key * (keys + cross_layers * seq_len))
-    out["head"] = float(_linear_flops(model.head))
-    out["total"] = sum(out.values())
-    return out

@@ -13,12 +13,12 @@ from typing import List, Mapping, Optional, Union
 import torch
 from torch import Tensor, nn
 
+from ..components.heads import HEADS, HeadContext
 from ..components.init import INITS
 from ..config import ExperimentConfig, ModelConfig
-from ..loading import model_config
+from ..config.loading import model_config
 from ..errors import ConfigError
-from .blocks import LayerCache, Stack
-from ..components.heads import HEADS, HeadContext
+from .blocks import LayerCache, Stack, default_positions
 
 
 @dataclass
@@ -117,6 +117,19 @@ class TransformerModel(nn.Module):
     def new_cache(self) -> Cache:
         return Cache([LayerCache() for _ in self.decoder.layers])
 
+    def _cached_pass(self, stack: Stack, x: Tensor, attention_mask: Optional[Tensor], positions: Optional[Tensor],
+                     cache: Optional[Cache], need_weights: bool, **memory) -> Tensor:
+        """One pass of a causal stack that reads ``cache`` and then extends it with the new positions
+        (the one place both decoder kinds do so)."""
+        past = cache.positions if cache is not None else None
+        hidden = stack(x, attention_mask, positions, caches=cache.layers if cache is not None else None,
+                       past_positions=past, need_weights=need_weights, **memory)
+        if cache is not None:
+            if positions is None:
+                positions = default_positions(attention_mask, x.shape[1], cache.length, x.device)
+            cache.extend(positions)
+        return hidden
+
 
 class EncoderModel(TransformerModel):
     """Bidirectional encoder with a classification, token-classification, MLM or embedding head."""
@@ -153,16 +166,7 @@ class DecoderModel(TransformerModel):
         """With ``cache``, ``input_ids`` are the new tokens only and ``attention_mask`` covers the
         cached plus the new positions; the cache is extended in place. ``logits_to_keep`` > 0
         projects only the last that many positions onto the vocabulary (0: all), as in HF."""
-        past = cache.positions if cache is not None else None
-        hidden = self.decoder(self.embed(input_ids), attention_mask, positions,
-                              caches=cache.layers if cache is not None else None, past_positions=past,
-                              need_weights=need_weights)
-        if cache is not None:
-            from .blocks import default_positions
-
-            if positions is None:
-                positions = default_positions(attention_mask, input_ids.shape[1], cache.length, input_ids.device)
-            cache.extend(positions)
+        hidden = self._cached_pass(self.decoder, self.embed(input_ids), attention_mask, positions, cache, need_weights)
         return ModelOutput(self.logits(_last(hidden, logits_to_keep)), hidden, cache,
                            self._attentions(self.decoder, need_weights))
 
@@ -191,18 +195,8 @@ class EncoderDecoderModel(TransformerModel):
                decoder_attention_mask: Optional[Tensor] = None, decoder_positions: Optional[Tensor] = None,
                cache: Optional[Cache] = None, need_weights: bool = False, logits_to_keep: int = 0) -> ModelOutput:
         """``attention_mask`` is the source padding mask; see DecoderModel.forward for the cache."""
-        past = cache.positions if cache is not None else None
-        hidden = self.decoder(self.decoder_embed(decoder_input_ids), decoder_attention_mask, decoder_positions,
-                              memory=memory, memory_mask=attention_mask,
-                              caches=cache.layers if cache is not None else None, past_positions=past,
-                              need_weights=need_weights)
-        if cache is not None:
-            from .blocks import default_positions
-
-            if decoder_positions is None:
-                decoder_positions = default_positions(decoder_attention_mask, decoder_input_ids.shape[1],
-                                                      cache.length, decoder_input_ids.device)
-            cache.extend(decoder_positions)
+        hidden = self._cached_pass(self.decoder, self.decoder_embed(decoder_input_ids), decoder_attention_mask,
+                                   decoder_positions, cache, need_weights, memory=memory, memory_mask=attention_mask)
         return ModelOutput(self.logits(_last(hidden, logits_to_keep)), hidden, cache,
                            self._attentions(self.decoder, need_weights))
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Union
 
 import pandas as pd
+from ..rundir import METRICS
 
 NOT_METRICS = ("step", "epoch")
 
@@ -16,7 +17,7 @@ def read_metrics(run_dir: Union[str, Path]) -> pd.DataFrame:
     logged a step twice, and the later row wins. Empty when the file is missing or unreadable (a
     run that has not logged yet, or one being written by another process)."""
     try:
-        data = pd.read_csv(Path(run_dir) / "metrics.csv")
+        data = pd.read_csv(Path(run_dir) / METRICS)
     except (OSError, ValueError, pd.errors.EmptyDataError):
         return pd.DataFrame(columns=["metric", "step", "value"])
     if "step" not in data.columns:

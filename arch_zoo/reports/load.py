@@ -22,6 +22,7 @@ import pandas as pd
 from ..errors import ConfigError
 from ..formatting import plural
 from ..metrics import direction, goal_of
+from ..rundir import METRICS, RUN_JSON
 from .grouping import by_task, check_distinct, differing, drop_duplicates, ordered as _ordered
 from .runstore import is_run_dir, is_sweep_dir, load_sweep, read_run, scalar
 from .tuning import split_stages, tuning_notes, tuning_record
@@ -93,7 +94,7 @@ def load_groups(path: Union[str, Path, Sequence[Union[str, Path]]]) -> List[pd.D
     specs, rows = [], []
     for p in paths:
         if is_run_dir(p):
-            rows.append(read_run(p, p.resolve().parent.parent.name if (p / "run.json").is_file()
+            rows.append(read_run(p, p.resolve().parent.parent.name if (p / RUN_JSON).is_file()
                                   else p.resolve().name))
         elif is_sweep_dir(p):
             spec, name, sweep_rows = load_sweep(p)
@@ -212,7 +213,7 @@ def _curve_only(frame: pd.DataFrame) -> List[str]:
     extra: List[str] = []
     for run_dir in frame["run_dir"]:
         try:
-            with (Path(run_dir) / "metrics.csv").open(newline="") as f:
+            with (Path(run_dir) / METRICS).open(newline="") as f:
                 header = next(csv.reader(f), [])
         except OSError:
             continue

@@ -17,6 +17,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from ..rundir import CONFIG
 from .curves import read_curves
 from .runstore import read_yaml
 
@@ -180,7 +181,7 @@ def _slug(metric: str) -> str:
 
 def _train_len(runs: pd.DataFrame) -> Optional[int]:
     for d in runs["run_dir"]:
-        cfg = read_yaml(Path(d) / "config.yaml") or {}
+        cfg = read_yaml(Path(d) / CONFIG) or {}
         seq = (cfg.get("task") or {}).get("seq_len")
         if isinstance(seq, int):
             return seq

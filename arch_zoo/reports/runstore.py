@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 from ..metrics import DIRECTIONS
+from ..rundir import CONFIG, INDEX, INVOCATIONS, RUN_JSON, SPEC, STATUS, SUMMARY
 
 
 def _json(path: Path) -> Optional[Dict[str, Any]]:
@@ -36,11 +37,11 @@ def read_yaml(path: Path) -> Optional[Dict[str, Any]]:
 
 
 def is_run_dir(path: Path) -> bool:
-    return path.is_dir() and any((path / f).is_file() for f in ("status.json", "summary.json", "run.json"))
+    return path.is_dir() and any((path / f).is_file() for f in (STATUS, SUMMARY, RUN_JSON))
 
 
 def is_sweep_dir(path: Path) -> bool:
-    return path.is_dir() and ((path / "sweep.yaml").is_file() or (path / "index.csv").is_file()
+    return path.is_dir() and ((path / SPEC).is_file() or (path / INDEX).is_file()
                               or (path / "runs").is_dir())
 
 
@@ -105,10 +106,10 @@ def _spent(budget: Dict[str, Any], step: Any) -> Dict[str, Any]:
 
 
 def read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
-    meta = _json(run_dir / "run.json") or {}
-    status = _json(run_dir / "status.json") or {}
-    summary = _json(run_dir / "summary.json") or {}
-    cfg = read_yaml(run_dir / "config.yaml") or {}
+    meta = _json(run_dir / RUN_JSON) or {}
+    status = _json(run_dir / STATUS) or {}
+    summary = _json(run_dir / SUMMARY) or {}
+    cfg = read_yaml(run_dir / CONFIG) or {}
     state = status.get("status") or summary.get("status") or "pending"  # a sweep writes run.json first
     if state == "running" and _lock_free(run_dir / ".lock"):
         state = "interrupted"
@@ -149,7 +150,7 @@ def read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
 
 def _index_rows(sweep_dir: Path, sweep_name: str) -> Dict[str, Dict[str, Any]]:
     """Planned runs from index.csv, for those that have no run dir yet."""
-    path = sweep_dir / "index.csv"
+    path = sweep_dir / INDEX
     rows: Dict[str, Dict[str, Any]] = {}
     try:
         with path.open(newline="") as f:
@@ -183,7 +184,7 @@ def read_invocations(sweep_dir: Path) -> List[Dict[str, Any]]:
     """The sweep's invocations.jsonl records (a torn last line from a killed process is skipped)."""
     out = []
     try:
-        lines = (sweep_dir / "invocations.jsonl").read_text(encoding="utf-8").splitlines()
+        lines = (sweep_dir / INVOCATIONS).read_text(encoding="utf-8").splitlines()
     except OSError:
         return out
     for line in lines:
@@ -198,7 +199,7 @@ def load_sweep(sweep_dir: Path) -> tuple:
     """(sweep.yaml, the sweep's name, a row per run of its current plan). With an index.csv (every
     sweep writes one), run dirs it does not list are left out, and named in the spec's ``_stale``:
     runs of an earlier spec (an axis value or tuning value since removed), which the store keeps."""
-    spec = read_yaml(sweep_dir / "sweep.yaml") or {}
+    spec = read_yaml(sweep_dir / SPEC) or {}
     spec["invocations"] = read_invocations(sweep_dir)
     name = str(spec.get("name") or sweep_dir.resolve().name)
     rows = _index_rows(sweep_dir, name)

@@ -14,9 +14,9 @@ import pandas as pd
 
 from ..formatting import number
 from ..metrics import direction, goal_of
-from ..sweeps.tune import STAGE_TUNE, Choice, TuneSpec, choose, edge_warning, variant_key
 from ..run_names import plain
-from ..training.rundir import PRUNED
+from ..rundir import PRUNED
+from ..sweeps.tune import STAGE_TUNE, Choice, TuneSpec, choose, edge_warning, variant_key
 
 FINISHED = ("completed", "diverged", "failed", PRUNED)  # what stage 2 waits for in stage 1
 

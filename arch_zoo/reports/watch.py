@@ -11,17 +11,18 @@ from typing import Callable, Dict, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 
+from ..rundir import INDEX, METRICS, RUN_JSON, SPEC, STATUS, SUMMARY
 from .export import write_report
 from .interactive import progress, unfinished
 
-WATCHED = ("status.json", "summary.json", "metrics.csv", "run.json")
+WATCHED = (STATUS, SUMMARY, METRICS, RUN_JSON)
 
 
 def snapshot(sweep_dirs: Sequence[Path]) -> Dict[str, Tuple[float, int]]:
     """(mtime, size) of every file a run writes as it goes: a change means a new report."""
     out = {}
     for root in sweep_dirs:
-        paths = [root / "index.csv", root / "sweep.yaml", *(root / name for name in WATCHED)]
+        paths = [root / INDEX, root / SPEC, *(root / name for name in WATCHED)]
         runs = root / "runs"
         if runs.is_dir():
             paths += [d / name for d in runs.iterdir() for name in WATCHED]

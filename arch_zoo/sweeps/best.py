@@ -12,11 +12,11 @@ import math
 from pathlib import Path
 from typing import Any, Dict, NamedTuple, Optional
 
+from .. import rundir
 from ..errors import ConfigError
 from ..formatting import plural
 from ..metrics import direction, goal_of
-from ..training import rundir
-from .store import SPEC, read_json
+from ..rundir import SPEC, read_json
 
 
 class BestRun(NamedTuple):

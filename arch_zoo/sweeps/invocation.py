@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional
 
+from ..rundir import INVOCATIONS
 from .store import Store
 from .worker import Result
 
@@ -50,7 +51,7 @@ class Invocation:
             self.store.log_invocation(record)
         except OSError as exc:
             if not self.warned:
-                self.log(f"warning: could not append to {self.store.root / 'invocations.jsonl'}: {exc}")
+                self.log(f"warning: could not append to {self.store.root / INVOCATIONS}: {exc}")
             self.warned = True
 
     def start(self, planned: int) -> None:

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..config import ExperimentConfig
-from ..loading import load
-from ..config_types import to_dict
+from ..config.coerce import to_dict
+from ..config.loading import load
+from ..data.lengths import split_lengths
 from ..errors import ConfigError
 from .halving import check_budgets
 from .spec import SweepSpec, Variant, expand
@@ -61,7 +62,8 @@ class _Sizer:
     def __init__(self):
         self.vocab: Dict[str, int] = {}
         self.data: Dict[str, Any] = {}  # the TaskData behind each vocabulary
-        self.counts: Dict[Tuple[str, int], Tuple[int, float]] = {}
+        self.counts: Dict[Tuple[str, int, str], Tuple[int, float]] = {}
+        self.split_lengths: Dict[str, Tuple[Dict[Tuple[int, int], int], Dict[str, Any]]] = {}
 
     def vocab_size(self, cfg: ExperimentConfig, blame: Callable[[ConfigError], ConfigError]) -> int:
         if cfg.model.vocab_size is not None and cfg.task is None:
@@ -86,8 +88,9 @@ class _Sizer:
         if data is None:  # no task: nothing to validate on
             return []
         cpt = data.info.get("chars_per_token") or {}
-        out = [f"{split}/{name}" for split in data.eval_splits for name in objectives.finish(
-            {"loss": 1.0, "count": 1.0, "correct": 1.0}, data.objective, cpt.get(split.split("@")[0], 0.0))]
+        task_objective = objectives.objective(data.objective)
+        out = [f"{split}/{name}" for split in data.eval_splits
+               for name in task_objective.metric_names(cpt.get(split.split("@")[0], 0.0))]
         if "exact_match" in data.metrics and cfg.train.exact_match_samples > 0:
             out.append("val/exact_match")
         return out
@@ -101,29 +104,53 @@ class _Sizer:
         return self._measure(cfg, blame)[0]
 
     def flops_per_token(self, cfg: ExperimentConfig, blame: Callable[[ConfigError], ConfigError]) -> float:
-        """Forward FLOPs per token at the training length, as ``describe`` and summary.json count them."""
+        """Forward FLOPs per token at the lengths trained, as summary.json counts them."""
         return self._measure(cfg, blame)[1]
+
+    def lengths(self, cfg: ExperimentConfig, blame) -> Tuple[Dict[Tuple[int, int], int], Dict[str, Any]]:
+        """The lengths a run of ``cfg`` trains at, and what run.json says about them: its task's train
+        split, every example at its own length; without a task, ``model.max_seq_len``."""
+        self.vocab_size(cfg, blame)
+        key = self._key(cfg)
+        if key not in self.split_lengths:
+            data = self.data.get(key)
+            seq2seq = cfg.model.kind == "encoder_decoder"
+            if data is None:
+                n = cfg.model.max_seq_len
+                self.split_lengths[key] = ({(n, n if seq2seq else 0): 1},
+                                           {"lengths": f"model.max_seq_len ({n}): no task"})
+            else:
+                train = split_lengths(data.splits["train"])
+                self.split_lengths[key] = (train.counts, train.record("train", seq2seq))
+        return self.split_lengths[key]
+
+    def tokens_per_example(self, cfg: ExperimentConfig, blame) -> float:
+        counts, _ = self.lengths(cfg, blame)
+        return sum(n * (a + b) for (a, b), n in counts.items()) / sum(counts.values())
 
     def _measure(self, cfg: ExperimentConfig, blame) -> Tuple[int, float]:
         vocab = self.vocab_size(cfg, blame)
-        key = (json.dumps(to_dict(cfg.model), sort_keys=True, default=str), vocab)
+        key = (json.dumps(to_dict(cfg.model), sort_keys=True, default=str), vocab, self._key(cfg))
         if key not in self.counts:
             import torch
 
             from ..models import build_model
-            from ..models.summary import count_parameters, flops_per_token
+            from ..models.flops import FlopCounter
+            from ..models.summary import count_parameters
 
             with torch.random.fork_rng(devices=[]):  # counting must not move anyone's random state
                 model = build_model(cfg.model, vocab)
-            self.counts[key] = (count_parameters(model), flops_per_token(model, cfg.model.max_seq_len)["total"])
+            per_token = FlopCounter(model).per_token(self.lengths(cfg, blame)[0])["total"]
+            self.counts[key] = (count_parameters(model), per_token)
         return self.counts[key]
 
 
-def tokens_per_step(cfg: ExperimentConfig) -> int:
-    """Training tokens per optimizer step (the padded length; per process times the device count)."""
+def tokens_per_step(cfg: ExperimentConfig, tokens_per_example: float) -> float:
+    """Training tokens per optimizer step (real tokens, source and target alike, on average over the
+    train split; per process times the device count)."""
     t = cfg.train
     devices = len(t.devices) if isinstance(t.devices, (list, tuple)) else t.devices if isinstance(t.devices, int) else 1
-    return t.batch_size * t.accumulate_grad_batches * max(1, devices) * cfg.model.max_seq_len
+    return t.batch_size * t.accumulate_grad_batches * max(1, devices) * tokens_per_example
 
 
 def training_flops(steps: int, tokens: int, flops_per_token: float) -> float:
@@ -246,7 +273,8 @@ def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
         ref_blame = lambda exc, v=ref: configs.error(exc, v)  # noqa: E731
         if spec.match_params is not None:
             target = sizer.count(ref_cfg, ref_blame)
-        ref_flops = training_flops(ref_cfg.train.max_steps, tokens_per_step(ref_cfg),
+        ref_flops = training_flops(ref_cfg.train.max_steps,
+                                   tokens_per_step(ref_cfg, sizer.tokens_per_example(ref_cfg, ref_blame)),
                                    sizer.flops_per_token(ref_cfg, ref_blame))
         for i, (variant, cfg) in enumerate(zip(variants, loaded)):
             blame = lambda exc, v=variant: configs.error(exc, v)  # noqa: E731
@@ -258,7 +286,8 @@ def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
                 cfg = dataclasses.replace(configs.load(variant, d_ff), seed=seed)
                 matched = {"model.d_ff": d_ff}
             if spec.budget == "flops" and i != baseline[0]:
-                per_step = training_flops(1, tokens_per_step(cfg), sizer.flops_per_token(cfg, blame))
+                per_step = training_flops(1, tokens_per_step(cfg, sizer.tokens_per_example(cfg, blame)),
+                                          sizer.flops_per_token(cfg, blame))
                 steps = max(1, round(ref_flops / per_step))
                 cfg = dataclasses.replace(configs.load(variant, steps=steps), seed=seed)
                 matched = {"train.max_steps": steps}
@@ -271,10 +300,11 @@ def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
 def _budget(spec: SweepSpec, cfg: ExperimentConfig, sizer: _Sizer, blame, ref_flops: float) -> Dict[str, Any]:
     """What this run will spend, as recorded in run.json and shown by --dry-run and the report;
     ``flops_vs_baseline`` is the relative mismatch left by whole steps."""
-    steps, tokens = cfg.train.max_steps, tokens_per_step(cfg)
+    steps, tokens = cfg.train.max_steps, tokens_per_step(cfg, sizer.tokens_per_example(cfg, blame))
     flops = training_flops(steps, tokens, sizer.flops_per_token(cfg, blame))
     return {"match": spec.budget, "steps": steps, "tokens": steps * tokens, "params": sizer.count(cfg, blame),
-            "flops": flops, "flops_vs_baseline": flops / ref_flops - 1 if ref_flops else None}
+            "flops": flops, "flops_vs_baseline": flops / ref_flops - 1 if ref_flops else None,
+            "flops_counted_at": sizer.lengths(cfg, blame)[1]}
 
 
 def _scalar(v: Any) -> Any:

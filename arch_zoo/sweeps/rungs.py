@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..formatting import plural
-from ..training.rundir import CHECKPOINT, PRUNED, STATUS, checkpoint_history  # (rundir imports torch lazily)
+from ..rundir import CHECKPOINT, PRUNED, STATUS, SUMMARY, checkpoint_history
 from .halving import Ladder, RunState, climb, rungs
 from .plan import Plan, RunPlan
 from .store import Store, read_json, set_status, write_json
@@ -39,7 +39,7 @@ def run_state(store: Store, run: RunPlan, select: str, retry: bool = False) -> R
     at = {int(step): metrics.get(select) for step, metrics in (status.get("rungs") or {}).items()}
     if state == "completed":
         run_dir = store.run_dir(run.run_id)
-        final = (read_json(run_dir / "summary.json") or {}).get("final", {})
+        final = (read_json(run_dir / SUMMARY) or {}).get("final", {})
         at = {**_validations(run_dir, select), **at, run.config.train.max_steps: final.get(select)}
     return RunState(run.settings[run.tune["key"]], run.seed, state, at)
 

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ..formatting import plural
+from ..run_names import plain
+from ..rundir import PAUSED, PRUNED, SUMMARY
 from .plan import Plan, make_plan, second_plan
-from .spec import SweepSpec, load_spec
 from .rungs import cut_runs, next_round
+from .spec import SweepSpec, load_spec
 from .store import Store, read_json
 from .tune import STAGE_TUNE, Choice, base_settings, choose, edge_warning, variant_key
-from ..run_names import plain
-from ..training.rundir import PAUSED, PRUNED
 from .invocation import Invocation, utc_now, worker_times
 from .worker import FINISHED, Result, Task
 from ..training.interrupts import SweepInterrupted, sigterm_held, sigterm_raises
@@ -70,7 +70,7 @@ def make_launcher(kind: str, workers: Optional[int], ray_address: Optional[str] 
 def _check_loggers(plan) -> None:
     """A dashboard library that is missing or an MLflow server that does not answer is one error up
     front, not the same failure once per run."""
-    from ..dashboards.deps import check_logging
+    from ..tracking.deps import check_logging
 
     seen = set()
     for run in plan.runs:
@@ -111,7 +111,7 @@ def _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray
     launch = make_launcher(launcher, workers, ray_address, ray_init, threads, slurm)
     try:
         launch.start()  # workers import the stack while this process plans
-        from ..catalog import all_registries
+        from ..config.catalog import all_registries
 
         all_registries()  # the components, tasks and torch: timed apart from the planning itself
         imported = time.perf_counter()
@@ -226,7 +226,7 @@ def stage_one(plan: Plan, store: Store) -> Tuple[List[str], Dict[str, Choice], D
         status = PRUNED if run.run_id in cut else store.status(run.run_id)["status"]
         if status not in FINISHED + ("failed", PRUNED):
             waiting.append(f"{run.variant} s{run.seed}: {status}")
-        final = (read_json(store.run_dir(run.run_id) / "summary.json") or {}).get("final", {})
+        final = (read_json(store.run_dir(run.run_id) / SUMMARY) or {}).get("final", {})
         rows.append((run.settings, run.seed, status, final.get(tune.select)))
         names[variant_key(base_settings(run.settings, tune.key))] = run.tune["variant"]
     return waiting, choose(tune, rows), names

@@ -28,13 +28,10 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
 from ..errors import ConfigError
-from .plan import Plan
 from ..run_names import plain
+from ..rundir import CONFIG, INDEX, INVOCATIONS, LOCK, RUN_JSON, SPEC, STATUS, read_json, set_status, write_json  # noqa: F401
+from .plan import Plan
 
-RUN_JSON, LOCK, INDEX, SPEC = "run.json", ".lock", "index.csv", "sweep.yaml"
-STATUS, CONFIG = "status.json", "config.yaml"  # run_one's (training/rundir.py), named here so that
-# importing the store (and `arch-zoo sweep` before its workers start) does not import torch
-INVOCATIONS = "invocations.jsonl"
 INDEX_COLUMNS = ["run_id", "variant", "seed", "status", "reason"]
 IDENTITY = ("sweep", "run_id", "variant", "seed", "settings", "matched")  # what a rerun's run.json must agree on
 
@@ -67,8 +64,8 @@ class Store:
     def check_conflicts(self, plan: Plan) -> None:
         """A run id that already holds a different config is an error naming the run: the spec
         changed something its runs share. Nothing is ever overwritten."""
-        from ..loading import load
-        from ..config_types import first_difference, to_dict
+        from ..config.loading import load
+        from ..config.coerce import first_difference, to_dict
 
         for run in plan.runs:
             d = self.run_dir(run.run_id)
@@ -176,24 +173,6 @@ def is_locked(run_dir: Path) -> bool:
 
 
 # ----------------------------------------------------------------------------------------- helpers
-
-def read_json(path: Path):
-    from ..training.rundir import read_json as read
-
-    return read(path)
-
-
-def write_json(path: Path, data) -> None:
-    from ..training.rundir import write_json as write
-
-    write(path, data)
-
-
-def set_status(run_dir: Path, status: str, **extra) -> None:
-    from ..training.rundir import set_status as set_
-
-    set_(run_dir, status, **extra)
-
 
 def _atomic_text(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # per process: two sweeps may write at once

@@ -5,6 +5,7 @@ from typing import Dict, List, Optional
 
 from ..formatting import plural, si
 from ..run_names import plain
+from ..rundir import INDEX, SUMMARY
 from .halving import ladder_sizes, steps_per_seed
 from .plan import Plan
 from .spec import BUDGETS
@@ -27,7 +28,7 @@ def dry_run_table(plan: Plan, store: Optional[Store] = None) -> str:
     ran = store is not None and any(store.status(r.run_id)["status"] != "pending" for r in plan.runs)
     text = _plan_table(plan, store if ran else None)
     text += (f"budget: match {plan.spec.budget} ({BUDGETS[plan.spec.budget]}); "
-             f"train FLOPs = 3 x forward FLOPs/token x tokens\n")
+             f"train FLOPs = 3 x forward FLOPs/token x tokens, counted at {_counted_at(plan)}\n")
     tune = plan.spec.tune
     if tune is None:
         return text + _done(plan, store if ran else None) + \
@@ -80,7 +81,7 @@ def _plan_table(plan: Plan, store: Optional[Store]) -> str:
 
 
 def _metric(store: Store, run_id: str, metric: str) -> str:
-    value = (read_json(store.run_dir(run_id) / "summary.json") or {}).get("final", {}).get(metric)
+    value = (read_json(store.run_dir(run_id) / SUMMARY) or {}).get("final", {}).get(metric)
     return f"{value:.4f}" if isinstance(value, (int, float)) else "-"
 
 
@@ -95,6 +96,16 @@ def _done(plan: Plan, store: Optional[Store], second: Optional[Plan] = None) -> 
         counts[status] = counts.get(status, 0) + 1
     shown = ", ".join(f"{n} {k}" for k, n in counts.items())
     return f"done in {store.root}: {shown} (of {plural(len(runs), 'run')})\n"
+
+
+def _counted_at(plan: Plan) -> str:
+    """The lengths the budgets count tokens and FLOPs at (a sweep's variants share the task)."""
+    at = next((r.budget.get("flops_counted_at") for r in plan.runs if r.budget.get("flops_counted_at")), None) or {}
+    if "split" not in at:
+        return at.get("lengths", "model.max_seq_len")
+    means = [f"{at[k]:.3g} {k.split('_')[1]}" for k in ("mean_source_tokens", "mean_target_tokens") if k in at]
+    mean = " + ".join(means) if means else f"{at['mean_tokens']:.3g}"
+    return f"the {at['split']} split's lengths (mean {mean} tokens per example; padding not counted)"
 
 
 def _variants(plan: Plan) -> Dict[str, bool]:
@@ -132,10 +143,10 @@ def results_table(outcome) -> str:
     metric = outcome.plan.spec.metric["name"]
     rows, statuses = [], outcome.statuses()
     for run in outcome.plan.runs:
-        final = (read_json(outcome.store.run_dir(run.run_id) / "summary.json") or {}).get("final", {})
+        final = (read_json(outcome.store.run_dir(run.run_id) / SUMMARY) or {}).get("final", {})
         value = final.get(metric)
         rows.append([run.variant + (" *" if run.is_baseline else ""), str(run.seed), statuses[run.run_id]["status"],
                      f"{value:.4f}" if isinstance(value, (int, float)) else "-"])
     goal = "lower" if outcome.plan.spec.metric["goal"] == "min" else "higher"
     return (_table(["variant", "seed", "status", metric], rows, right=(1, 3))
-            + f"{metric}: {goal} is better; * marks the baseline; index: {outcome.store.root / 'index.csv'}\n")
+            + f"{metric}: {goal} is better; * marks the baseline; index: {outcome.store.root / INDEX}\n")

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Deque, Dict, Iterable, Optional, Tuple
 
-FINISHED = ("completed", "diverged")
+from .. import rundir
+from ..rundir import FINISHED
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,6 @@ def execute(task: Task) -> Result:
 
 
 def _execute(task: Task) -> Result:
-    from ..training import rundir
     from .store import Store, run_lock
 
     run_dir = Path(task.run_dir)
@@ -73,7 +73,7 @@ def _execute(task: Task) -> Result:
             raise
         except Exception as exc:  # noqa: BLE001 - run_one records training crashes; this catches the rest
             reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            (run_dir / "error.txt").write_text(traceback.format_exc())
+            (run_dir / rundir.ERROR).write_text(traceback.format_exc())
             rundir.set_status(run_dir, "failed", reason=reason)
             return Result(task.run_id, "trained", "failed", reason, time.perf_counter() - started, pid=os.getpid(),
                           began=began, ended=time.monotonic())
@@ -82,8 +82,6 @@ def _execute(task: Task) -> Result:
 
 
 def _metrics(run_dir: Path) -> Dict[str, Any]:
-    from ..training import rundir
-
     return (rundir.read_json(run_dir / rundir.SUMMARY) or {}).get("final", {})
 
 

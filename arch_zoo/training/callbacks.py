@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import resource
 import time
+from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import pytorch_lightning as pl
 import torch
@@ -15,7 +16,8 @@ from pytorch_lightning.loggers import CSVLogger
 from pytorch_lightning.trainer.states import TrainerFn
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
-from .rundir import BEST_CHECKPOINT
+from ..models.flops import FlopCounter
+from ..rundir import BEST_CHECKPOINT
 
 
 class DivergenceGuard(pl.Callback):
@@ -43,11 +45,23 @@ class StopAt(pl.Callback):
             trainer.should_stop = True
 
 
-class ThroughputMeter(pl.Callback):
-    """Training tokens per second (real tokens, excluding padding), timed over training batches only."""
+def batch_lengths(batch) -> Dict[Tuple[int, int], int]:
+    """{(real input tokens, real decoder input tokens or 0): rows} of a batch, from its padding masks."""
+    inputs = batch["attention_mask"].sum(-1).tolist()
+    decoder = batch.get("decoder_attention_mask")
+    targets = decoder.sum(-1).tolist() if decoder is not None else [0] * len(inputs)
+    return dict(Counter(zip(inputs, targets)))
 
-    def __init__(self):
+
+class ThroughputMeter(pl.Callback):
+    """Training tokens per second (real tokens, excluding padding; an encoder-decoder's source and target
+    tokens both count) and, given the model's FlopCounter, the forward FLOPs of those batches, each row
+    at its own length. Timed over training batches only."""
+
+    def __init__(self, counter: Optional[FlopCounter] = None):
+        self.counter = counter
         self.tokens = 0
+        self.flops = 0.0
         self.seconds = 0.0
         self._t0 = 0.0
 
@@ -58,13 +72,19 @@ class ThroughputMeter(pl.Callback):
         if pl_module.device.type == "cuda":
             torch.cuda.synchronize()
         self.seconds += time.perf_counter() - self._t0
-        self.tokens += int(batch["attention_mask"].sum())
-        if "decoder_attention_mask" in batch:
-            self.tokens += int(batch["decoder_attention_mask"].sum())
+        lengths = batch_lengths(batch)
+        self.tokens += sum(n * (source + target) for (source, target), n in lengths.items())
+        if self.counter is not None:
+            self.flops += self.counter.total(lengths)["total"]
 
     @property
     def tokens_per_second(self) -> float:
         return self.tokens / self.seconds if self.seconds else 0.0
+
+    @property
+    def train_flops_per_second(self) -> float:
+        """Training FLOP/s: 3 x the forward FLOPs (backward costs two forwards) over the time."""
+        return 3 * self.flops / self.seconds if self.seconds else 0.0
 
 
 def peak_memory(device: torch.device) -> dict:

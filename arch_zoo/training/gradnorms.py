@@ -9,16 +9,15 @@ feed-forward and self-attention weights. Nothing is trained and nothing is stepp
 ``gradnorms.csv`` (one row per variant, depth, seed, layer and sublayer) and two plots."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
 import pandas as pd
 import torch
 
 from ..config import ExperimentConfig
-from ..loading import load
+from ..config.loading import load
 from ..data.tasks.base import collate
 from ..models import build_model
 from . import objectives
@@ -64,7 +63,7 @@ def measure(cfg: ExperimentConfig, batch_size: int) -> List[Dict[str, object]]:
     model = build_model(cfg.model, data.tokenizer.vocab_size).train()
     examples = data.splits["train"][:batch_size]
     batch = collate(examples, data.tokenizer.pad_id)
-    logits, labels = objectives.forward(model, batch, data.objective)
+    logits, labels = objectives.objective(data.objective).forward(model, batch)
     objectives.loss_fn(logits, labels).backward()
     return layer_norms(model)
 
@@ -95,19 +94,3 @@ def last_layer_table(frame: pd.DataFrame, sublayer: str = "ffn") -> pd.DataFrame
     last = last[last["stack"] == last["stack"].iloc[-1]] if len(last) else last  # the output-side stack
     stats = last.groupby(["variant", "depth"], sort=False)["grad_norm"].agg(["mean", "std", "count"]).reset_index()
     return stats
-
-
-def write(frame: pd.DataFrame, out: Path, command: Optional[str] = None, wall_s: Optional[float] = None) -> List[Path]:
-    """The table, the last-layer summary, the plots, and provenance.json (command, commit, machine)."""
-    from ..provenance import git_commit, machine
-    from ..reports.plots import gradnorm_plots
-
-    out.mkdir(parents=True, exist_ok=True)
-    last = last_layer_table(frame)
-    frame.to_csv(out / "gradnorms.csv", index=False)
-    last.to_csv(out / "gradnorms_last_layer.csv", index=False)
-    record = {"command": command, "wall_s": None if wall_s is None else round(wall_s, 1),
-              "git_commit": git_commit(), "machine": machine()}
-    (out / "provenance.json").write_text(json.dumps(record, indent=2) + "\n")
-    return [out / "gradnorms.csv", out / "gradnorms_last_layer.csv", out / "provenance.json",
-            *gradnorm_plots(frame, last, out)]

@@ -11,12 +11,12 @@ from pytorch_lightning.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoa
 from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 
 from ..config import ExperimentConfig
-from ..config_types import to_dict
-from ..dashboards import mlflow_runs, tensorboard_logs
-from ..dashboards.deps import require
-from ..dashboards.identity import RunIdentity, final_metrics, from_run_dir
-from ..dashboards.wandb_runs import flatten, quiet_settings, wandb_id, wandb_mode
+from ..config.coerce import to_dict
 from ..provenance import git_commit
+from ..tracking import mlflow_runs, tensorboard_logs
+from ..tracking.deps import require
+from ..tracking.identity import RunIdentity, final_metrics, from_run_dir
+from ..tracking.wandb_runs import flatten, quiet_settings, wandb_id, wandb_mode
 
 
 class _ContinuedWriter(ExperimentWriter):

@@ -11,7 +11,7 @@ import pytorch_lightning as pl
 import torch
 
 from ..config import ExperimentConfig
-from ..loading import to_yaml
+from ..config.loading import to_yaml
 from ..data.tasks.base import TaskData
 from ..models import build_model
 from . import objectives
@@ -26,7 +26,7 @@ SAMPLES = 5  # held-out greedy decodings kept in summary.json (and shown in repo
 class ArchZooModule(pl.LightningModule):
     def __init__(self, cfg: ExperimentConfig, data: TaskData):
         super().__init__()
-        self.cfg, self.objective = cfg, data.objective
+        self.cfg, self.objective = cfg, objectives.objective(data.objective)
         self.tokenizer = data.tokenizer
         self.model = build_model(cfg.model, data.tokenizer.vocab_size)
         self.compiled = compiled_forward(self.model, cfg.train)  # None when eager; a plain object: never in state_dict
@@ -48,12 +48,12 @@ class ArchZooModule(pl.LightningModule):
 
     # ----------------------------------------------------------------------------- training
     def training_step(self, batch, batch_idx):
-        logits, labels = objectives.forward(self.compiled or self.model, batch, self.objective)
+        logits, labels = self.objective.forward(self.compiled or self.model, batch)
         loss = objectives.loss_fn(logits, labels, self.cfg.train.label_smoothing)
         self.log("train/loss", loss, prog_bar=True, batch_size=labels.shape[0])  # the task's alone: comparable
         if self.tokens_per_batch:
             loss = loss * ((labels != objectives.IGNORE).sum() / self.tokens_per_batch)
-        aux = objectives.aux_loss(self.model, batch, self.objective)
+        aux = self.objective.aux_loss(self.model, batch)
         if aux is not None:  # mixture-of-experts: the weighted load-balancing loss trains the routers
             self.log("train/aux_loss", aux, prog_bar=False, batch_size=labels.shape[0])
             loss = loss + aux
@@ -70,9 +70,9 @@ class ArchZooModule(pl.LightningModule):
         return self.eval_splits[dataloader_idx] if stage == "val" else "test"
 
     def _accumulate(self, batch, split: str) -> None:
-        logits, labels = objectives.forward(self.compiled or self.model, batch, self.objective)
+        logits, labels = self.objective.forward(self.compiled or self.model, batch)
         sums = self._sums.setdefault(split, defaultdict(float))
-        for k, v in objectives.metric_sums(logits, labels, self.objective).items():
+        for k, v in self.objective.metric_sums(logits, labels).items():
             sums[k] += v
 
     def validation_step(self, batch, batch_idx, dataloader_idx=0):
@@ -85,7 +85,7 @@ class ArchZooModule(pl.LightningModule):
         metrics: Dict[str, float] = {}
         for split, sums in self._sums.items():
             cpt = self.chars_per_token.get(split.split("@")[0] if stage == "val" else "test", 0.0)
-            for k, v in objectives.finish(sums, self.objective, cpt).items():
+            for k, v in self.objective.finish(sums, cpt).items():
                 metrics[f"{split}/{k}"] = v
         self._sums = {}
         examples = self.generation[stage]
@@ -147,7 +147,7 @@ def _target_tokens_per_batch(data: TaskData, batch_size: int) -> Optional[float]
     n = len(train)
     if not n or isinstance(train[0].labels, int):
         return None
-    skip = 1 if data.objective == "lm" else 0  # the lm objective predicts labels[1:]
+    skip = objectives.objective(data.objective).label_offset  # (lm predicts labels[1:])
     picked = range(n) if n <= MEAN_TOKENS_FROM else (i * n // MEAN_TOKENS_FROM for i in range(MEAN_TOKENS_FROM))
     counts = [sum(1 for y in train[i].labels[skip:] if y != objectives.IGNORE) for i in picked]
     return batch_size * sum(counts) / len(counts)

@@ -1,40 +1,26 @@
-"""Losses and per-batch metric sums for each task objective. Metrics are accumulated as sums and
-counts and divided once per evaluation, so the result does not depend on how batches split."""
+"""Training objectives, one registered class each: how a batch reaches the model, which head output
+the loss needs, the loss and the metrics, and how a prompt is decoded. A task names its objective
+(``TaskData.objective``); callers ask the objective and never branch on its name or the model's
+kind, so a new objective is one class and one registration.
+
+Metrics are accumulated as sums and counts and divided once per evaluation, so the result does not
+depend on how batches split."""
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..components.heads import SEQUENCE_CLASSES, TOKEN_CLASSES, VOCAB_LOGITS
 from ..components.moe import router_aux_loss
 from ..data.tasks.base import IGNORE
-from ..components.heads import SEQUENCE_CLASSES, TOKEN_CLASSES, VOCAB_LOGITS
+from ..errors import ConfigError
+from ..registry import NoOptions, Registry
 
-# What each objective needs a head to produce (checked before a run starts; see models.heads).
-NEEDS = {"lm": VOCAB_LOGITS, "seq2seq": VOCAB_LOGITS, "mlm": VOCAB_LOGITS, "classification": SEQUENCE_CLASSES,
-         "token_classification": TOKEN_CLASSES}
-
-
-def forward(model, batch: Dict[str, Tensor], objective: str) -> Tuple[Tensor, Tensor]:
-    """(logits, labels), aligned: logits[..., i, :] predicts labels[..., i]."""
-    if objective == "seq2seq":
-        out = model(batch["input_ids"], batch["decoder_input_ids"], batch["attention_mask"],
-                    batch["decoder_attention_mask"])
-        return out.logits, batch["labels"]
-    logits = model(batch["input_ids"], batch["attention_mask"]).logits
-    if objective == "lm":  # next-token prediction: position i predicts token i + 1
-        return logits[:, :-1], batch["labels"][:, 1:]
-    return logits, batch["labels"]
-
-
-def aux_loss(model, batch: Dict[str, Tensor], objective: str) -> Optional[Tensor]:
-    """The router load-balancing loss of the forward just run (None without mixture-of-experts layers),
-    over the real tokens of each stack."""
-    decoder_mask = batch.get("decoder_attention_mask") if objective == "seq2seq" else batch.get("attention_mask")
-    return router_aux_loss(model, {"encoder": batch.get("attention_mask"), "decoder": decoder_mask})
+OBJECTIVES = Registry("objectives", "objective")
 
 
 def loss_fn(logits: Tensor, labels: Tensor, label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
@@ -42,36 +28,114 @@ def loss_fn(logits: Tensor, labels: Tensor, label_smoothing: float = 0.0, reduct
                            label_smoothing=label_smoothing, reduction=reduction)
 
 
-def metric_sums(logits: Tensor, labels: Tensor, objective: str) -> Dict[str, float]:
-    """Sums for loss (unsmoothed, per target token or sequence), token accuracy and, for sequence
-    tasks, sequences whose every target token is right under teacher forcing."""
-    loss_sum = loss_fn(logits, labels, reduction="sum").item()
-    valid = labels != IGNORE
-    correct = (logits.argmax(-1) == labels) & valid
-    sums = {"loss": loss_sum, "count": float(valid.sum()), "correct": float(correct.sum())}
-    if objective == "classification":
-        sums["examples"] = float(labels.numel())
-    return sums
+class Objective:
+    """Token-level prediction over the encoder's input (the base for every objective)."""
 
+    needs = VOCAB_LOGITS  # what a head must produce (checked before a run starts; see components.heads)
+    label_offset = 0  # labels[label_offset:] are the ones predicted (lm: the first token is never a target)
+    accuracy_name = "token_accuracy"
+    language_model = True  # perplexity (and bits per character) mean something
+    per_example = False  # one label per example: count examples too
 
-def finish(sums: Dict[str, float], objective: str, chars_per_token: float = 0.0) -> Dict[str, float]:
-    """Turn accumulated sums into metrics."""
-    n = max(sums.get("count", 0.0), 1.0)
-    loss = sums["loss"] / n
-    out = {"loss": loss}
-    if objective == "classification":
-        out["accuracy"] = sums["correct"] / n
+    def __init__(self, options=None):
+        self.options = options
+
+    def forward(self, model, batch: Mapping[str, Tensor]) -> Tuple[Tensor, Tensor]:
+        """(logits, labels), aligned: logits[..., i, :] predicts labels[..., i]."""
+        return model(batch["input_ids"], batch["attention_mask"]).logits, batch["labels"]
+
+    def stack_masks(self, batch: Mapping[str, Tensor]) -> Dict[str, Optional[Tensor]]:
+        """The real tokens of each stack the forward ran (the router load-balancing loss counts them)."""
+        return {"encoder": batch.get("attention_mask"), "decoder": batch.get("attention_mask")}
+
+    def aux_loss(self, model, batch: Mapping[str, Tensor]) -> Optional[Tensor]:
+        """The router load-balancing loss of the forward just run (None without mixture-of-experts layers)."""
+        return router_aux_loss(model, self.stack_masks(batch))
+
+    def metric_sums(self, logits: Tensor, labels: Tensor) -> Dict[str, float]:
+        """Sums for loss (unsmoothed, per target token or sequence) and accuracy."""
+        loss_sum = loss_fn(logits, labels, reduction="sum").item()
+        valid = labels != IGNORE
+        correct = (logits.argmax(-1) == labels) & valid
+        sums = {"loss": loss_sum, "count": float(valid.sum()), "correct": float(correct.sum())}
+        if self.per_example:
+            sums["examples"] = float(labels.numel())
+        return sums
+
+    def finish(self, sums: Mapping[str, float], chars_per_token: float = 0.0) -> Dict[str, float]:
+        """Turn accumulated sums into metrics."""
+        n = max(sums.get("count", 0.0), 1.0)
+        loss = sums["loss"] / n
+        out = {"loss": loss, self.accuracy_name: sums["correct"] / n}
+        if self.language_model:
+            out["perplexity"] = math.exp(min(loss, 50.0))
+            if chars_per_token:
+                out["bpc"] = loss / math.log(2) / chars_per_token
         return out
-    out["token_accuracy" if objective != "token_classification" else "accuracy"] = sums["correct"] / n
-    if objective in ("lm", "seq2seq", "mlm"):
-        out["perplexity"] = math.exp(min(loss, 50.0))
-        if chars_per_token:
-            out["bpc"] = loss / math.log(2) / chars_per_token
-    return out
+
+    def metric_names(self, chars_per_token: float = 0.0) -> List[str]:
+        """What ``finish`` returns, without data (a sweep checks its metric against these before training)."""
+        return list(self.finish({"loss": 1.0, "count": 1.0, "correct": 1.0}, chars_per_token))
+
+    def decoder_start(self, bos: int) -> Optional[int]:
+        """The token a decoder starts from when generating for a prompt (None: the prompt itself)."""
+        return None
+
+
+@OBJECTIVES.register("lm", NoOptions, "next-token prediction: position i predicts token i + 1 (decoder)")
+class LanguageModelling(Objective):
+    label_offset = 1
+
+    def forward(self, model, batch):
+        logits = model(batch["input_ids"], batch["attention_mask"]).logits
+        return logits[:, :-1], batch["labels"][:, 1:]
+
+
+@OBJECTIVES.register("seq2seq", NoOptions, "source -> target through an encoder and a decoder (teacher forcing)")
+class SequenceToSequence(Objective):
+    def forward(self, model, batch):
+        out = model(batch["input_ids"], batch["decoder_input_ids"], batch["attention_mask"],
+                    batch["decoder_attention_mask"])
+        return out.logits, batch["labels"]
+
+    def stack_masks(self, batch):
+        return {"encoder": batch.get("attention_mask"), "decoder": batch.get("decoder_attention_mask")}
+
+    def decoder_start(self, bos: int) -> Optional[int]:
+        return bos
+
+
+@OBJECTIVES.register("mlm", NoOptions, "masked tokens predicted from both sides (encoder; BERT)")
+class MaskedLanguageModelling(Objective):
+    pass
+
+
+@OBJECTIVES.register("classification", NoOptions, "one class per sequence (a pooled head)")
+class Classification(Objective):
+    needs = SEQUENCE_CLASSES
+    accuracy_name = "accuracy"
+    language_model = False
+    per_example = True
+
+
+@OBJECTIVES.register("token_classification", NoOptions, "one class per token (tagging)")
+class TokenClassification(Objective):
+    needs = TOKEN_CLASSES
+    accuracy_name = "accuracy"
+    language_model = False
+
+
+def objective(name: str) -> Objective:
+    """The objective a task names; a task naming none that is registered is the task's mistake."""
+    try:
+        entry = OBJECTIVES.get(name, "task")
+    except ConfigError as exc:
+        raise ConfigError("task", f"the task's objective: {exc.message}") from None
+    return entry.factory(NoOptions())
 
 
 @torch.no_grad()
-def greedy_outputs(model, prompts, targets, objective: str, bos: int, eos: int, pad: int, batch_size: int
+def greedy_outputs(model, prompts, targets, objective: Objective, bos: int, eos: int, pad: int, batch_size: int
                    ) -> List[Tuple[List[int], bool]]:
     """Each prompt's greedy decoding (at most len(target) + 1 tokens), without its eos, and
     whether it ended with eos."""
@@ -82,7 +146,7 @@ def greedy_outputs(model, prompts, targets, objective: str, bos: int, eos: int, 
         chunk, wanted = prompts[i:i + batch_size], targets[i:i + batch_size]
         longest = max(len(t) for t in wanted) + 1
         out = generate(model, chunk, strategy="greedy", max_new_tokens=longest, eos_token_id=eos, pad_token_id=pad,
-                       decoder_start_token_id=bos if objective == "seq2seq" else None)
+                       decoder_start_token_id=objective.decoder_start(bos))
         for tokens in out.to_lists():
             hyp = tokens[0]
             ended = hyp[-1:] == [eos]

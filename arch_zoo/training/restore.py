@@ -8,14 +8,14 @@ from typing import List, NamedTuple
 
 import torch
 
+from .. import rundir
 from ..config import ExperimentConfig
-from ..loading import load
+from ..config.loading import load
+from ..config.plugins import available, changed_since
 from ..data.tasks import TASKS
 from ..data.tokenizers import TOKENIZER_FILE, Tokenizer, load_tokenizer
 from ..errors import ConfigError
 from ..models import TransformerModel, build_model
-from ..plugins import available, changed_since
-from . import rundir
 
 
 class Restored(NamedTuple):

@@ -8,17 +8,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
+from .. import rundir
+from ..components.heads import HEADS
 from ..config import ExperimentConfig
-from ..loading import load, save
-from ..validation import position_limit
-from ..config_types import first_difference, to_dict
+from ..config.coerce import first_difference, to_dict
+from ..config.loading import load, save
+from ..config.plugins import records as plugin_records
+from ..config.validation import position_limit
 from ..data.tasks import TASKS, TaskData
 from ..errors import ConfigError
-from ..components.heads import HEADS
-from ..plugins import records as plugin_records
-from . import rundir
 from .interrupts import RunInterrupted, sigterm_raises
-from .objectives import NEEDS
+from .objectives import objective
 
 
 @dataclass
@@ -59,7 +59,7 @@ def prepare(cfg: ExperimentConfig) -> TaskData:
             raise
         raise ConfigError("task", str(exc)) from None
     head = cfg.model.head
-    needs = NEEDS[data.objective]
+    needs = objective(data.objective).needs
     if HEADS.get(head.name).factory.produces != needs:
         fits = [e.name for e in HEADS.entries() if e.factory.produces == needs and cfg.model.kind in e.factory.kinds]
         raise ConfigError("model.head", f"task '{cfg.task.name}' trains with objective '{data.objective}', which "
@@ -163,7 +163,7 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
     if crowded and writer:
         print(f"arch-zoo: warning: {crowded}", file=sys.stderr)
     if writer:
-        (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+        (run_dir / rundir.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
         save(cfg, run_dir / rundir.CONFIG)
         data.tokenizer.save(run_dir)
         plugins = plugin_records(cfg.plugins)

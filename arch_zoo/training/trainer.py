@@ -9,14 +9,16 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytorch_lightning as pl
 
+from .. import rundir
 from ..config import ExperimentConfig
+from ..config.plugins import records as plugin_records
+from ..data.lengths import split_lengths
 from ..data.tasks.base import TaskData
 from ..metrics import best_metrics, goal_of
+from ..models.flops import FlopCounter
 from ..models.mfu import mfu_for_run
-from ..models.summary import active_parameters, count_parameters, flops_per_token, parameter_breakdown
-from ..plugins import records as plugin_records
+from ..models.summary import active_parameters, count_parameters, parameter_breakdown
 from ..provenance import git_commit
-from . import rundir
 from .accel import compile_info, sdpa_kernels, set_matmul_precision
 from .callbacks import BestCheckpoint, DivergenceGuard, RunCheckpoint, StopAt, ThroughputMeter, peak_memory
 from .datamodule import TaskDataModule
@@ -61,7 +63,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     module = ArchZooModule(cfg, data)
     dm = TaskDataModule(data, t, cfg.seed)
-    meter, guard = ThroughputMeter(), DivergenceGuard()
+    meter, guard = ThroughputMeter(FlopCounter(module.model)), DivergenceGuard()
     checkpoint = RunCheckpoint(ckpt, on_saved=lambda step: attempt.update(step))
     keep_best = [BestCheckpoint(ckpt.parent, *best)] if best else []  # before RunCheckpoint: see its docstring
     loggers = build_loggers(cfg, run_dir, run_dir.name, keep_rows=resume["metrics_rows"] if resume else None)
@@ -115,10 +117,10 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         "parameters": count_parameters(model),
         "active_parameters": active_parameters(model),  # per token: less than parameters with mixture-of-experts
         "parameters_by_part": {k: v for k, v in parameter_breakdown(model).items()},
-        "flops_per_token": flops_per_token(model, cfg.model.max_seq_len)["total"],
+        **counted_flops(meter.counter, data),
         "train_tokens_per_s": meter.tokens_per_second,
-        # this process's tokens over one device's peak: per-device MFU, also under data parallelism
-        **mfu_for_run(model, cfg.model.max_seq_len, meter.tokens_per_second, module.device, t.precision),
+        # this process's FLOP/s over one device's peak: per-device MFU, also under data parallelism
+        **mfu_for_run(meter.train_flops_per_second, module.device, t.precision),
         **peak_memory(module.device),
         "wall_time_s": time.time() - started,
         "device": str(module.device),
@@ -140,6 +142,22 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         summary["wandb_sync"] = hint
     _close_loggers(cfg, loggers, summary, "success" if not diverged else "failed")
     return summary
+
+
+def counted_flops(counter: FlopCounter, data: TaskData) -> Dict[str, Any]:
+    """Forward FLOPs per token at the lengths trained (the train split's, every example at its own
+    length) and at each evaluation split's, with the lengths they were counted at."""
+    seq2seq = data.objective == "seq2seq"
+    train = split_lengths(data.splits["train"])
+    at = train.record("train", seq2seq)
+    at["mfu"] = "the training batches timed, each row at its own length"
+    evaluated = {}
+    for split in [*data.eval_splits, "test"]:
+        lengths = split_lengths(data.splits[split]) if data.splits.get(split) else None
+        if lengths is not None and lengths.counts:
+            evaluated[split] = counter.per_token(lengths.counts)["total"]
+    return {"flops_per_token": counter.per_token(train.counts)["total"], "flops_counted_at": at,
+            "eval_flops_per_token": evaluated}
 
 
 def _close_loggers(cfg: ExperimentConfig, loggers: List[Any], summary: Optional[Dict[str, Any]], status: str) -> None:

@@ -111,7 +111,7 @@ def test_query_rows_with_nothing_to_attend_give_zero_not_nan():
         assert torch.isfinite(x.grad).all()
 
 
-TINY_PRESETS = [p for p in __import__("arch_zoo.loading", fromlist=["preset_names"]).preset_names() if p.endswith("-tiny")]
+TINY_PRESETS = [p for p in __import__("arch_zoo.config.loading", fromlist=["preset_names"]).preset_names() if p.endswith("-tiny")]
 
 
 @pytest.mark.parametrize("preset", TINY_PRESETS)
@@ -120,7 +120,7 @@ def test_switching_a_presets_attention_kernel_keeps_its_function(preset):
     function (T5's unscaled q.k is `attention_scale`, which the switch keeps)."""
     from dataclasses import replace
 
-    from arch_zoo.loading import load
+    from arch_zoo.config.loading import load
     from arch_zoo.models import build_model
 
     base = load(f"preset:{preset}").model

@@ -84,7 +84,7 @@ def test_mlflow_attaches_only_a_report_written_from_the_runs_it_exports(sweep, t
     import shutil
 
     from arch_zoo.dashboards.export import _report
-    from arch_zoo.dashboards.identity import from_run_dir
+    from arch_zoo.tracking.identity import from_run_dir
     from arch_zoo.reports import write_report
 
     monkeypatch.chdir(tmp_path)

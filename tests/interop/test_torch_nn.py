@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from arch_zoo.components.placements import ends_with_norm
 from arch_zoo.interop import CheckpointError, from_torch_transformer
 from tests.interop.references import VOCAB, cached_greedy, padded_batch, randomize, tiny
 
@@ -33,7 +34,7 @@ def test_transformer_encoder_matches(norm_first, final_norm):
                                           enable_nested_tensor=False)).eval()
     model = from_torch_transformer(ref, VOCAB)
     assert model.config.norm_placement.name == ("pre" if norm_first else "post")
-    assert model.config.use_final_norm == final_norm
+    assert ends_with_norm(model.config) == final_norm
     ids, mask = padded_batch([6, 9, 2], 9, "right")
     with torch.no_grad():
         x = embedded(model, model.embed, model.encoder, ids, mask)
@@ -47,7 +48,7 @@ def test_transformer_encoder_matches(norm_first, final_norm):
 def test_transformer_encoder_decoder_matches(norm_first):
     ref = randomize(nn.Transformer(D, HEADS, 2, 3, FF, dropout=0.1, batch_first=True, norm_first=norm_first)).eval()
     model = from_torch_transformer(ref, VOCAB)
-    assert model.config.use_final_norm  # nn.Transformer always ends both stacks with a LayerNorm
+    assert ends_with_norm(model.config)  # nn.Transformer always ends both stacks with a LayerNorm
     src, src_mask = padded_batch([6, 9, 2], 9, "right")
     tgt, tgt_mask = padded_batch([5, 3, 7], 7, "right", seed=2)
     with torch.no_grad():

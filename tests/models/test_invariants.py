@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from arch_zoo import testing
-from arch_zoo.catalog import all_registries
 from arch_zoo.config import ModelConfig
+from arch_zoo.config.catalog import all_registries
 from arch_zoo.models import build_model
 from tests.conftest import tiny
 

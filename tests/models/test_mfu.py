@@ -61,30 +61,29 @@ def test_mfu_arithmetic_against_a_hand_computed_example():
 
 
 def test_mfu_for_run_on_cpu_probes_once_then_reuses_the_cache(tmp_path, monkeypatch):
-    model = build_model(dict(kind="decoder", d_model=32, n_layers=1, n_heads=2, d_ff=64, max_seq_len=16), 50)
     calls = []
     real = M.measure_gemm
     monkeypatch.setattr(M, "measure_gemm", lambda dtype: calls.append(dtype) or real(dtype, max_size=256, repeats=2))
 
-    first = M.mfu_for_run(model, 16, 1000.0, "cpu", "32-true", cache_dir=tmp_path)
+    first = M.mfu_for_run(3e9, "cpu", "32-true", cache_dir=tmp_path)  # 3 GFLOP/s of training achieved
     assert calls == ["fp32"] and "measured now" in first["peak_source"]
     assert first["peak_flops"] > 0
-    assert first["mfu"] == pytest.approx(M.train_flops_per_token(model, 16) * 1000.0 / first["peak_flops"])
+    assert first["mfu"] == pytest.approx(3e9 / first["peak_flops"])
     cached = json.loads((tmp_path / "gemm_peak.json").read_text())
     key = M.probe_key("fp32")
     assert cached == {key: first["peak_flops"]}
     assert f"{torch.get_num_threads()} threads" in key and torch.__version__ in key
 
-    again = M.mfu_for_run(model, 16, 2000.0, "cpu", "32-true", cache_dir=tmp_path)
+    again = M.mfu_for_run(6e9, "cpu", "32-true", cache_dir=tmp_path)
     assert calls == ["fp32"], "the cached probe must be reused, not measured again"
     assert again["peak_flops"] == first["peak_flops"] and "cached in" in again["peak_source"]
     assert again["mfu"] == pytest.approx(2 * first["mfu"])
 
-    two = M.mfu_for_run(model, 16, 2000.0, "cpu", "32-true", cache_dir=tmp_path, n_devices=2)  # data parallel
+    two = M.mfu_for_run(6e9, "cpu", "32-true", cache_dir=tmp_path, n_devices=2)  # data parallel
     assert two["peak_flops"] == 2 * first["peak_flops"] and two["mfu"] == pytest.approx(first["mfu"])
     assert two["peak_source"].startswith("2 x CPU GEMM probe")
 
-    M.mfu_for_run(model, 16, 1000.0, "cpu", "bf16-mixed", cache_dir=tmp_path)  # another dtype: its own entry
+    M.mfu_for_run(3e9, "cpu", "bf16-mixed", cache_dir=tmp_path)  # another dtype: its own entry
     assert calls == ["fp32", "bf16"]
     assert set(json.loads((tmp_path / "gemm_peak.json").read_text())) == {key, M.probe_key("bf16")}
 

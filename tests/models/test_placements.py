@@ -6,9 +6,9 @@ import torch
 
 from arch_zoo.components.context import LayerContext
 from arch_zoo.components.masks import self_attention_mask
-from arch_zoo.components.placements import PLACEMENTS, deepnorm_constants
+from arch_zoo.components.placements import PLACEMENTS, deepnorm_constants, ends_with_norm
+from arch_zoo.config.loading import model_config
 from arch_zoo.errors import ConfigError
-from arch_zoo.loading import model_config
 from arch_zoo.models import build_model
 from arch_zoo.models.blocks import StackInputs
 from tests.conftest import tiny
@@ -117,7 +117,7 @@ def test_deepnorm_scales_value_output_and_ffn_init_by_beta_and_leaves_q_k():
 def test_the_final_norm_default_is_declared_by_the_placement(name):
     model = build_model(tiny(norm_placement=name), 11)
     declared = PLACEMENTS.get(name).factory.final_norm
-    assert model_config(tiny(norm_placement=name)).use_final_norm == declared
+    assert ends_with_norm(model_config(tiny(norm_placement=name))) == declared
     assert isinstance(model.decoder.final_norm, torch.nn.LayerNorm) == declared
     forced = build_model(tiny(norm_placement=name, final_norm=not declared), 11)
     assert isinstance(forced.decoder.final_norm, torch.nn.LayerNorm) != declared

@@ -1,7 +1,8 @@
 """README, Sweeps: "`flops` sets each variant's `train.max_steps` so its training FLOPs (3 x forward
-FLOPs/token at `model.max_seq_len`, as `describe` counts them, x tokens) equal the baseline's, to the
-nearest step". Dry-run plans, and one tiny 2-run sweep for the report."""
+FLOPs/token x tokens, at the lengths it trains at, as summary.json counts them) equal the baseline's,
+to the nearest step". Dry-run plans, and one tiny 2-run sweep for the report."""
 import pytest
+import torch
 import yaml
 
 from arch_zoo.cli import main
@@ -9,6 +10,7 @@ from arch_zoo.models import build_model
 from arch_zoo.models.summary import flops_per_token
 from arch_zoo.sweeps import load_spec, make_plan
 from arch_zoo.training import prepare
+from tests.models.flop_reference import measured_forward_flops
 
 from .conftest import BASE, write_spec
 
@@ -21,10 +23,11 @@ def _plan(spec_dir, spec, base=BIG):
 
 
 def _train_flops(run, vocab):
-    """Counted afresh from the run's own config, not from the plan's numbers."""
-    fpt = flops_per_token(build_model(run.config.model, vocab), run.config.model.max_seq_len)["total"]
+    """Counted afresh from the run's own config, not from the plan's numbers: windows of task.seq_len."""
+    seq_len = run.config.task.options.seq_len
+    fpt = flops_per_token(build_model(run.config.model, vocab), seq_len)["total"]
     t = run.config.train
-    return 3 * fpt * t.batch_size * t.accumulate_grad_batches * run.config.model.max_seq_len * t.max_steps, fpt
+    return 3 * fpt * t.batch_size * t.accumulate_grad_batches * seq_len * t.max_steps, fpt
 
 
 def test_flops_budget_gives_every_variant_the_baselines_training_flops_within_one_step(spec_dir):
@@ -46,6 +49,32 @@ def test_flops_budget_gives_every_variant_the_baselines_training_flops_within_on
         steps.add(run.config.train.max_steps)
     deep = next(r for r in plan.runs if r.settings["model.n_layers"] == 3)
     assert deep.config.train.max_steps < 400 and len(steps) == 4  # bigger models train fewer steps
+
+
+LONG = {**BASE, "model": {**BASE["model"], "max_seq_len": 512, "attention_kernel": "explicit"}}
+PAIRS = {**BASE, "model": {**BASE["model"], "kind": "encoder_decoder", "max_seq_len": 64, "position": "alibi",
+                           "attention_kernel": "explicit"},
+         "task": {"name": "copy", "n_symbols": 6, "min_len": 5, "max_len": 5, "n_train": 64, "n_val": 8, "n_test": 8}}
+
+
+@pytest.mark.parametrize("base", [LONG, PAIRS], ids=["decoder, 32-token windows of a 512-position model",
+                                                     "encoder-decoder, 5-token sources"])
+def test_budgets_count_tokens_and_flops_at_the_lengths_trained(base, spec_dir):
+    """Not at model.max_seq_len: a budget's tokens are the examples' (source and target alike), its
+    FLOPs 3 x what FlopCounterMode measures of a forward over them."""
+    plan = _plan(spec_dir, {"grid": {"model.n_layers": [1, 2]}, "budget": {"match": "flops"}}, base)
+    for run in plan.runs:
+        data = prepare(run.config)
+        model = build_model(run.config.model, data.tokenizer.vocab_size)
+        example = data.splits["train"][0]  # every example is as long as this one
+        inputs = {"input_ids": torch.tensor([example.input_ids])}
+        if example.decoder_input_ids is not None:
+            inputs["decoder_input_ids"] = torch.tensor([example.decoder_input_ids])
+        per_example = measured_forward_flops(model, **inputs)
+        examples = run.config.train.max_steps * run.config.train.batch_size
+        assert run.budget["flops"] == pytest.approx(3 * per_example * examples, rel=1e-9)
+        assert run.budget["tokens"] == examples * sum(t.shape[1] for t in inputs.values())
+        assert run.budget["flops_counted_at"]["split"] == "train"
 
 
 def test_tokens_budget_is_the_default_same_steps_for_every_variant(spec_dir):

@@ -97,7 +97,7 @@ def test_missing_spec_file_and_bad_flags(tmp_path, capsys):
 def test_a_changed_spec_that_gives_a_run_a_different_config_is_a_conflict(tmp_path, capsys):
     """Run ids name the variant and seed; what the runs share (here the step budget) is checked
     against what the run dir holds. (The dirs are set up by hand: no training needed.)"""
-    from arch_zoo.loading import save
+    from arch_zoo.config.loading import save
     from arch_zoo.sweeps import load_spec, make_plan
 
     out = tmp_path / "out"

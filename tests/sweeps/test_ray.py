@@ -19,7 +19,7 @@ PLUGIN = ("from arch_zoo.components.positions import POSITIONS, Alibi, AlibiOpti
 
 def test_ray_launcher_runs_every_run_as_a_ray_task(tmp_path):
     """Ray workers import the base config's plugins too (README, plugins: "Ray workers import it")."""
-    from arch_zoo import plugins
+    from arch_zoo.config import plugins
     from arch_zoo.components.positions import POSITIONS
 
     (tmp_path / "plugin.py").write_text(PLUGIN)
@@ -39,12 +39,12 @@ def test_ray_launcher_runs_every_run_as_a_ray_task(tmp_path):
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        POSITIONS._entries.pop("alibi_plugin", None)  # later tests in this process see the built-ins only
+        POSITIONS.unregister("alibi_plugin")  # later tests in this process see the built-ins only
         plugins._loaded.pop(str((tmp_path / "plugin.py").resolve()), None)
 
 
 def test_resource_request_follows_the_config():
-    from arch_zoo.loading import load
+    from arch_zoo.config.loading import load
 
     cpu = load({**BASE, "train": {**BASE["train"], "num_workers": 2}})
     assert resources(cpu, {"CPU": 8}) == {"num_cpus": 3, "num_gpus": 0.0}

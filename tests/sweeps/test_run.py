@@ -38,7 +38,7 @@ def train_steps(run_dir: Path) -> list:
 
 
 def test_failures_are_data_the_sweep_goes_on_and_reruns_leave_finished_runs(tmp_path, capsys, monkeypatch):
-    from arch_zoo.sweeps import cli_support
+    from arch_zoo.cli import sweep_support as cli_support
 
     preloads = []  # the CLI imports the report libraries while workers train, only when runs are launched
     monkeypatch.setattr(cli_support, "preload_reports", lambda: preloads.append(1))

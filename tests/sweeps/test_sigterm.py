@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from arch_zoo.training import rundir
+from arch_zoo import rundir
 
 from .conftest import BASE, cli, write_spec
 

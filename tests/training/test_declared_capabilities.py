@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from torch import nn
 
-from arch_zoo.loading import load
+from arch_zoo.components.heads import HEADS, VOCAB_LOGITS
+from arch_zoo.config.loading import load
 from arch_zoo.data.tasks import TASKS, Example, Task, TaskData
 from arch_zoo.data.tasks.common import fit_tokenizer, validate_tokenizer
 from arch_zoo.data.tokenizers import BOS, EOS, SPECIALS, TOKENIZERS, Tokenizer
 from arch_zoo.errors import ConfigError
-from arch_zoo.components.heads import HEADS, VOCAB_LOGITS
 from arch_zoo.registry import NoOptions
 from arch_zoo.training import run_one
 from arch_zoo.training.restore import prompt_ids, restore
@@ -102,7 +102,7 @@ def plugins():
         registry.register(name, options, cls.__doc__.split("\n")[0])(cls)
     yield
     for registry, name, _, _ in added:
-        registry._entries.pop(name)  # leave the registries as other tests expect them
+        registry.unregister(name)  # leave the registries as other tests expect them
 
 
 def test_a_registered_task_head_and_tokenizer_train_restore_and_prompt(plugins, tmp_path):

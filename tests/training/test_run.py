@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from arch_zoo.loading import load
+from arch_zoo.config.loading import load
+from arch_zoo.rundir import CHECKPOINT
 from arch_zoo.training import run_one
-from arch_zoo.training.rundir import CHECKPOINT
 
 TINY_DECODER = {"kind": "decoder", "d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64, "max_seq_len": 32,
                 "position": "rope"}

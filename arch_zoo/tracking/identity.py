@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 import yaml
+from ..rundir import CONFIG, RUN_JSON, SPEC, SUMMARY
 
 # wandb, MLflow and TensorBoard's HParams take these types as they are; anything else becomes text
 PLAIN = (bool, int, float, str)
@@ -29,7 +30,7 @@ class RunIdentity:
     def root(self) -> Path:
         """Where a run's dashboards live by default: its sweep dir, else the dir holding the run."""
         parent = self.run_dir.parent
-        if parent.name == "runs" and (parent.parent / "sweep.yaml").is_file():
+        if parent.name == "runs" and (parent.parent / SPEC).is_file():
             return parent.parent
         return parent
 
@@ -65,10 +66,10 @@ def _json(path: Path) -> Dict[str, Any]:
 def from_run_dir(run_dir: Path, config_name: Optional[str] = None, seed: Optional[int] = None) -> RunIdentity:
     """A live run's identity: run.json when a sweep planned it, else the run dir and its config."""
     run_dir = Path(run_dir).resolve()
-    meta = _json(run_dir / "run.json")
+    meta = _json(run_dir / RUN_JSON)
     if config_name is None or seed is None:
         try:
-            cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+            cfg = yaml.safe_load((run_dir / CONFIG).read_text()) or {}
         except (OSError, yaml.YAMLError):
             cfg = {}
         config_name = config_name or cfg.get("name")
@@ -80,7 +81,7 @@ def from_run_dir(run_dir: Path, config_name: Optional[str] = None, seed: Optiona
 
 
 def read_summary(run_dir: Path) -> Dict[str, Any]:
-    return _json(Path(run_dir) / "summary.json")
+    return _json(Path(run_dir) / SUMMARY)
 
 
 def final_metrics(summary: Dict[str, Any]) -> Dict[str, float]:

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Dict, Iterable, Optional
 
+from ..rundir import INDEX
 from .fingerprint import fingerprint
 from .identity import RunIdentity, final_metrics, read_summary
 
@@ -42,7 +43,7 @@ def text_domains(identity: RunIdentity, values: Dict[str, object]) -> Dict[str, 
     """Every value a text hparam takes in the sweep (its index.csv plans them all): TensorBoard
     filters and colours text columns only when it knows their domain."""
     try:
-        with (identity.root / "index.csv").open(newline="") as f:
+        with (identity.root / INDEX).open(newline="") as f:
             planned = list(csv.DictReader(f))
     except OSError:
         return {}

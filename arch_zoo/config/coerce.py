@@ -1,11 +1,16 @@
-"""Turning plain YAML data into typed dataclasses, with errors that name the key."""
+"""The schema's value types and plain-data conversions, with errors that name the key.
+
+A leaf: ``coerce`` checks one value against its annotation, ``ComponentSpec`` is a chosen
+component, ``to_dict`` / ``first_difference`` work on any schema tree. Parsing a whole dataclass,
+where component fields need their registry, is ``parse.from_dict`` one level up."""
 from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import Any, Literal, Mapping, Union
+from dataclasses import dataclass
+from typing import Any, Dict, Literal, Mapping, Union
 
-from .errors import ConfigError, choice_error, did_you_mean
+from ..errors import ConfigError, choice_error, did_you_mean
 
 _NONE = type(None)
 
@@ -14,8 +19,9 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
-def coerce(value: Any, tp: Any, key: str) -> Any:
-    """Check ``value`` against the annotation ``tp`` and convert where YAML is loose (int -> float)."""
+def coerce(value: Any, tp: Any, key: str, nested: Any = None) -> Any:
+    """Check ``value`` against the annotation ``tp`` and convert where YAML is loose (int -> float).
+    ``nested(cls, value, key)`` parses a dataclass annotation (``parse.from_dict``)."""
     if isinstance(tp, str):  # postponed annotations
         tp = eval(tp, vars(typing))  # noqa: S307 - our own annotations only
     origin = typing.get_origin(tp)
@@ -30,7 +36,7 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
             if arg is _NONE:
                 continue
             try:
-                return coerce(value, arg, key)
+                return coerce(value, arg, key, nested)
             except ConfigError as exc:
                 errors.append(exc)
         raise errors[0]
@@ -43,14 +49,14 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(key, f"expected a list, got {value!r}")
         (item,) = typing.get_args(tp)[:1] or (Any,)
-        items = [coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
+        items = [coerce(v, item, f"{key}[{i}]", nested) for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
     if origin is dict:
         if not isinstance(value, Mapping):
             raise ConfigError(key, f"expected a mapping, got {value!r}")
         return dict(value)
-    if dataclasses.is_dataclass(tp):
-        return from_dict(tp, value, key)
+    if dataclasses.is_dataclass(tp) and nested is not None:
+        return nested(tp, value, key)
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -72,42 +78,39 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
     return value
 
 
-def from_dict(cls: type, data: Any, key: str = "") -> Any:
-    """Build dataclass ``cls`` from a mapping; unknown keys are errors with a did-you-mean.
+@dataclass(frozen=True)
+class NoOptions:
+    """Options of a component that takes none."""
 
-    A field whose metadata names a ``registry`` is parsed by that registry (bare name or
-    ``{name: ..., **options}``)."""
-    if isinstance(data, cls):
-        return data
-    if data is None:
-        data = {}
-    if not isinstance(data, Mapping):
-        raise ConfigError(key or "config", f"expected a mapping, got {data!r}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
-    prefix = f"{key}." if key else ""
-    for name in data:
-        if name not in fields:
-            raise ConfigError(
-                f"{prefix}{name}",
-                f"unknown key{did_you_mean(str(name), fields)}; allowed keys: {', '.join(sorted(fields))}",
-            )
-    kwargs = {}
-    for name, f in fields.items():  # defaults of component fields get their registered options too
-        if f.metadata.get("registry") is not None and name not in data and f.default is not None:
-            kwargs[name] = f.metadata["registry"]().parse(f.default, f"{prefix}{name}")
-    for name, value in data.items():
-        registry = fields[name].metadata.get("registry")
-        if registry is not None and value is None and fields[name].default is None:
-            kwargs[name] = None
-        elif registry is not None:
-            kwargs[name] = registry().parse(value, f"{prefix}{name}")
-        else:
-            kwargs[name] = coerce(value, hints[name], f"{prefix}{name}")
-    try:
-        return cls(**kwargs)
-    except TypeError as exc:  # a required field is missing
-        raise ConfigError(key or "config", str(exc)) from None
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """A chosen component: its registered name plus its validated options dataclass."""
+
+    name: str
+    options: Any = NoOptions()
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"name": self.name, **dataclasses.asdict(self.options)}
+
+    def describe(self) -> str:
+        opts = dataclasses.asdict(self.options)
+        if not opts:
+            return self.name
+        return f"{self.name}(" + ", ".join(f"{k}={v}" for k, v in opts.items()) + ")"
+
+
+def component_field(family: str, default: Any) -> Any:
+    """A dataclass field naming a component of registry ``family`` (``model.position``, a task's
+    ``tokenizer``). The family is a name, so the schema needs no registry; ``parse.from_dict`` and
+    config merging look it up. A changed name drops the old options, and overrides of a name and its
+    options combine in either order."""
+    return dataclasses.field(default=default, metadata={"family": family})
+
+
+def field_family(f: dataclasses.Field):
+    """The registry family a schema field names components of, or None for a plain field."""
+    return f.metadata.get("family")
 
 
 def to_dict(obj: Any) -> Any:

@@ -5,9 +5,9 @@ import importlib
 import threading
 from pathlib import Path
 
-from .runner import DEFAULT_OUT, SweepOutcome
-from .tables import results_table
-from .spec import SweepSpec
+from ..sweeps.runner import DEFAULT_OUT, SweepOutcome
+from ..sweeps.spec import SweepSpec
+from ..sweeps.tables import results_table
 
 
 def export_path(spec: SweepSpec, out) -> Path:
@@ -32,7 +32,7 @@ def final_table(outcome: SweepOutcome) -> str:
     """The reports package's comparison table (per variant: mean ± CI over seeds, Δ vs baseline)
     when it is there and can read the store; else a plain table of runs."""
     try:
-        from ..reports import terminal_table
+        from ..reports import terminal_table  # pandas & co.: preload_reports has imported them by now
     except ImportError:
         return results_table(outcome)
     try:

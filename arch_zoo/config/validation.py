@@ -9,14 +9,14 @@ import dataclasses
 import typing
 from typing import List, Optional, Union
 
-from .components.feedforward import is_gated
-from .components.heads import HEADS
-from .components.placements import PLACEMENTS
-from .components.positions import POSITIONS, PositionContext, PositionScheme
-from .config import ExperimentConfig, ModelConfig, TrainConfig
-from .data.tasks import TASKS
-from .errors import ConfigError, choice_error
-from .layer_configs import resolve
+from ..components.feedforward import is_gated
+from ..components.heads import HEADS
+from ..components.placements import PLACEMENTS
+from ..components.positions import POSITIONS, PositionContext, PositionScheme
+from ..data.tasks import TASKS
+from ..errors import ConfigError, choice_error
+from .layers import resolve
+from .schema import ExperimentConfig, ModelConfig, TrainConfig
 
 
 def _positive(key: str, value: Optional[Union[int, float]], allow_zero: bool = False) -> None:
@@ -112,6 +112,12 @@ def layer_models(m: ModelConfig, stack: str, depth: int, key: str = "model") -> 
                 raise ConfigError(f"{k}.position", f"'{cfg.position.name}' adds to the embeddings, which the whole "
                                   f"stack shares; per layer, choose a scheme that acts in attention or none: "
                                   f"{', '.join(e.name for e in POSITIONS.entries() if e.factory.embed is PositionScheme.embed)}")
+            if m.cross_attention_position and cfg.position != m.position:
+                try:  # cross-attention keeps the model's scheme, built for this layer's heads
+                    POSITIONS.get(m.position.name).factory.check(m.position.options, position_context(cfg), k)
+                except ConfigError as exc:
+                    raise ConfigError(f"{k}.head_dim", f"cross-attention uses model.position at this layer's "
+                                      f"shape: {exc.message}") from None
     return [checked[id(cfg)] for cfg, _ in layers]
 
 

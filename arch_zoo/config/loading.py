@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence, Union
 
 from . import catalog  # noqa: F401  (fills the registries that component fields are parsed by)
+from ..errors import ConfigError, choice_error, yaml_error
+from ..registry import family_registry
 from . import plugins as user_plugins
-from .config import ExperimentConfig, ModelConfig
-from .config_types import from_dict, to_dict
-from .errors import ConfigError, choice_error, yaml_error
+from .coerce import field_family, to_dict
+from .parse import from_dict
+from .schema import ExperimentConfig, ModelConfig
 from .validation import validate, validate_model
 
 PRESET_PREFIX = "preset:"
@@ -33,7 +35,7 @@ def _omegaconf():
 
 
 def preset_dir() -> Path:
-    return Path(__file__).parent / "models" / "presets"
+    return Path(__file__).parents[1] / "models" / "presets"
 
 
 def preset_names() -> List[str]:
@@ -107,8 +109,8 @@ def _merge(schema: Any, base: Any, over: Any, set_here: frozenset = frozenset(),
         f, key = fields.get(k), f"{prefix}{k}"
         if k not in out or f is None:
             out[k] = _merge(None, out[k], v) if isinstance(out.get(k), Mapping) else v
-        elif "registry" in f.metadata and v is not None and out[k] is not None:
-            out[k] = _merge_component(f.metadata["registry"](), out[k], v, set_here, key)
+        elif field_family(f) is not None and v is not None and out[k] is not None:
+            out[k] = _merge_component(family_registry(field_family(f)), out[k], v, set_here, key)
         elif dataclasses.is_dataclass(hints[k]):
             out[k] = _merge(hints[k], out[k], v, set_here, f"{key}.")
         elif isinstance(out[k], Mapping) and isinstance(v, Mapping):

@@ -8,24 +8,28 @@ config holds it absolute, so a run directory alone re-imports it (``generate``, 
 sweep workers). A module name is imported as Python imports it, with the current directory on
 the path as ``python -m`` has it.
 
-Standard library only (and ``registry``): the schema imports this module to rebuild a pickled
-config in a worker process, where the plugins must be imported before their options classes
-can be named."""
+Above ``registry``, ``parse`` and ``schema`` and below validation and loading: it also teaches
+pickle to carry a config that names plugins as plain data, so a worker process imports the plugins
+before their options classes are named."""
 from __future__ import annotations
 
+import copyreg
 import hashlib
 import importlib
 import importlib.util
+import pickle
 import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from . import registry
-from .config_types import from_dict
-from .errors import ConfigError
+from .. import registry
+from ..errors import ConfigError
+from .coerce import to_dict
+from .parse import from_dict
+from .schema import ExperimentConfig
 
-GROUP = "arch_zoo.plugins"
+GROUP = "arch_zoo.plugins"  # the entry-point group plugin packages declare: a public name, kept
 _loaded: Dict[str, Dict[str, Any]] = {}  # plugin as the config names it (paths absolute) -> its record
 _entry_points_done = False
 
@@ -105,30 +109,24 @@ def available(plugin: str) -> bool:
 
 def _import(plugin: str, label: str):
     """Import one plugin with its registrations attributed to ``label``; one-line ConfigError on failure."""
-    registry.LOADING.append(label)
-    added = len(registry.ADDED)
     try:
-        if is_path(plugin):
-            path = Path(plugin)
-            if not path.is_file():
-                raise ConfigError("plugins", f"{label}: file not found")
-            return _import_file(path)
-        _with_cwd_on_path()
-        return importlib.import_module(plugin)
+        with registry.attributed_to(label):  # no half-loaded plugin: what it registered goes too
+            if is_path(plugin):
+                path = Path(plugin)
+                if not path.is_file():
+                    raise ConfigError("plugins", f"{label}: file not found")
+                return _import_file(path)
+            _with_cwd_on_path()
+            return importlib.import_module(plugin)
+    except ConfigError:
+        raise
+    except registry.AlreadyRegistered as exc:
+        raise ConfigError("plugins", f"{label}: {exc}") from None
+    except SyntaxError as exc:
+        where = f" ({'' if exc.filename == plugin else f'{exc.filename}, '}line {exc.lineno})"
+        raise ConfigError("plugins", f"{label}: cannot import{where}: SyntaxError: {exc.msg}") from None
     except Exception as exc:  # noqa: BLE001 - anything the user's module raises is a mistake to name
-        for reg, name in registry.ADDED[added:]:  # no half-loaded plugin: what it registered goes too
-            reg._entries.pop(name, None)
-        if isinstance(exc, ConfigError):
-            raise
-        if isinstance(exc, registry.AlreadyRegistered):
-            raise ConfigError("plugins", f"{label}: {exc}") from None
-        if isinstance(exc, SyntaxError):
-            where = f" ({'' if exc.filename == plugin else f'{exc.filename}, '}line {exc.lineno})"
-            raise ConfigError("plugins", f"{label}: cannot import{where}: SyntaxError: {exc.msg}") from None
         raise ConfigError("plugins", f"{label}: cannot import: {_first_line(exc)}") from None
-    finally:
-        del registry.ADDED[added:]
-        registry.LOADING.pop()
 
 
 def _record(label: str, module, **extra) -> Dict[str, Any]:
@@ -162,13 +160,11 @@ def load_entry_points(force: bool = False) -> None:
             continue
         module = _import(ep.module, label)
         if ep.attr:  # module:function, called once; what it registers is the entry point's
-            registry.LOADING.append(label)
             try:
-                ep.load()()
+                with registry.attributed_to(label, undo_on_error=False):
+                    ep.load()()
             except Exception as exc:  # noqa: BLE001
                 raise ConfigError("plugins", f"{label}: {ep.value} failed: {_first_line(exc)}") from None
-            finally:
-                registry.LOADING.pop()
         _loaded[label] = _record(label, module, entry_point=ep.name,
                                  dist=f"{dist.name} {dist.version}" if dist else None)
 
@@ -183,6 +179,18 @@ def rebuild(cls: type, data: Dict[str, Any]):
     """Unpickling a config (a sweep's task in a worker process): its plugins first, then the schema."""
     load_plugins(data.get("plugins") or ())
     return from_dict(cls, data)
+
+
+def _reduce(cfg: ExperimentConfig):
+    """A config with plugins travels as plain data, so the process that unpickles it imports the
+    plugins before their options classes are looked up. Registered here, not in the schema: only
+    this module knows how to import plugins, and every config that names one was loaded through it."""
+    if not cfg.plugins:
+        return object.__reduce_ex__(cfg, pickle.DEFAULT_PROTOCOL)
+    return rebuild, (type(cfg), to_dict(cfg))
+
+
+copyreg.pickle(ExperimentConfig, _reduce)
 
 
 def checked(value: Any) -> List[str]:

@@ -15,6 +15,12 @@
                      (summary.json's ``best_checkpoint`` says which step, and its value)
     plugins/<sha256[:16]>-<file name>  a copy of each plugin file the run imported (status.json's
                      ``plugins`` records name them by sha256): ``restore`` uses it when the original moved
+
+A sweep's directory (``sweeps/store.py``) holds ``sweep.yaml``, ``index.csv``, ``invocations.jsonl``
+and ``runs/<run id>/``, each a run directory plus the sweep's ``run.json`` (variant, seed, settings).
+
+A leaf module (standard library; torch only inside ``checkpoint_history``): every layer that reads
+or writes these files names them from here.
 """
 from __future__ import annotations
 
@@ -28,10 +34,16 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 
-CONFIG, STATUS, SUMMARY, METRICS, CHECKPOINT = ("config.yaml", "status.json", "summary.json", "metrics.csv",
-                                                 "checkpoints/last.ckpt")
-BEST_CHECKPOINT = "checkpoints/best.ckpt"
+# a run directory
+CONFIG, STATUS, SUMMARY, METRICS = "config.yaml", "status.json", "summary.json", "metrics.csv"
+CHECKPOINTS = "checkpoints"
+CHECKPOINT = f"{CHECKPOINTS}/last.ckpt"
+BEST_CHECKPOINT = f"{CHECKPOINTS}/best.ckpt"
 PLUGINS = "plugins"
+TOKENIZER = "tokenizer.json"
+ERROR = "error.txt"  # the traceback of a run that crashed outside training
+# a sweep's directory, and the sweep's record inside each of its run directories
+RUN_JSON, LOCK, INDEX, SPEC, INVOCATIONS = "run.json", ".lock", "index.csv", "sweep.yaml", "invocations.jsonl"
 FINISHED = ("completed", "diverged")  # never trained again
 PAUSED, PRUNED = "paused", "pruned"  # stopped at a rung (``run_one(stop_at=...)``); resumable from there
 
@@ -179,7 +191,7 @@ def versions() -> Dict[str, str]:
     import pytorch_lightning
     import torch
 
-    from .. import __version__
+    from . import __version__
 
     return {"arch_zoo": __version__, "python": platform.python_version(), "torch": torch.__version__,
             "pytorch_lightning": pytorch_lightning.__version__}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from ..rundir import SUMMARY
 
 
 def fingerprint(run_dir: Path) -> str:
     try:
-        return hashlib.sha1((Path(run_dir) / "summary.json").read_bytes()).hexdigest()[:16]
+        return hashlib.sha1((Path(run_dir) / SUMMARY).read_bytes()).hexdigest()[:16]
     except OSError:
         return ""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
 from ..errors import ConfigError
+from ..rundir import CONFIG, SUMMARY
 from .fingerprint import fingerprint
 from .identity import RunIdentity, final_metrics, read_summary
 
@@ -131,12 +132,12 @@ def finish_run(mlflow_client, mlflow_run_id: str, identity: RunIdentity, summary
               if metric_name(k) not in logged]
     for i in range(0, len(finals), 1000):
         mlflow_client.log_batch(mlflow_run_id, metrics=finals[i:i + 1000])
-    if (identity.run_dir / "config.yaml").is_file():
-        mlflow_client.log_artifact(mlflow_run_id, str(identity.run_dir / "config.yaml"))
-    mlflow_client.log_dict(mlflow_run_id, summary, "summary.json")
+    if (identity.run_dir / CONFIG).is_file():
+        mlflow_client.log_artifact(mlflow_run_id, str(identity.run_dir / CONFIG))
+    mlflow_client.log_dict(mlflow_run_id, summary, SUMMARY)
     if report is not None and report.is_file():
         mlflow_client.log_artifact(mlflow_run_id, str(report), "report")
-    if (identity.run_dir / "summary.json").is_file():
+    if (identity.run_dir / SUMMARY).is_file():
         mlflow_client.set_tag(mlflow_run_id, FINGERPRINT_TAG, fingerprint(identity.run_dir))
 
 

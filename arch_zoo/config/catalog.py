@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Dict
 
-from .components import attention, attention_patterns, feedforward, heads, init, moe, norms, placements, positions  # noqa: F401
-from .data import tasks, tokenizers
-from .registry import Registry
+from ..components import attention, attention_patterns, feedforward, heads, init, moe, norms, placements, positions  # noqa: F401
+from ..data import tasks, tokenizers
+from ..registry import Registry
 
 
 def all_registries() -> Dict[str, Registry]:

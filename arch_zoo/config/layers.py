@@ -16,9 +16,10 @@ import dataclasses
 from typing import Any, Dict, List, Mapping, Tuple
 
 from . import catalog  # noqa: F401  (fills the registries that component keys are parsed by)
-from .config import ModelConfig
-from .config_types import from_dict, to_dict
-from .errors import ConfigError, did_you_mean
+from ..errors import ConfigError, did_you_mean
+from .coerce import to_dict
+from .parse import from_dict
+from .schema import ModelConfig
 
 ENTRY_KEYS = ("range", "pattern", "stack")
 # Keys that shape the whole model (embeddings, stacks, head, init) rather than one layer.
