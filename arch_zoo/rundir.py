@@ -11,6 +11,10 @@
     summary.json     final and best metrics, size, speed, memory, versions, git commit, attempts
     tokenizer.json   the tokenizer, to decode the model's outputs
     checkpoints/last.ckpt
+    checkpoints/best.ckpt  a sweep's runs: the weights at the best validation by the sweep's metric
+                     (summary.json's ``best_checkpoint`` says which step, and its value)
+    plugins/<sha256[:16]>-<file name>  a copy of each plugin file the run imported (status.json's
+                     ``plugins`` records name them by sha256): ``restore`` uses it when the original moved
 
 A sweep's directory (``sweeps/store.py``) holds ``sweep.yaml``, ``index.csv``, ``invocations.jsonl``
 and ``runs/<run id>/``, each a run directory plus the sweep's ``run.json`` (variant, seed, settings).
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
+import hashlib
 import json
 import os
 import time
@@ -33,6 +38,8 @@ from typing import Any, Dict, List, Optional
 CONFIG, STATUS, SUMMARY, METRICS = "config.yaml", "status.json", "summary.json", "metrics.csv"
 CHECKPOINTS = "checkpoints"
 CHECKPOINT = f"{CHECKPOINTS}/last.ckpt"
+BEST_CHECKPOINT = f"{CHECKPOINTS}/best.ckpt"
+PLUGINS = "plugins"
 TOKENIZER = "tokenizer.json"
 ERROR = "error.txt"  # the traceback of a run that crashed outside training
 # a sweep's directory, and the sweep's record inside each of its run directories
@@ -77,6 +84,32 @@ def set_status(run_dir: Path, status: str, **extra) -> None:
     record = read_json(run_dir / STATUS) or {}
     record.update({"status": status, "updated": now(), **extra})
     write_json(run_dir / STATUS, record)
+
+
+def plugin_copy(run_dir: Path, record: Dict[str, Any]) -> Optional[Path]:
+    """Where the run keeps its copy of the file behind a plugin record (None: it names no file)."""
+    if not record.get("path") or not record.get("sha256"):
+        return None
+    return run_dir / PLUGINS / f"{record['sha256'][:16]}-{Path(record['path']).name}"
+
+
+def keep_plugins(run_dir: Path, records: List[Dict[str, Any]]) -> None:
+    """Copy each plugin file a run imports into the run dir, once per content, so that the run dir
+    alone rebuilds its model after the original has moved. A file that changed since it was imported
+    is not the code this process runs, and is not copied."""
+    for record in records:
+        dest = plugin_copy(run_dir, record)
+        if dest is None or dest.is_file():
+            continue
+        try:
+            data = Path(record["path"]).read_bytes()
+        except OSError:
+            continue
+        if hashlib.sha256(data).hexdigest() == record["sha256"]:
+            dest.parent.mkdir(exist_ok=True)
+            tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            tmp.replace(dest)
 
 
 def resume_state(run_dir: Path) -> Optional[Dict[str, int]]:

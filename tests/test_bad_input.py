@@ -53,6 +53,8 @@ def ws(tmp_path_factory):
     write_sweep(ws / "tb_blocked", seeds=(0,))  # a file where its TensorBoard log dir would go
     (ws / "tb_blocked" / "tensorboard").write_text("")
     write_null_sweep(ws / "nulls")
+    write_sweep(ws / "sweep_unfinished", {"rope": [2.0], "alibi": [2.1]}, seeds=(0,),
+                status={("rope", 0): ("failed", "OOM"), ("alibi", 0): ("interrupted", "SIGTERM")})
     (ws / "plugin_syntax.py").write_text("def broken(:\n")
     (ws / "plugin_raises.py").write_text("from arch_zoo.components.norms import NORMS\n"
                                          "NORMS.register('half_done')(type('Half', (), {}))\n"
@@ -211,6 +213,16 @@ CASES = [
     ("generate-top-p-above-one", "generate {ws}/run --prompt a --strategy sample --top-p 1.5",
      "--top-p: must be in (0, 1]"),
     ("generate-zero-new-tokens", "generate {ws}/run --prompt a --max-new-tokens 0", "--max-new-tokens: must be >= 1"),
+    ("generate-best-of-a-run-dir", "generate {ws}/run --best --prompt a",
+     "--best: {ws}/run is a run directory, not a sweep (no sweep.yaml); --best picks the best run of a sweep"),
+    ("generate-best-of-a-file", "generate {ws}/exp.yaml --best --prompt a", "--best: {ws}/exp.yaml is a file, not a"),
+    ("generate-best-of-a-missing-path", "generate {ws}/nope --best --prompt a", "--best: {ws}/nope does not exist"),
+    ("generate-best-no-completed-run", "generate {ws}/sweep_unfinished --best --prompt a",
+     "--best: {ws}/sweep_unfinished has no completed run to choose from (1 failed, 1 interrupted)"),
+    ("generate-best-no-checkpoint", "generate {ws}/sweep --best --prompt a",
+     "--best: none of the 10 completed runs of {ws}/sweep has both val/loss (the sweep's metric) and a checkpoint"),
+    ("generate-a-sweep-without-best", "generate {ws}/sweep --prompt a",
+     "run: {ws}/sweep is a sweep, not a run: add --best (best=True) for its best run"),
     # report dirs and --out targets (report, compare)
     ("report-missing-dir", "report {ws}/nope --out {ws}/rep", "{ws}/nope does not exist"),
     ("report-not-a-sweep", "report {ws}/a_dir --out {ws}/rep", "{ws}/a_dir is not a sweep directory"),

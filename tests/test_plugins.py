@@ -191,3 +191,58 @@ def test_a_plugin_that_fails_registers_nothing(tmp_path):
             load_plugins([tmp_path / "half.py"])
         assert "half_done" not in all_registries()["norms"].choices()
     assert not (tmp_path / "__pycache__").exists()
+
+
+def forget_plugins(before) -> None:
+    """This process as a fresh one sees it: the registries and loaded plugins as they were ``before``."""
+    from arch_zoo.config import plugins
+
+    saved, loaded = before
+    for family, reg in all_registries().items():
+        reg._entries.clear()
+        reg._entries.update(saved[family])
+    plugins._loaded.clear()
+    plugins._loaded.update(loaded)
+
+
+def test_a_run_keeps_a_copy_of_its_plugin_and_generate_uses_it_once_the_original_moved(tmp_path, capsys):
+    """Issue 26 §3: a run copies each plugin file it used into its run dir, named by the sha256 its
+    records give; `generate` (restore) falls back to the copy, saying so in one line, when the
+    original has moved; with neither, it is one line and exit 2."""
+    import hashlib
+
+    from arch_zoo.config import plugins
+
+    source = ("from arch_zoo.components.norms import NORMS, RMSNorm, RMSNormOptions\n"
+              "NORMS.register('kept_rms', RMSNormOptions, 'RMSNorm by another name')(\n"
+              "    type('KeptRMS', (RMSNorm,), {}))\n")
+    plugin = tmp_path / "lab" / "kept_norm.py"
+    plugin.parent.mkdir()
+    plugin.write_text(source)
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump({"name": "kept", "plugins": ["lab/kept_norm.py"],
+                                                       "model": {"kind": "decoder", "norm": "kept_rms"},
+                                                       "task": {"name": "char_lm"}}))
+    before = ({family: dict(reg._entries) for family, reg in all_registries().items()}, dict(plugins._loaded))
+    run = tmp_path / "run"
+    assert main(["train", str(tmp_path / "exp.yaml"), "--out", str(run), "--quiet", *TINY]) == 0
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    copy = run / "plugins" / f"{digest[:16]}-kept_norm.py"
+    assert json.loads((run / "status.json").read_text())["plugins"][0]["sha256"] == digest
+    assert [p.name for p in (run / "plugins").iterdir()] == [copy.name] and copy.read_text() == source
+
+    capsys.readouterr()
+    assert main(["generate", str(run), "--prompt", "def ", "--max-new-tokens", "4"]) == 0
+    expected = capsys.readouterr().out
+
+    plugin.rename(tmp_path / "kept_norm.py")  # the original moved: a fresh process finds only the copy
+    forget_plugins(before)
+    assert main(["generate", str(run), "--prompt", "def ", "--max-new-tokens", "4"]) == 0
+    out, err = capsys.readouterr()
+    assert out == expected
+    assert err == (f"arch-zoo: warning: plugin {plugin} is not where the run imported it: using the copy the run "
+                   f"kept, {copy}\n")
+
+    copy.unlink()  # nor a copy: a user mistake, one line
+    forget_plugins(before)
+    assert main(["generate", str(run), "--prompt", "def ", "--max-new-tokens", "4"]) == 2
+    assert capsys.readouterr().err == f"arch-zoo: error: plugins: {plugin}: file not found\n"

@@ -2,8 +2,8 @@
 
 Exit codes: 0 done; 1 a run failed or diverged (``train``) or any run of a sweep did; 2 a user
 mistake (bad config, missing file, bad argument), reported in one line on stderr before anything
-is written; 130 interrupted (Ctrl-C) and 143 stopped by SIGTERM (``train``: the shell's 128 + signal), with
-finished work kept and the same command resuming.
+is written; 130 interrupted (Ctrl-C) and 143 stopped by SIGTERM (``train``, ``sweep``: the shell's 128 +
+signal), with finished work kept and the same command resuming.
 
 One module per command group holds its handlers and its ``add_parsers(sub)``; this one assembles
 the parser and maps errors to exit codes (``main``, and ``run``, the console script)."""

@@ -1,6 +1,7 @@
 """`arch-zoo generate`: continue a prompt (or translate a source) with a trained run."""
 from __future__ import annotations
 
+import sys
 import warnings
 
 from ..errors import ConfigError
@@ -17,14 +18,18 @@ def _generate(args) -> int:
     from ..errors import choice_error
     from ..generation import STRATEGIES, generate
     from ..generation.prompts import unknown_pieces
+    from ..sweeps.best import best_run, checkpoint
     from ..training.restore import prompt_ids, restore
 
     if not args.prompt:
         raise ConfigError("--prompt", "is empty; give the text to continue or translate")
     if args.strategy not in STRATEGIES:  # before any warning about the options it would use
         raise choice_error("--strategy", "strategy", args.strategy, STRATEGIES)
+    pick = best_run(args.run) if args.best else None
     with warnings.catch_warnings(record=True) as caught:  # a changed plugin: one line, not a warnings trace
-        cfg, model, tokenizer = restore(args.run)
+        cfg, model, tokenizer = restore(pick.checkpoint if pick else checkpoint(args.run, best=False))
+    if pick:  # once it loaded: a user mistake stays one line
+        print(f"arch-zoo: --best: {pick.line()}", file=sys.stderr)
     for w in caught:
         warn(str(w.message))
     ids = prompt_ids(cfg, tokenizer, args.prompt)
@@ -54,7 +59,10 @@ def _generate(args) -> int:
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("generate", help="continue a prompt (or translate a source) with a trained run")
-    p.add_argument("run", metavar="RUN_DIR_OR_CKPT", help="a run directory or its checkpoints/last.ckpt")
+    p.add_argument("run", metavar="RUN_DIR_OR_CKPT", help="a run directory or one of its checkpoints "
+                   "(checkpoints/last.ckpt, checkpoints/best.ckpt); with --best, a sweep's store")
+    p.add_argument("--best", action="store_true", help="RUN is a sweep's store (OUT/<sweep name>): use its best "
+                   "completed run by the sweep's metric and goal, at that run's best checkpoint (it says which)")
     p.add_argument("--prompt", required=True, help="the text; encoded with the run's own tokenizer")
     p.add_argument("--strategy", default="greedy", help="greedy, sample or beam")
     p.add_argument("--temperature", type=float, default=None, help="sample: softmax temperature")

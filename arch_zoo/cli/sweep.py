@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..provenance import command_line
-from .common import EXIT_INTERRUPTED, EXIT_RUN_FAILED, cache_dir, cache_option, output_dir
+from .common import EXIT_RUN_FAILED, cache_dir, cache_option, output_dir
 
 
 def _sweep(args) -> int:
@@ -29,20 +29,22 @@ def _sweep(args) -> int:
         from ..sweeps.store import Store
 
         plan = make_plan(spec)
-        Store(Path(args.out) / spec.name).check_conflicts(plan)
+        store = Store(Path(args.out) / spec.name)
+        store.check_conflicts(plan)
         if spec.command_line:
             print(f"command-line overrides (every run): {' '.join(spec.command_line)}")
-        sys.stdout.write(dry_run_table(plan))
+        sys.stdout.write(dry_run_table(plan, store))  # a sweep that has run: what is done, what stage 1 chose
         return 0
+    from ..training.interrupts import SweepInterrupted
+
     try:
         slurm = {"partition": args.slurm_partition, "time_limit": args.slurm_time, "gpus": args.slurm_gpus,
                  "extra": args.slurm_extra, "cluster": args.slurm_cluster}
         outcome = run_sweep(spec, args.out, args.workers, args.launcher, args.ray_address, args.retry_failed,
                             command=command_line(args.argv), on_launch=preload_reports, slurm=slurm)
-    except KeyboardInterrupt:
-        print("arch-zoo: sweep interrupted; finished runs are kept, and rerunning the same command resumes",
-              file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except SweepInterrupted as exc:  # 143 after SIGTERM, 130 after Ctrl-C
+        print(f"arch-zoo: {exc.message(command_line(args.argv))}", file=sys.stderr)
+        return exc.exit_code
     sys.stdout.write(final_table(outcome))
     line = failure_line(outcome)
     if line:
@@ -85,7 +87,7 @@ def add_parsers(sub) -> None:
                    "(default: runs/sweeps)")
     p.add_argument("--retry-failed", action="store_true", help="train failed and diverged runs again")
     p.add_argument("--dry-run", action="store_true", help="print the runs (variant, seed, changed keys, "
-                   "parameters) and train nothing")
+                   "parameters; once the sweep has run, each run's status and what stage 1 chose) and train nothing")
     p.add_argument("--export-wandb", action="store_true", help="write a wandb sweep config for `wandb agent` "
                    "and train nothing")
     cache_option(p)

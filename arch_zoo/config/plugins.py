@@ -89,6 +89,24 @@ def _import_file(path: Path):
     return module
 
 
+def _with_cwd_on_path() -> None:
+    cwd = str(Path.cwd())
+    if cwd not in sys.path:  # as `python -m` has it: a module beside the user's configs imports
+        sys.path.append(cwd)
+
+
+def available(plugin: str) -> bool:
+    """Whether ``plugin`` can be imported as it is named (a file that exists, a module that is found),
+    without importing it."""
+    if is_path(plugin):
+        return Path(plugin).is_file()
+    _with_cwd_on_path()
+    try:
+        return importlib.util.find_spec(plugin) is not None
+    except (ImportError, ValueError):  # a parent package that is missing
+        return False
+
+
 def _import(plugin: str, label: str):
     """Import one plugin with its registrations attributed to ``label``; one-line ConfigError on failure."""
     try:
@@ -98,9 +116,7 @@ def _import(plugin: str, label: str):
                 if not path.is_file():
                     raise ConfigError("plugins", f"{label}: file not found")
                 return _import_file(path)
-            cwd = str(Path.cwd())
-            if cwd not in sys.path:  # as `python -m` has it: a module beside the user's configs imports
-                sys.path.append(cwd)
+            _with_cwd_on_path()
             return importlib.import_module(plugin)
     except ConfigError:
         raise

@@ -25,6 +25,9 @@ from .worker import Result, Task, TaskQueue, available_cores
 
 PRELOAD = ["arch_zoo.sweeps.local", "arch_zoo.training.run", "arch_zoo.training.trainer"]
 STOP_GRACE_S = 30.0  # how long interrupted workers get to record their runs before being terminated
+# after SIGTERM a worker finishes its step and writes a full checkpoint first, which for a large model
+# on a slow disk takes a while; a scheduler that will not wait this long kills everything itself
+TERM_GRACE_S = 120.0
 
 
 def _worker_main(conn, threads: int) -> None:
@@ -38,18 +41,20 @@ def _worker_main(conn, threads: int) -> None:
 
         set_threads(threads)
         from ..training import run, trainer  # noqa: F401  (the whole stack, once per worker)
+        from ..training.interrupts import sigterm_raises
     except BaseException:  # noqa: BLE001 - reported to the parent, which explains it to the user
         conn.send(("error", traceback.format_exc()))
         return
     conn.send(("ready", os.getpid(), time.perf_counter() - started, time.monotonic()))
-    while True:
-        try:
-            task = conn.recv()
-            if task is None:
-                return
-            conn.send(("result", execute(task)))
-        except (EOFError, KeyboardInterrupt, BrokenPipeError):  # parent gone, or Ctrl-C: run_one has recorded it
-            return
+    with sigterm_raises():  # between runs SIGTERM ends the worker quietly; during one, run_one handles it
+        while True:
+            try:
+                task = conn.recv()
+                if task is None:
+                    return
+                conn.send(("result", execute(task)))
+            except (EOFError, KeyboardInterrupt, BrokenPipeError):  # parent gone, Ctrl-C or SIGTERM: run_one has
+                return  # recorded its run
 
 
 class _Worker:
@@ -108,12 +113,12 @@ class LocalLauncher:
         while queue or any(w.task for w in self.workers):
             for w in self.workers:
                 if w.ready and w.task is None:
-                    task = queue.next()
+                    task = w.task = queue.next()  # busy before the send: an interrupt then still reaches it
                     try:
                         if task is not None:
                             w.conn.send(task)
-                            w.task = task
                     except (BrokenPipeError, OSError):  # it just died: the task goes first to the next worker
+                        w.task = None
                         queue.pending.appendleft(task)
             if not self.workers:
                 raise RuntimeError("no sweep worker is left")
@@ -159,28 +164,52 @@ class LocalLauncher:
             w.task = None
             queue.settle(task, result, on_result)
 
-    def stop(self, interrupt: bool = False, abort: bool = False) -> None:
-        """Ask idle workers to exit. ``interrupt`` also stops busy ones (run_one records their runs
-        as interrupted) and terminates what has not exited after a grace period; ``abort`` (nothing
-        was sent yet) terminates at once."""
+    def busy(self) -> List[Task]:
+        """The tasks the workers have in hand."""
+        return [w.task for w in self.workers if w.task is not None]
+
+    def stop(self, interrupt: bool = False, abort: bool = False, signum: int = signal.SIGINT) -> None:
+        """Ask idle workers to exit. ``interrupt`` also sends ``signum`` to busy ones (run_one records
+        their runs as interrupted; after SIGTERM, checkpointed at the step they were at) and to those
+        still starting, and kills what has not exited after a grace period; ``abort`` (nothing was
+        sent yet) terminates at once."""
         for w in self.workers:
             try:
                 if abort:
                     w.process.terminate()
+                elif interrupt and (w.task is not None or not w.ready):  # one still importing stops now too
+                    os.kill(w.process.pid, signum)
                 elif w.task is None:
                     w.conn.send(None)
-                elif interrupt and w.process.pid:
-                    os.kill(w.process.pid, signal.SIGINT)
             except (OSError, BrokenPipeError):
                 pass
-        deadline = time.monotonic() + (STOP_GRACE_S if interrupt else 60.0)
+        grace = (TERM_GRACE_S if signum == signal.SIGTERM else STOP_GRACE_S) if interrupt else 60.0
+        deadline = time.monotonic() + grace
+        # past the grace: SIGTERM (a checkpoint, then exit), then SIGKILL; a worker that has had its
+        # SIGTERM would ignore another
+        late = (signal.SIGKILL,) if interrupt and signum == signal.SIGTERM else (signal.SIGTERM, signal.SIGKILL)
         for w in self.workers:
-            w.process.join(timeout=max(0.1, deadline - time.monotonic()))
-            if w.process.is_alive():
-                w.process.terminate()
-                w.process.join(timeout=5)
+            for sig in late:
+                if _exited(w, deadline):
+                    break
+                with contextlib.suppress(OSError):
+                    os.kill(w.process.pid, sig)
+                deadline = time.monotonic() + 5
+            w.process.join(timeout=1)  # reaps a spawned worker (a forked one is its forkserver's to reap)
             w.conn.close()
         self.workers = []
+
+
+def _exited(w: _Worker, deadline: float) -> bool:
+    """Whether ``w`` has exited by ``deadline``: its end of the pipe closes when it does. (Its
+    sentinel cannot say: a forkserver killed with the sweep's process group reports every worker
+    dead at once.) A message still on the way (a run it just finished) is on disk already."""
+    while wait([w.conn], max(0.0, deadline - time.monotonic())):
+        try:
+            w.conn.recv()
+        except (EOFError, OSError):
+            return True
+    return False
 
 
 def end_forkserver() -> None:

@@ -7,6 +7,8 @@ needs arch_zoo installed and the sweep's output directory on a shared file syste
 are flock()s on that file system)."""
 from __future__ import annotations
 
+import signal
+import threading
 from typing import Any, Callable, Dict, List, Optional
 
 from ..errors import ConfigError
@@ -88,12 +90,19 @@ class RayLauncher:
         if self.address:
             check_reachable(self.address)
             kwargs["address"] = self.address
+        term = signal.getsignal(signal.SIGTERM)
         try:
             ray.init(**kwargs)
         except ConnectionError as exc:  # something listens there, but not a Ray cluster this can join
             raise ConfigError("--ray-address", f"cannot join a Ray cluster at {self.address} "
                               f"({(str(exc).splitlines() or [''])[0]}; a cluster with token auth also "
                               "needs RAY_AUTH_MODE=token here)") from None
+        finally:
+            if threading.current_thread() is threading.main_thread():
+                # ray.init makes SIGTERM a bare exit; the sweep's own handling (run_sweep) stops the runs,
+                # records the call's end and exits 143
+                if term is not None:  # None: a handler not set from Python, which cannot be put back
+                    signal.signal(signal.SIGTERM, term)
         self.started_here = True
         self.startup_s.append(time.perf_counter() - began)
 
@@ -123,11 +132,16 @@ class RayLauncher:
                 continue
             queue.settle(task, result, on_result)
 
-    def stop(self, interrupt: bool = False, abort: bool = False) -> None:
+    def busy(self) -> List[Task]:
+        return list(self.in_flight.values())
+
+    def stop(self, interrupt: bool = False, abort: bool = False, signum: Optional[int] = None) -> None:
         import ray
 
         if interrupt and ray.is_initialized():
-            for ref in self.in_flight:  # run_one records each as interrupted; a rerun resumes them
+            # Ray delivers a cancel as Ctrl-C, whatever stopped this process (``signum``): run_one
+            # records each run as interrupted at its last checkpoint; a rerun resumes them
+            for ref in self.in_flight:
                 ray.cancel(ref)
         if self.started_here and ray.is_initialized():
             ray.shutdown()

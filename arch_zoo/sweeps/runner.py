@@ -1,20 +1,23 @@
 """``run_sweep``: spec -> plan -> store -> launcher -> index (the tables the CLI prints: ``tables.py``)."""
 from __future__ import annotations
 
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ..formatting import plural
 from ..run_names import plain
-from ..rundir import INVOCATIONS, PAUSED, PRUNED, SUMMARY
+from ..rundir import PAUSED, PRUNED, SUMMARY
 from .plan import Plan, make_plan, second_plan
 from .rungs import cut_runs, next_round
 from .spec import SweepSpec, load_spec
 from .store import Store, read_json
-from .tune import STAGE_TUNE, base_settings, choose, edge_warning, variant_key
+from .tune import STAGE_TUNE, Choice, base_settings, choose, edge_warning, variant_key
+from .invocation import Invocation, utc_now, worker_times
 from .worker import FINISHED, Result, Task
+from ..training.interrupts import SweepInterrupted, sigterm_held, sigterm_raises
 
 DEFAULT_OUT = "runs/sweeps"
 NOT_DONE = ("failed", "interrupted", "pending", "running", PAUSED)
@@ -89,13 +92,25 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
     (its ``command``, commit and machine when it starts, each run it trains, its outcome and wall
     time at the end), which reports print as the sweep's provenance. ``on_launch`` is
     called once the runs are handed to the launcher, when this process has nothing to do but wait.
-    ``slurm``: the Slurm launcher's options (partition, time_limit, gpus, extra, cluster)."""
+    ``slurm``: the Slurm launcher's options (partition, time_limit, gpus, extra, cluster).
+
+    SIGTERM (a cluster's preemption or time limit) or Ctrl-C stops the sweep as they stop ``train``:
+    the signal goes on to every run in progress, which checkpoints (after SIGTERM, at the step it
+    was at) and records itself as interrupted; the call records its end and raises
+    ``SweepInterrupted`` (exit 143 or 130), and rerunning the same command resumes."""
+    with sigterm_raises():
+        return _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray_init, threads,
+                          command, on_launch, slurm)
+
+
+def _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray_init, threads, command,
+               on_launch, slurm) -> SweepOutcome:
     began = time.perf_counter()
-    started_at = _utc_now()
+    started_at = utc_now()
     spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
     launch = make_launcher(launcher, workers, ray_address, ray_init, threads, slurm)
-    launch.start()  # workers import the stack while this process plans
     try:
+        launch.start()  # workers import the stack while this process plans
         from ..config.catalog import all_registries
 
         all_registries()  # the components, tasks and torch: timed apart from the planning itself
@@ -107,22 +122,16 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
         from ..data.tasks.common import prepare_all
 
         prepare_all([r.config for r in plan.runs], log)  # each distinct token store once, before any worker
-    except BaseException:
+    except BaseException as exc:
         launch.stop(abort=True)
+        if isinstance(exc, KeyboardInterrupt):  # nothing was written yet
+            raise SweepInterrupted(getattr(exc, "signal_name", "SIGINT"), []) from None
         raise
     planned = time.perf_counter()
-    call = _Invocation(store, command, started_at, launcher, getattr(launch, "n", None), log)
-    call.start(len(plan.runs))  # before anything is written, so any kill from here on leaves a trace
-    writing = time.perf_counter()  # (the commit and machine lookups above are not store I/O)
-    store.write_plan(plan)
-    store.write_index(plan)
+    call = Invocation(store, command, started_at, launcher, getattr(launch, "n", None), log)
     outcome = SweepOutcome(plan, store)
-    halving = spec.tune is not None and spec.tune.halving is not None
-    stops = next_round(plan, store, retry_failed, log) if halving else None
-    tasks = _tasks(plan, store, retry_failed, log, stops)
-    index_s = [time.perf_counter() - writing]  # store I/O: run.json files, index.csv rewrites, invocations
+    index_s, tasks, ended = [0.0], [], []  # store I/O: run.json files, index.csv rewrites, invocations
     runs = {r.run_id: r for r in plan.runs}
-
     received = [0]  # a halving run reports once per rung it trains to
 
     def on_result(task: Task, result: Result) -> None:
@@ -144,13 +153,15 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
         store.mark_lost(task.run_id, pid, why)
         on_result(task, Result(task.run_id, "lost", "interrupted", why))
 
-    def finish(how: str) -> None:
+    def finish(how: str, **extra: Any) -> None:
         ran = [r.seconds for r in outcome.results.values() if r.outcome == "trained"]
         outcome.timings = {"wall_s": time.perf_counter() - began, "import_s": imported - began,
                            "plan_s": planned - imported, "store_s": index_s[0], "run_s": ran,
                            "worker_startup_s": list(launch.startup_s), "workers": getattr(launch, "n", None),
-                           **_worker_times(outcome.results.values(), getattr(launch, "ready_at", {}))}
-        call.end(outcome, how)
+                           **worker_times(outcome.results.values(), getattr(launch, "ready_at", {}))}
+        with sigterm_held():  # one end record, however a SIGTERM falls
+            call.end(outcome.timings, how, **extra)
+            ended.append(how)
 
     def launch_tasks(todo: List[Task]) -> None:
         if todo:
@@ -159,6 +170,14 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
             launch.run(todo, on_result, on_lost)
 
     try:
+        call.start(len(plan.runs))  # before anything is written, so any kill from here on leaves a trace
+        writing = time.perf_counter()  # (the commit and machine lookups above are not store I/O)
+        store.write_plan(plan)
+        store.write_index(plan)
+        halving = spec.tune is not None and spec.tune.halving is not None
+        stops = next_round(plan, store, retry_failed, log) if halving else None
+        tasks += _tasks(plan, store, retry_failed, log, stops)
+        index_s[0] += time.perf_counter() - writing
         launch_tasks(tasks)
         while stops:  # successive halving: the next rung's runs, decided from the store as it now is
             previous, stops = stops, next_round(plan, store, False, log)
@@ -178,19 +197,28 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
             more = _tasks(second, store, retry_failed, log)
             tasks += more
             launch_tasks(more)
-    except BaseException:
-        launch.stop(interrupt=True)
+        launch.stop(abort=not tasks)
         store.write_index(plan)
-        finish("interrupted")
+        finish("finished")
+    except BaseException as exc:
+        name = getattr(exc, "signal_name", "SIGINT") if isinstance(exc, KeyboardInterrupt) else None
+        busy = launch.busy()
+        launch.stop(interrupt=True, signum=getattr(signal, name or "SIGINT"))
+        store.write_index(plan)
+        stopped = [(f"{runs[t.run_id].variant} s{runs[t.run_id].seed}", store.status(t.run_id).get("step"))
+                   for t in busy]
+        if not ended:
+            finish("interrupted", **({"signal": name, "stopped": [t.run_id for t in busy]} if name else {}))
+        if name:
+            raise SweepInterrupted(name, stopped) from None
         raise
-    launch.stop(abort=not tasks)
-    store.write_index(plan)
-    finish("finished")
     return outcome
 
 
-def _second_stage(plan: Plan, store: Store, log: Callable[[str], None]) -> Optional[Plan]:
-    """Stage 2's plan from stage 1's runs as the store holds them, or None while any is unfinished."""
+def stage_one(plan: Plan, store: Store) -> Tuple[List[str], Dict[str, Choice], Dict[str, str]]:
+    """A tuned sweep's stage 1 as the store holds it: its runs not finished yet ('variant s<seed>:
+    status'), each variant's choice (final only once none waits) and each variant's name, by the
+    key ``choose`` gives it. Reads the store, writes nothing (``--dry-run`` shows it too)."""
     tune = plan.spec.tune
     rows, waiting, names = [], [], {}
     cut = cut_runs(plan, store) if tune.halving is not None else set()
@@ -201,89 +229,35 @@ def _second_stage(plan: Plan, store: Store, log: Callable[[str], None]) -> Optio
         final = (read_json(store.run_dir(run.run_id) / SUMMARY) or {}).get("final", {})
         rows.append((run.settings, run.seed, status, final.get(tune.select)))
         names[variant_key(base_settings(run.settings, tune.key))] = run.tune["variant"]
+    return waiting, choose(tune, rows), names
+
+
+def choice_line(tune, name: str, c: Choice, verb: str = "trains at") -> str:
+    if c.value is None:
+        return f"stage 1: no {tune.key} completed on every tuning seed for {name}; it has no stage 2"
+    return f"stage 1: {name} {verb} {tune.key}={plain(c.value)} ({tune.select} {c.scores[c.value]:.4f})"
+
+
+def _second_stage(plan: Plan, store: Store, log: Callable[[str], None]) -> Optional[Plan]:
+    """Stage 2's plan from stage 1's runs as the store holds them, or None while any is unfinished."""
+    tune = plan.spec.tune
+    waiting, chosen, names = stage_one(plan, store)
     if waiting:
         log(f"stage 2 waits for stage 1: {plural(len(waiting), 'run')} not finished ({'; '.join(waiting[:3])}); "
             "rerun the same command to resume")
         return None
-    chosen = choose(tune, rows)
     for key, c in chosen.items():
-        if c.value is None:
-            log(f"stage 1: no {tune.key} completed on every tuning seed for {names[key]}; it has no stage 2")
-            continue
-        log(f"stage 1: {names[key]} trains at {tune.key}={plain(c.value)} ({tune.select} {c.scores[c.value]:.4f})")
-        warning = edge_warning(tune.key, names[key], c.edge, plain(c.value))
+        log(choice_line(tune, names[key], c))
+        warning = edge_warning(tune.key, names[key], c.edge, plain(c.value)) if c.value is not None else None
         if warning:
             log(warning)
     return second_plan(plan.spec, chosen)
 
 
-def _utc_now() -> str:
-    import datetime
-
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def _worker_times(results, ready_at: Dict[int, float]) -> Dict[str, List[float]]:
-    """Per warm worker: the gaps between the end of one run and the start of the next, and the time
-    from its imports being done to the end of its last run (the worker time the machinery shares
-    with training; each worker's one-time start-up is timed apart, in worker_startup_s)."""
-    by_pid: Dict[int, List[Result]] = {}
-    for r in results:
-        if r.ended:
-            by_pid.setdefault(r.pid, []).append(r)
-    gaps, busy = [], []
-    for pid, rs in by_pid.items():
-        rs.sort(key=lambda r: r.began)
-        gaps += [b.began - a.ended for a, b in zip(rs, rs[1:])]
-        if pid in ready_at:
-            busy.append(rs[-1].ended - ready_at[pid])
-    return {"gaps_s": gaps, "worker_busy_s": busy}
-
-
-class _Invocation:
-    """This call's lines in invocations.jsonl: "started" before any run is sent (so a call killed
-    outright still shows), one "run" line per run it trained, "ended" with the outcome and timings.
-    Lines of one call share its ``invocation`` id. A failed append is worth a warning, never the
-    sweep's results."""
-
-    def __init__(self, store: Store, command: Optional[str], started_at: str, launcher: str,
-                 workers: Optional[int], log: Callable[[str], None]):
-        import uuid
-
-        self.store, self.log, self.warned = store, log, False
-        self.head = {"invocation": uuid.uuid4().hex[:12], "command": command, "started": started_at,
-                     "launcher": launcher, "workers": workers}
-
-    def _append(self, record: Dict[str, Any]) -> None:
-        try:
-            self.store.log_invocation(record)
-        except OSError as exc:
-            if not self.warned:
-                self.log(f"warning: could not append to {self.store.root / INVOCATIONS}: {exc}")
-            self.warned = True
-
-    def start(self, planned: int) -> None:
-        from ..provenance import git_commit, machine
-
-        self.head.update({"git_commit": git_commit(), "machine": machine()})
-        self._append({**self.head, "event": "started", "runs_planned": planned})
-
-    def ran(self, result: Result) -> None:
-        if result.outcome == "trained":
-            self._append({"invocation": self.head["invocation"], "event": "run", "run_id": result.run_id,
-                          "status": result.status, "seconds": round(result.seconds, 2), "at": _utc_now()})
-
-    def end(self, outcome: SweepOutcome, how: str) -> None:
-        t = outcome.timings
-        gaps = t.get("gaps_s") or []
-        self._append({
-            **self.head, "event": "ended", "ended": _utc_now(), "wall_s": round(t["wall_s"], 2), "outcome": how,
-            "runs_trained": len(t["run_s"]),
-            "timings_s": {"training": round(sum(t["run_s"]), 2), "import": round(t["import_s"], 2),
-                          "plan": round(t["plan_s"], 2), "store": round(t["store_s"], 2),
-                          "worker_startup": round(max(t["worker_startup_s"] or [0.0]), 2),
-                          "worker_busy": round(sum(t.get("worker_busy_s") or []), 2),
-                          "between_runs_max": round(max(gaps), 3) if gaps else None}})
+def _best_by(metric: Dict[str, str]):
+    """(name, goal) of the sweep's metric when its runs log it at each validation (val/..., val@L/...)."""
+    split = metric["name"].split("/", 1)[0]
+    return (metric["name"], metric["goal"]) if split == "val" or split.startswith("val@") else None
 
 
 def _tasks(plan: Plan, store: Store, retry_failed: bool, log: Callable[[str], None],
@@ -300,7 +274,8 @@ def _tasks(plan: Plan, store: Store, retry_failed: bool, log: Callable[[str], No
             kept[state] += 1
             continue
         tasks.append(Task(run.run_id, str(store.run_dir(run.run_id)), run.config, str(store.root), retry,
-                          status.get("updated") if retry else None, stop_at=(stops or {}).get(run.run_id)))
+                          status.get("updated") if retry else None, stop_at=(stops or {}).get(run.run_id),
+                          best=_best_by(plan.spec.metric)))
     if stops is not None:
         return tasks  # next_round said what it trains
     done = ", ".join(f"{n} {k}" for k, n in kept.items() if n)

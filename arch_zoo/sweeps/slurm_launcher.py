@@ -165,8 +165,14 @@ class SlurmLauncher:
                     continue
                 queue.settle(task, result, on_result)
 
-    def stop(self, interrupt: bool = False, abort: bool = False) -> None:
-        if interrupt:  # like the local launcher: the runs stop (recorded as interrupted); a rerun resumes
+    def busy(self) -> List[Task]:
+        return list(self.jobs.values())
+
+    def stop(self, interrupt: bool = False, abort: bool = False, signum: Optional[int] = None) -> None:
+        # like the local launcher: the runs stop, each recorded as interrupted by run_one; a rerun resumes.
+        # The job gets what a cancel sends (scancel: SIGTERM, so a checkpoint at the step it was at;
+        # the local cluster: SIGINT), whatever ``signum`` stopped this process
+        if interrupt:
             for job in self.jobs:
                 try:
                     job.cancel(check=False)

@@ -1,7 +1,7 @@
 """What ``arch-zoo sweep`` prints about a plan (``--dry-run``) and about its runs once trained."""
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from ..formatting import plural, si
 from ..run_names import plain
@@ -9,7 +9,7 @@ from ..rundir import INDEX, SUMMARY
 from .halving import ladder_sizes, steps_per_seed
 from .plan import Plan
 from .spec import BUDGETS
-from .store import read_json
+from .store import Store, read_json
 
 
 def _table(header: List[str], rows: List[List[str]], right: tuple = ()) -> str:
@@ -21,34 +21,81 @@ def _table(header: List[str], rows: List[List[str]], right: tuple = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-def dry_run_table(plan: Plan) -> str:
+def dry_run_table(plan: Plan, store: Optional[Store] = None) -> str:
+    """The runs a spec plans; for a sweep that has run (``store`` holds some of its runs), with each
+    run's status and metric, and for a tuned one what stage 1 chose and the stage 2 it planned.
+    Reads the store, writes nothing."""
+    ran = store is not None and any(store.status(r.run_id)["status"] != "pending" for r in plan.runs)
+    text = _plan_table(plan, store if ran else None)
+    text += (f"budget: match {plan.spec.budget} ({BUDGETS[plan.spec.budget]}); "
+             f"train FLOPs = 3 x forward FLOPs/token x tokens, counted at {_counted_at(plan)}\n")
+    tune = plan.spec.tune
+    if tune is None:
+        return text + _done(plan, store if ran else None) + \
+            f"{plural(len(plan.runs), 'run')}; * marks the baseline; nothing was trained (--dry-run)\n"
+    variants = _variants(plan)
+    seeds = plan.spec.seeds or ["the base config's seed"]
+    rows = [[name + (" *" if base else ""), ", ".join(map(str, seeds)), f"{tune.key}=chosen after stage 1"]
+            for name, base in variants.items()]
+    second, stage_two = None, ""
+    if ran:
+        from .plan import second_plan
+        from .runner import choice_line, stage_one
+
+        waiting, chosen, names = stage_one(plan, store)
+        if waiting:
+            stage_two = f"stage 1 has {plural(len(waiting), 'run')} to finish before stage 2 is planned\n"
+        else:
+            stage_two = "".join(choice_line(tune, names[k], c, "chose") + "\n" for k, c in chosen.items())
+            second = second_plan(plan.spec, chosen)
+    n_two = len(second.runs) if second is not None else len(variants) * len(seeds)
+    planned = second is not None and second.runs
+    return (f"stage 1 (tuning {tune.key} on seeds {', '.join(map(str, tune.seeds))}):\n" + text
+            + (_halving_table(plan) if tune.halving is not None else "")
+            + f"\nstage 2 (each variant at its best {tune.key} by {tune.select}, {tune.goal} of the mean over the "
+              f"tuning seeds; planned when stage 1 has finished):\n" + stage_two
+            + (_plan_table(second, store) if planned else _table(["variant", "seeds", "setting"], rows))
+            + _done(plan, store if ran else None, second)
+            + f"{plural(len(plan.runs), 'run')} in stage 1, {plural(n_two, 'run')} in stage 2; "
+              "* marks the baseline; nothing was trained (--dry-run)\n")
+
+
+def _plan_table(plan: Plan, store: Optional[Store]) -> str:
+    """One row per run: what it changes, its size and budget; with ``store``, its status and metric."""
+    metric = plan.spec.metric["name"]
     rows = []
     for run in plan.runs:
         changes = {**run.settings, **run.matched}
         b = run.budget
         off = b.get("flops_vs_baseline")
-        rows.append([run.variant + (" *" if run.is_baseline else ""), str(run.seed),
+        done = [store.status(run.run_id)["status"], _metric(store, run.run_id, metric)] if store is not None else []
+        rows.append([run.variant + (" *" if run.is_baseline else ""), str(run.seed), *done,
                      ", ".join(f"{k}={plain(v)}" for k, v in changes.items()) or "-", f"{run.params:,}",
                      str(b.get("steps", "")), si(b.get("tokens")), f"{b['flops']:.3e}" if "flops" in b else "",
                      f"{off:+.2%}" if off is not None else "", run.run_id])
-    text = _table(["variant", "seed", "changed keys", "params", "steps", "tokens", "train FLOPs", "vs baseline",
-                   "run_id"], rows, right=(1, 3, 4, 5, 6, 7))
-    text += (f"budget: match {plan.spec.budget} ({BUDGETS[plan.spec.budget]}); "
-             f"train FLOPs = 3 x forward FLOPs/token x tokens, counted at {_counted_at(plan)}\n")
-    tune = plan.spec.tune
-    if tune is None:
-        return text + f"{plural(len(plan.runs), 'run')}; * marks the baseline; nothing was trained (--dry-run)\n"
-    variants = _variants(plan)
-    seeds = plan.spec.seeds or ["the base config's seed"]
-    rows = [[name + (" *" if base else ""), ", ".join(map(str, seeds)), f"{tune.key}=chosen after stage 1"]
-            for name, base in variants.items()]
-    return (f"stage 1 (tuning {tune.key} on seeds {', '.join(map(str, tune.seeds))}):\n" + text
-            + (_halving_table(plan) if tune.halving is not None else "")
-            + f"\nstage 2 (each variant at its best {tune.key} by {tune.select}, {tune.goal} of the mean over the "
-              f"tuning seeds; planned when stage 1 has finished):\n"
-            + _table(["variant", "seeds", "setting"], rows)
-            + f"{plural(len(plan.runs), 'run')} in stage 1, {plural(len(variants) * len(seeds), 'run')} in stage 2; "
-              "* marks the baseline; nothing was trained (--dry-run)\n")
+    extra = ["status", metric] if store is not None else []
+    shift = len(extra)
+    right = (1, *([3] if shift else []), *(i + shift for i in (3, 4, 5, 6, 7)))
+    return _table(["variant", "seed", *extra, "changed keys", "params", "steps", "tokens", "train FLOPs",
+                   "vs baseline", "run_id"], rows, right=right)
+
+
+def _metric(store: Store, run_id: str, metric: str) -> str:
+    value = (read_json(store.run_dir(run_id) / SUMMARY) or {}).get("final", {}).get(metric)
+    return f"{value:.4f}" if isinstance(value, (int, float)) else "-"
+
+
+def _done(plan: Plan, store: Optional[Store], second: Optional[Plan] = None) -> str:
+    """'done: 3 completed, 1 interrupted, 2 pending (of 6 runs)' for a sweep that has run."""
+    if store is None:
+        return ""
+    runs = plan.runs + (second.runs if second is not None else [])
+    counts: Dict[str, int] = {}
+    for run in runs:
+        status = store.status(run.run_id)["status"]
+        counts[status] = counts.get(status, 0) + 1
+    shown = ", ".join(f"{n} {k}" for k, n in counts.items())
+    return f"done in {store.root}: {shown} (of {plural(len(runs), 'run')})\n"
 
 
 def _counted_at(plan: Plan) -> str:

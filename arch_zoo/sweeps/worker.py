@@ -8,7 +8,7 @@ import traceback
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Deque, Dict, Iterable, Optional
+from typing import Any, Callable, Deque, Dict, Iterable, Optional, Tuple
 
 from .. import rundir
 from ..rundir import FINISHED
@@ -24,6 +24,7 @@ class Task:
     seen: Optional[str] = None  # the status.json "updated" stamp seen then: only that failure is retried
     wait: bool = False  # block on a lock another process holds, instead of handing the task back
     stop_at: Optional[int] = None  # successive halving: stop (paused) at this rung step
+    best: Optional[Tuple[str, str]] = None  # the sweep's metric and goal: the run keeps its best checkpoint by it
 
 
 @dataclass
@@ -65,7 +66,7 @@ def _execute(task: Task) -> Result:
         try:
             from ..training.run import run_one
 
-            result = run_one(task.config, run_dir, quiet=True, stop_at=task.stop_at)
+            result = run_one(task.config, run_dir, quiet=True, stop_at=task.stop_at, best=task.best)
         except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C into SystemExit(1) mid-fit
             if (rundir.read_json(run_dir / rundir.STATUS) or {}).get("status") == "running":
                 rundir.set_status(run_dir, "interrupted", reason="interrupted by the user")

@@ -1,4 +1,5 @@
-"""Callbacks: divergence guard, a stop at a rung, throughput meter, checkpoints a rerun resumes from exactly."""
+"""Callbacks: divergence guard, a stop at a rung, throughput meter, checkpoints a rerun resumes from exactly,
+and the best checkpoint by a sweep's metric."""
 from __future__ import annotations
 
 import os
@@ -6,15 +7,17 @@ import resource
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.callbacks import Checkpoint, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger
 from pytorch_lightning.trainer.states import TrainerFn
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from ..models.flops import FlopCounter
+from ..rundir import BEST_CHECKPOINT
 
 
 class DivergenceGuard(pl.Callback):
@@ -91,7 +94,7 @@ def peak_memory(device: torch.device) -> dict:
     return {"peak_memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "peak_memory_kind": "process RSS"}
 
 
-class RunCheckpoint(pl.Callback):
+class RunCheckpoint(Checkpoint):
     """Writes checkpoints/last.ckpt after every validation during fit, and on SIGTERM at the end of
     the step in progress, so a resumed run redoes at most the steps since the last validation (none
     after a SIGTERM) and its history misses nothing.
@@ -107,7 +110,11 @@ class RunCheckpoint(pl.Callback):
     Before each write the loggers are flushed, and the checkpoint records how many rows
     metrics.csv then holds, so a resumed run drops the rows logged after it (by a killed process)
     and keeps every earlier one. Files are written to a temporary name and renamed: a kill
-    mid-write never leaves a truncated checkpoint. ``on_saved(step)`` is called after each write."""
+    mid-write never leaves a truncated checkpoint. ``on_saved(step)`` is called after each write.
+
+    A ``Checkpoint`` for Lightning, which runs checkpoint callbacks last, in the order given: after a
+    ``BestCheckpoint`` placed before it, so that last.ckpt holds the best-so-far of this validation.
+    ``enable_checkpointing`` must be on (else Lightning refuses it); a run needs no other."""
 
     def __init__(self, path: Path, on_saved: Callable[[int], None] = lambda step: None):
         self.path, self.on_saved = Path(path), on_saved
@@ -151,8 +158,60 @@ class RunCheckpoint(pl.Callback):
         self.on_saved(trainer.global_step)
 
 
-def atomic_save(trainer: pl.Trainer, path: Path) -> None:
+def atomic_save(trainer: pl.Trainer, path: Path, weights_only: bool = False) -> None:
     tmp = f"{path}.tmp"
-    trainer.save_checkpoint(tmp)
+    trainer.save_checkpoint(tmp, weights_only=weights_only)
     if trainer.is_global_zero:
         os.replace(tmp, path)
+
+
+class BestCheckpoint(ModelCheckpoint):
+    """checkpoints/best.ckpt: the weights (no optimizer state) at the validation where ``metric`` was
+    best so far by ``goal``, beside last.ckpt. Lightning's ModelCheckpoint keeps the best score in
+    last.ckpt, so a resumed run keeps the best over the whole run, not since the resume; here the
+    write is atomic, the step of the best is kept too, a run dir that moved still resumes its best,
+    and a metric this run does not log (a test metric, a typo in the spec) keeps no best file rather
+    than failing the run."""
+
+    def __init__(self, dirpath: Path, metric: str, goal: str):
+        super().__init__(dirpath=str(dirpath), filename=Path(BEST_CHECKPOINT).stem, monitor=metric, mode=goal,
+                         save_top_k=1, save_weights_only=True, auto_insert_metric_name=False,
+                         enable_version_counter=False)
+        self.goal = goal
+        self.best_step: Optional[int] = None
+
+    def on_validation_end(self, trainer, pl_module):
+        if self.monitor in trainer.callback_metrics:
+            super().on_validation_end(trainer, pl_module)
+
+    def consider(self, trainer) -> None:
+        """The run's last validation, when it falls outside the fit (``trainer.validate`` at a last
+        step between validations), counts too."""
+        if self.monitor in trainer.callback_metrics and self.best_step != trainer.global_step:
+            self._save_topk_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    def _save_checkpoint(self, trainer, filepath: str) -> None:  # Lightning's, written atomically
+        atomic_save(trainer, Path(filepath), weights_only=True)
+        self._last_global_step_saved, self._last_checkpoint_saved = trainer.global_step, filepath
+        self.best_step = trainer.global_step
+
+    def record(self) -> Optional[Dict[str, Any]]:
+        """What summary.json keeps: the metric, its goal, the best value and its step."""
+        if self.best_step is None or self.best_model_score is None:
+            return None
+        return {"metric": self.monitor, "goal": self.goal, "value": float(self.best_model_score),
+                "step": int(self.best_step), "path": BEST_CHECKPOINT}
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {**super().state_dict(), "best_step": self.best_step}
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        old = state_dict.get("dirpath")
+        if old and self.dirpath and old != self.dirpath:  # the run dir moved: the file names did not
+            moved = lambda p: str(Path(self.dirpath) / Path(p).name) if p else p  # noqa: E731
+            state_dict = {**state_dict, "dirpath": self.dirpath,
+                          **{k: moved(state_dict.get(k)) for k in ("best_model_path", "kth_best_model_path",
+                                                                    "last_model_path")},
+                          "best_k_models": {moved(k): v for k, v in (state_dict.get("best_k_models") or {}).items()}}
+        super().load_state_dict(state_dict)
+        self.best_step = state_dict.get("best_step")

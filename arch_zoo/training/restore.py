@@ -1,16 +1,17 @@
 """Rebuild a trained model from what a run left behind: a run directory or a checkpoint file."""
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
-from typing import NamedTuple
+from typing import List, NamedTuple
 
 import torch
 
 from .. import rundir
 from ..config import ExperimentConfig
 from ..config.loading import load
-from ..config.plugins import changed_since
+from ..config.plugins import available, changed_since
 from ..data.tasks import TASKS
 from ..data.tokenizers import TOKENIZER_FILE, Tokenizer, load_tokenizer
 from ..errors import ConfigError
@@ -38,8 +39,9 @@ def restore(path) -> Restored:
         if not needed.is_file():
             raise ConfigError("run", f"{needed} not found; is {path} an arch_zoo run directory or its "
                               f"{rundir.CHECKPOINT}?")
-    cfg = load(run_dir / rundir.CONFIG)
-    for line in changed_since((rundir.read_json(run_dir / rundir.STATUS) or {}).get("plugins")):
+    recorded = (rundir.read_json(run_dir / rundir.STATUS) or {}).get("plugins")
+    cfg = load(run_dir / rundir.CONFIG, _kept_plugins(run_dir, recorded))
+    for line in changed_since(recorded):
         warnings.warn(line, stacklevel=2)
     try:
         tokenizer = load_tokenizer(run_dir)
@@ -53,6 +55,28 @@ def restore(path) -> Restored:
         raise ConfigError("run", f"cannot load {ckpt} into the model of {run_dir / rundir.CONFIG} "
                           f"({type(exc).__name__}: {_first_line(exc)})") from None
     return Restored(cfg, model.eval(), tokenizer)
+
+
+def _kept_plugins(run_dir: Path, recorded) -> List[str]:
+    """A ``plugins=[...]`` override that puts the run's copy (``rundir.plugin_copy``, found by the
+    sha256 the run recorded) in place of each plugin that is no longer where the run imported it,
+    with a warning each; no override when every plugin is still there (or the run kept no copy)."""
+    import yaml
+
+    try:
+        named = (yaml.safe_load((run_dir / rundir.CONFIG).read_text()) or {}).get("plugins") or []
+    except (yaml.YAMLError, ValueError, AttributeError):  # load() reports what is wrong with the file
+        return []
+    records = {r.get("plugin"): r for r in recorded if isinstance(r, dict)} if isinstance(recorded, list) else {}
+    plugins, moved = [], False
+    for plugin in named if isinstance(named, list) else []:
+        copy = rundir.plugin_copy(run_dir, records[plugin]) if plugin in records else None
+        if copy is not None and copy.is_file() and isinstance(plugin, str) and not available(plugin):
+            warnings.warn(f"plugin {plugin} is not where the run imported it: using the copy the run kept, {copy}",
+                          stacklevel=3)
+            plugin, moved = str(copy), True
+        plugins.append(plugin)
+    return [f"plugins={json.dumps(plugins)}"] if moved else []
 
 
 def _first_line(exc: BaseException, limit: int = 100) -> str:

@@ -1,15 +1,12 @@
 """``run_one(config, out_dir) -> RunResult``: one training run, end to end, the way every sweep runs it."""
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import signal
-import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from .. import rundir
 from ..components.heads import HEADS
@@ -23,6 +20,7 @@ from ..data.tasks import TASKS, TaskData
 from ..data.unigram import unigram_loss
 from ..errors import ConfigError
 from ..models.embedding_scale import embedding_scale
+from .interrupts import RunInterrupted, sigterm_raises
 from .objectives import objective
 
 
@@ -37,47 +35,6 @@ class RunResult:
     @property
     def metrics(self) -> Dict[str, float]:
         return self.summary.get("final", {})
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """A run stopped by SIGTERM or Ctrl-C (SIGINT). Its status is ``interrupted`` and rerunning the
-    same command resumes it from ``step``, its last checkpoint (after a SIGTERM, the step it was at).
-    ``exit_code`` is the shell's convention for the signal: 143 (128 + 15) or 130 (128 + 2)."""
-
-    def __init__(self, signal_name: str = "SIGTERM", run_dir: Optional[Path] = None, step: Optional[int] = None):
-        super().__init__(signal_name)
-        self.signal_name, self.run_dir, self.step = signal_name, run_dir, step
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + int(getattr(signal, self.signal_name, signal.SIGINT))
-
-    def message(self, command: str) -> str:
-        """One line for the user: what stopped the run, what is kept, the command that resumes it."""
-        where = f" in {self.run_dir}" if self.run_dir else ""
-        kept = f"checkpoint at step {self.step}{where}" if self.step else f"no checkpoint yet{where}"
-        return f"run interrupted by {self.signal_name} ({kept}); resume with: {command}"
-
-
-@contextlib.contextmanager
-def _sigterm_raises():
-    """SIGTERM outside Lightning's loops (data preparation, the summary) raises RunInterrupted, so
-    the run is recorded as interrupted instead of vanishing. Inside a fit, validate or test,
-    Lightning installs its own handler, which calls this one too: there it must not raise (that
-    would cut a step in half); Lightning stops at the end of the step and RunCheckpoint saves."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        if signal.getsignal(signal.SIGTERM) is handler:
-            raise RunInterrupted("SIGTERM")
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _signal_name(exc: BaseException) -> str:
@@ -170,7 +127,7 @@ def _is_rank_zero() -> bool:
 
 
 def run_one(cfg: ExperimentConfig, out_dir, callbacks: Sequence[Any] = (), quiet: bool = False,
-            stop_at: Optional[int] = None) -> RunResult:
+            stop_at: Optional[int] = None, best: Optional[Tuple[str, str]] = None) -> RunResult:
     """Train ``cfg`` into ``out_dir``. Reruns resume from checkpoints/last.ckpt; a finished run
     (completed or diverged) is returned as it is, not trained again. SIGTERM or Ctrl-C raise
     ``RunInterrupted`` once the run dir records the run as interrupted (SIGTERM after a checkpoint
@@ -180,9 +137,13 @@ def run_one(cfg: ExperimentConfig, out_dir, callbacks: Sequence[Any] = (), quiet
     ``stop_at`` (a successive-halving rung below ``train.max_steps``): validate and checkpoint at
     that step and stop there, as status ``paused`` with the rung's validation metrics in
     status.json's ``rungs`` (the result's ``metrics``); a later call with a higher ``stop_at``, or
-    none, resumes from that checkpoint, and ends as the run trained in one go would."""
-    with _sigterm_raises():
-        return _run_one(cfg, Path(out_dir), callbacks, quiet, stop_at)
+    none, resumes from that checkpoint, and ends as the run trained in one go would.
+
+    ``best`` (a validation metric and its goal, ``("val/loss", "min")``; a sweep passes its own):
+    also keep checkpoints/best.ckpt, the weights at its best validation over the whole run, resumes
+    included; summary.json's ``best_checkpoint`` says where and what it scored."""
+    with sigterm_raises():
+        return _run_one(cfg, Path(out_dir), callbacks, quiet, stop_at, best)
 
 
 def _check_checkpoint(run_dir: Path) -> None:
@@ -197,7 +158,7 @@ def _check_checkpoint(run_dir: Path) -> None:
 
 
 def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], quiet: bool,
-             stop_at: Optional[int]) -> RunResult:
+             stop_at: Optional[int], best: Optional[Tuple[str, str]]) -> RunResult:
     _needs_task(cfg)  # the config's own mistake first, before comparing it with the run dir's
     _check_same_config(cfg, run_dir)
     status = rundir.read_json(run_dir / rundir.STATUS) or {}
@@ -224,14 +185,16 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
         (run_dir / rundir.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
         save(cfg, run_dir / rundir.CONFIG)
         data.tokenizer.save(run_dir)
+        plugins = plugin_records(cfg.plugins)
+        rundir.keep_plugins(run_dir, plugins)
         rundir.set_status(run_dir, "running", started=rundir.now(), pid=os.getpid(), reason=None,
-                          plugins=plugin_records(cfg.plugins))  # a failed run is traceable to its code too
+                          plugins=plugins)  # a failed run is traceable to its code too
     attempt = rundir.Attempt(run_dir, writer)
     try:
         from .trainer import train
 
         summary = train(cfg, data, run_dir, list(callbacks), quiet=quiet, writer=writer, attempt=attempt,
-                        stop_at=stop_at)
+                        stop_at=stop_at, best=best)
     except (KeyboardInterrupt, SystemExit) as exc:  # Lightning turns Ctrl-C into SystemExit(1)
         name = _signal_name(exc)
         attempt.update(outcome="interrupted")

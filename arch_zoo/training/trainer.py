@@ -5,7 +5,7 @@ import logging
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytorch_lightning as pl
 
@@ -20,7 +20,7 @@ from ..models.mfu import mfu_for_run
 from ..models.summary import active_parameters, count_parameters, parameter_breakdown
 from ..provenance import git_commit
 from .accel import compile_info, sdpa_kernels, set_matmul_precision
-from .callbacks import DivergenceGuard, RunCheckpoint, StopAt, ThroughputMeter, peak_memory
+from .callbacks import BestCheckpoint, DivergenceGuard, RunCheckpoint, StopAt, ThroughputMeter, peak_memory
 from .datamodule import TaskDataModule
 from .loggers import build_loggers, define_summaries, finish_loggers, sync_hint
 from .module import ArchZooModule
@@ -43,9 +43,11 @@ def _quiet_lightning(quiet: bool) -> None:
 
 
 def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[Any], quiet: bool,
-          writer: bool, attempt: rundir.Attempt, stop_at: Optional[int] = None) -> Dict[str, Any]:
+          writer: bool, attempt: rundir.Attempt, stop_at: Optional[int] = None,
+          best: Optional[Tuple[str, str]] = None) -> Dict[str, Any]:
     """The run's summary; with ``stop_at`` below ``train.max_steps``, a paused run's instead:
-    ``{"status": "paused", "step", "rung": the validation metrics there}`` (no test, no summary.json)."""
+    ``{"status": "paused", "step", "rung": the validation metrics there}`` (no test, no summary.json).
+    ``best`` (a validation metric and its goal, min or max): also keep checkpoints/best.ckpt by it."""
     _quiet_lightning(quiet)
     t = cfg.train
     started = time.time()
@@ -63,6 +65,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
     dm = TaskDataModule(data, t, cfg.seed)
     meter, guard = ThroughputMeter(FlopCounter(module.model)), DivergenceGuard()
     checkpoint = RunCheckpoint(ckpt, on_saved=lambda step: attempt.update(step))
+    keep_best = [BestCheckpoint(ckpt.parent, *best)] if best else []  # before RunCheckpoint: see its docstring
     loggers = build_loggers(cfg, run_dir, run_dir.name, keep_rows=resume["metrics_rows"] if resume else None)
     trainer = pl.Trainer(
         max_steps=t.max_steps, max_epochs=1, accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
@@ -71,8 +74,9 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         val_check_interval=t.val_every * t.accumulate_grad_batches, check_val_every_n_epoch=None,
         limit_val_batches=t.val_batches, limit_test_batches=t.val_batches, log_every_n_steps=t.log_every,
         num_sanity_val_steps=0, use_distributed_sampler=False, enable_progress_bar=t.progress_bar and not quiet,
-        enable_model_summary=False, enable_checkpointing=False, logger=loggers,
-        callbacks=[checkpoint, meter, guard, *([StopAt(stop_at)] if stop_at is not None else []), *callbacks],
+        enable_model_summary=False, enable_checkpointing=True, logger=loggers,
+        callbacks=[*keep_best, checkpoint, meter, guard, *([StopAt(stop_at)] if stop_at is not None else []),
+                   *callbacks],
         default_root_dir=str(run_dir),
     )
     dm.consumed = lambda: trainer.global_step * t.accumulate_grad_batches
@@ -91,6 +95,8 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         checkpoint.save(trainer)  # before the final evaluation, which a rerun redoes if it is cut short
         if not module.history or module.history[-1]["step"] != trainer.global_step:
             trainer.validate(module, datamodule=dm, verbose=False)
+            for b in keep_best:
+                b.consider(trainer)
         trainer.test(module, datamodule=dm, verbose=False)
     final = dict(module.history[-1]) if module.history else {}
     final.pop("step", None)
@@ -105,6 +111,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         "resumed_from_step": resume_from,
         "final": final,
         "best": best_metrics(module.history, goal_of),
+        **({"best_checkpoint": keep_best[0].record()} if keep_best else {}),  # by the sweep's metric and goal
         "goals": {k: goal_of(k) for k in final if goal_of(k)},  # how reports rank them
         "samples": module.samples,
         "parameters": count_parameters(model),

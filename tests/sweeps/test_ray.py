@@ -1,6 +1,7 @@
 """The Ray launcher on a local cluster: ray.init(num_cpus=2), each run a Ray task."""
 import json
 import os
+import signal
 
 import pytest
 
@@ -26,8 +27,11 @@ def test_ray_launcher_runs_every_run_as_a_ray_task(tmp_path):
     path, out = write_spec(tmp_path, spec, base={**BASE, "plugins": ["plugin.py"]}), tmp_path / "out"
     lines = []
     try:
-        outcome = run_sweep(load_spec(path), out, launcher="ray", ray_init={"num_cpus": 2}, log=lines.append)
+        handlers = []  # SIGTERM's once the runs are out: the sweep's (stop them, record, exit 143), not ray.init's
+        outcome = run_sweep(load_spec(path), out, launcher="ray", ray_init={"num_cpus": 2}, log=lines.append,
+                            on_launch=lambda: handlers.append(signal.getsignal(signal.SIGTERM)))
         assert [s["status"] for s in outcome.statuses().values()] == ["completed"] * 2, lines
+        assert [h.__module__ for h in handlers] == ["arch_zoo.training.interrupts"], handlers
         pids = {json.loads((outcome.store.run_dir(r) / "status.json").read_text())["pid"] for r in outcome.results}
         assert os.getpid() not in pids  # trained in Ray worker processes, not here
         assert all(r.outcome == "trained" and r.seconds > 0 for r in outcome.results.values())

@@ -6,7 +6,7 @@ import torch
 from arch_zoo.config import TrainConfig
 from arch_zoo.models import build_model
 from arch_zoo.training.datamodule import StepBatchSampler
-from arch_zoo.training.objectives import finish, forward, loss_fn, metric_sums
+from arch_zoo.training.objectives import loss_fn, objective
 from arch_zoo.training.optim import build_optimizer, lr_multiplier, param_groups
 from tests.conftest import tiny
 
@@ -52,16 +52,16 @@ def test_lm_objective_predicts_the_next_token():
     model = build_model(tiny(), 11)
     batch = {"input_ids": torch.tensor([[1, 5, 6, 7]]), "attention_mask": torch.ones(1, 4, dtype=torch.long),
              "labels": torch.tensor([[-100, 5, 6, 7]])}
-    logits, labels = forward(model, batch, "lm")
+    logits, labels = objective("lm").forward(model, batch)
     assert logits.shape[1] == 3 and labels.tolist() == [[5, 6, 7]]
 
 
 def test_metrics_are_token_weighted_over_batches():
     logits = torch.tensor([[[5.0, 0.0], [0.0, 5.0], [5.0, 0.0]]])
     labels = torch.tensor([[0, 0, -100]])
-    sums = metric_sums(logits, labels, "lm")
+    sums = objective("lm").metric_sums(logits, labels)
     assert sums["count"] == 2 and sums["correct"] == 1
-    m = finish(sums, "lm", chars_per_token=2.0)
+    m = objective("lm").finish(sums, chars_per_token=2.0)
     assert m["token_accuracy"] == 0.5
     assert m["bpc"] == pytest.approx(m["loss"] / math.log(2) / 2)
 
