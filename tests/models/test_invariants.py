@@ -19,6 +19,7 @@ import torch
 from arch_zoo import testing
 from arch_zoo.config import ModelConfig
 from arch_zoo.config.catalog import all_registries
+from arch_zoo.config.coerce import field_family
 from arch_zoo.models import build_model
 from tests.conftest import tiny
 
@@ -34,10 +35,9 @@ def _axes():
     axes = {}
     hints = typing.get_type_hints(ModelConfig)
     for f in dataclasses.fields(ModelConfig):
-        marker = f.metadata.get("registry")
-        if marker is not None and f.name != "head":
-            family = marker().family
-            axes[f.name] = [{"name": n, **testing.example_options(family, n)} for n in marker().choices()]
+        family = field_family(f)
+        if family is not None and f.name != "head":
+            axes[f.name] = [{"name": n, **testing.example_options(family, n)} for n in REG[family].choices()]
             if f.default is None:  # an optional component (e.g. a norm over q and k): off is a choice too
                 axes[f.name].insert(0, None)
         elif typing.get_origin(hints[f.name]) is typing.Literal and f.name != "kind":
