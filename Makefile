@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # On a GPU machine: make TORCH_SPEC=torch test
 TORCH_SPEC ?= torch==2.13.0
 export WANDB_MODE ?= offline
-STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan
+STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer
 
 .PHONY: install test test-cpus test-slow demo docs bench studies $(addprefix study-,$(STUDIES)) gradnorms clean
 
@@ -53,6 +53,8 @@ docs: $(VENV)/.installed
 # A sweep's exit status 1 means some runs failed or diverged: that is data, the report still runs.
 studies: $(addprefix study-,$(STUDIES)) gradnorms
 
+# study-mup_transfer: 56 runs at widths 32-256 (issue 28), ~6,000 CPU-s estimated from measured step costs, so
+# ~50 min on 2 idle cores; not run yet.
 # study-scan: 12 runs of 1800 steps, 2,615 CPU-s measured (250-290 a simple-split run, 161-183 a length-split
 # one), so ~22 min on 2 idle cores; 23.4 min here, where two of the runs shared the cores with other tests.
 $(addprefix study-,$(STUDIES)): study-%: $(VENV)/.installed

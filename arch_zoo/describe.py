@@ -80,6 +80,11 @@ class _CountOnly(TorchFunctionMode):
         elif name == "arange" and kwargs.get("device") is None:
             kwargs = {**kwargs, "device": "cpu"}
         return func(*args, **kwargs)
+def _attention_scale(m, model) -> str:
+    if m.attention_scale is not None:
+        return str(m.attention_scale)
+    scale = model.parametrization.attention_scale(m.dim_per_head)
+    return "1/sqrt(head_dim)" if scale is None else f"{scale:g} (the parametrization's, {m.parametrization.name})"
 
 
 def _fmt(n: float) -> str:
@@ -172,7 +177,7 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         f"  norm          {m.norm.describe()}, placement {m.norm_placement.describe()}: {placement}; "
         f"final norm {'yes' if ends_with_norm(m) else 'no'}",
         f"  attention     {m.attention.describe()}, {m.attention_kernel.describe()} kernel, q.k scaled by "
-        f"{'1/sqrt(head_dim)' if m.attention_scale is None else m.attention_scale}"
+        f"{_attention_scale(m, model)}"
         + (f", qk-norm {m.qk_norm.describe()} " + ("per head" if m.qk_norm_scope == "head" else
                                                    "over the whole q and k projections")
            if m.qk_norm is not None else "")
@@ -183,7 +188,10 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         f"  head          {m.head.describe()}" + (", tied to token embeddings" if m.tie_embeddings else "")
         + (f", output soft-capped at {m.final_logit_softcap}" if m.final_logit_softcap is not None else ""),
         f"  init          {m.init.describe()}",
+        f"  parametrization {m.parametrization.describe()}: {model.parametrization.describe()}",
         f"  embeddings    scale by sqrt(d_model): {'yes' if m.scale_embeddings else 'no'}"
+        + (f" (held at {model.embed.multiplier:g} by the parametrization)"
+           if m.scale_embeddings and model.embed.multiplier != m.d_model ** 0.5 else "")
         + (", shared by encoder and decoder" if m.tie_encoder_decoder_embeddings else "")
         + (f", plus {m.type_vocab_size} token types" if m.type_vocab_size else "")
         + (f"; normalized by {m.norm.describe()} after positions" if m.embedding_norm else ""),

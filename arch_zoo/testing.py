@@ -18,6 +18,10 @@ failed test under pytest. The checks, one function each:
 A component that needs options to be built, or to act at all in these checks' sequences (5 to 13
 tokens: a sliding window must be shorter), declares them for tests as ``example_options`` (a dict)
 on its class; ``check_component`` uses them when given none.
+
+An optimizer (``train.optimizer``, a plugin's included) has its own checks (``optimizer_checks``):
+
+    check_optimizer("my_lion", {"beta2": 0.99})   # trains, resumes to the same weights, survives DDP
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from .config.loading import model_config
 from .errors import ConfigError
 from .generation import generate, left_pad
 from .models import build_model
+from .optimizer_checks import check_optimizer, optimizer_resumes, optimizer_survives_ddp, optimizer_trains  # noqa: F401
 
 VOCAB = 23
 KINDS = ("encoder", "decoder", "encoder_decoder")

@@ -43,6 +43,8 @@ def ws(tmp_path_factory):
     (ws / "spec_bad_value.yaml").write_text(yaml.safe_dump({"name": "s5", **spec,
                                                              "grid": {"model.position": ["rope", "rop"]}}))
     (ws / "spec_unknown_key.yaml").write_text(yaml.safe_dump({"name": "s4", **spec, "seed": [0]}))
+    (ws / "spec_bad_optimizer.yaml").write_text(yaml.safe_dump({"name": "s7", **spec,
+                                                                 "grid": {"train.optimizer": ["adamw", "muonn"]}}))
     tune = {"key": "train.lr", "values": [1.0e-3, 1.0e-2], "seeds": [9]}
     for name, bad in (("overlap", {"seeds": [0, 1]}), ("select", {"select": "val/exact_match"}),
                       ("axis", {"key": "model.position"}), ("range", {"values": {"min": 1.0e-3, "max": 1.0e-2,
@@ -174,6 +176,23 @@ CASES = [
      "tune.select: the task produces no val/exact_match"),
     ("sweep-tune-key-is-an-axis", "sweep {ws}/spec_tune_axis.yaml --out {ws}/store",
      "tune.key: model.position is also varied by grid"),
+    # training recipes (issue 28): optimizers, schedules, parametrizations, the z-loss
+    ("train-optimizer-option-it-does-not-take", "train {ws}/exp.yaml --out {ws}/r train.optimizer.momentum=0.9",
+     "train.optimizer.momentum: unknown option for optimizer 'adamw'; options: eps"),
+    ("train-mup-without-base-width", "train {ws}/exp.yaml --out {ws}/r model.parametrization=mup",
+     "model.parametrization.base_width: mup needs base_width"),
+    ("train-mup-base-width-above-d-model",
+     'train {ws}/exp.yaml --out {ws}/r model.parametrization={{"name":"mup","base_width":64}}',
+     "model.parametrization.base_width: is 64, above d_model (16)"),
+    ("train-mup-with-sgd", 'train {ws}/exp.yaml --out {ws}/r model.parametrization={{"name":"mup","base_width":8}} '
+     "train.optimizer=sgd", "train.optimizer: 'sgd' makes 'sgd' updates, for which parametrization 'mup' has no"),
+    ("train-wsd-decay-fraction-above-one", 'train {ws}/exp.yaml --out {ws}/r train.schedule={{"name":"wsd","decay_fraction":1.5}}',
+     "train.schedule.decay_fraction: must be in (0, 1], got 1.5"),
+    ("train-wsd-decay-fraction-zero", "train {ws}/exp.yaml --out {ws}/r train.schedule=wsd train.schedule.decay_fraction=0",
+     "train.schedule.decay_fraction: must be in (0, 1], got 0.0"),
+    ("train-negative-z-loss", "train {ws}/exp.yaml --out {ws}/r train.z_loss=-1", "train.z_loss: must be >= 0"),
+    ("sweep-unknown-optimizer-axis", "sweep {ws}/spec_bad_optimizer.yaml --out {ws}/store",
+     "grid.train.optimizer: unknown optimizer 'muonn' (did you mean 'muon'?)"),
     ("sweep-tune-empty-range", "sweep {ws}/spec_tune_range.yaml --dry-run --out {ws}/store",
      "tune.values.n: the range is empty"),
     ("sweep-out-is-a-file", "sweep {ws}/spec.yaml --out {ws}/file.txt", "--out: {ws}/file.txt exists and is not a"),

@@ -24,6 +24,7 @@ from ..registry import NoOptions, Registry
 from .attention_patterns import ATTENTION, AttentionPattern, GlobalAttention
 from .masks import AttentionMask
 from .norms import NORMS
+from .parametrization import PARAMETRIZATIONS
 
 # The q.k scale is the model's function, not the kernel's (configs saved before 0.2 had it here).
 KERNELS = Registry("attention_kernel", "attention kernel", moved={"scale": "model.attention_scale instead"})
@@ -211,7 +212,10 @@ class MultiHeadAttention(nn.Module):
         """The attention sublayer a ModelConfig (one layer's) describes."""
         shape = AttentionShape(cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.dim_per_head, cfg.bias,
                                cfg.rate("attention_dropout"))
-        backend = KERNELS.build(cfg.attention_kernel, cfg.attention_scale, cfg.attn_logit_softcap)
+        scale = cfg.attention_scale
+        if scale is None:  # the parametrization's default (mup: 1/head_dim), else the kernel's 1/sqrt(head_dim)
+            scale = PARAMETRIZATIONS.build(cfg.parametrization, cfg).attention_scale(cfg.dim_per_head)
+        backend = KERNELS.build(cfg.attention_kernel, scale, cfg.attn_logit_softcap)
         qk_norm = (lambda dim: NORMS.build(cfg.qk_norm, dim)) if cfg.qk_norm is not None else None
         return cls(shape, backend, cross=cross, pattern=ATTENTION.build(cfg.attention), qk_norm=qk_norm,
                    qk_norm_scope=cfg.qk_norm_scope)

@@ -42,6 +42,8 @@ def _reset_norms_and_biases(model: nn.Module) -> None:
 class InitScheme:
     """What the model calls: ``__call__`` on the whole model, then ``init_layer`` per layer."""
 
+    std_follows_fan = False  # True: the std drawn shrinks with fan-in + fan-out (parametrizations rescale by it)
+
     def __init__(self, options, n_layers: int):
         self.options = options
         self.n_layers = n_layers
@@ -60,6 +62,8 @@ class InitScheme:
 
 @INITS.register("xavier", NoOptions, "Xavier-uniform matrices, zero biases (Vaswani et al. 2017, torch.nn.Transformer)")
 class XavierInit(InitScheme):
+    std_follows_fan = True
+
     def __call__(self, model: nn.Module) -> None:
         _reset_norms_and_biases(model)
         for p in model.parameters():

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from typing import Dict
 
-from ..components import attention, attention_patterns, feedforward, heads, init, moe, norms, placements, positions  # noqa: F401
+from .. import recipes
+from ..components import (attention, attention_patterns, feedforward, heads, init, moe, norms,  # noqa: F401
+                          parametrization, placements, positions)
 from ..data import tasks, tokenizers
 from ..registry import Registry
 
 
 def all_registries() -> Dict[str, Registry]:
     regs = [positions.POSITIONS, norms.NORMS, placements.PLACEMENTS, attention_patterns.ATTENTION, attention.KERNELS, feedforward.FEEDFORWARD, init.INITS,
-            heads.HEADS, tasks.TASKS, tokenizers.TOKENIZERS]
+            parametrization.PARAMETRIZATIONS, heads.HEADS, tasks.TASKS, tokenizers.TOKENIZERS, recipes.OPTIMIZERS,
+            recipes.SCHEDULES]
     return {r.family: r for r in regs}

@@ -25,7 +25,7 @@ ENTRY_KEYS = ("range", "pattern", "stack")
 # Keys that shape the whole model (embeddings, stacks, head, init) rather than one layer.
 MODEL_WIDE = frozenset({
     "kind", "vocab_size", "d_model", "n_layers", "n_encoder_layers", "n_decoder_layers", "max_seq_len",
-    "cross_attention_position", "final_norm", "head", "init", "embedding_dropout", "scale_embeddings",
+    "cross_attention_position", "final_norm", "head", "init", "parametrization", "embedding_dropout", "scale_embeddings",
     "type_vocab_size", "embedding_norm", "tie_embeddings", "tie_encoder_decoder_embeddings", "pad_token_id", "layers"})
 
 

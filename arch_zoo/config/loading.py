@@ -107,6 +107,13 @@ def _merge(schema: Any, base: Any, over: Any, set_here: frozenset = frozenset(),
     out = dict(base)
     for k, v in over.items():
         f, key = fields.get(k), f"{prefix}{k}"
+        if k not in out and f is not None and isinstance(v, Mapping):  # onto the schema's default
+            if field_family(f) is not None and f.default is not None and "name" not in v:  # the default's options
+                out[k] = _merge_component(family_registry(field_family(f)), f.default.name, v, set_here, key)
+                continue
+            if dataclasses.is_dataclass(hints[k]):
+                out[k] = _merge(hints[k], {}, v, set_here, f"{key}.")
+                continue
         if k not in out or f is None:
             out[k] = _merge(None, out[k], v) if isinstance(out.get(k), Mapping) else v
         elif field_family(f) is not None and v is not None and out[k] is not None:

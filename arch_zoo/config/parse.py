@@ -35,6 +35,8 @@ def from_dict(cls: type, data: Any, key: str = "") -> Any:
     for name, f in fields.items():  # defaults of component fields get their registered options too
         if field_family(f) is not None and name not in data and f.default is not None:
             kwargs[name] = family_registry(field_family(f)).parse(f.default, f"{prefix}{name}")
+        elif name not in data and dataclasses.is_dataclass(hints[name]):  # and those of a section left out
+            kwargs[name] = from_dict(hints[name], {}, f"{prefix}{name}")
     for name, value in data.items():
         family = field_family(fields[name])
         if family is not None and value is None and fields[name].default is None:

@@ -49,6 +49,7 @@ class ModelConfig:
     final_logit_softcap: Optional[float] = None  # the head's output -> cap * tanh(logits / cap) (Gemma 2: 30)
     head: ComponentSpec = component("heads", "lm")  # what the model outputs: vocabulary logits, labels, a vector
     init: ComponentSpec = component("init", "normal")  # how the weights are initialised
+    parametrization: ComponentSpec = component("parametrizations", "standard")  # how init and lrs scale with width (mup)
     dropout: float = 0.0  # residual paths
     attention_dropout: Optional[float] = None  # default: dropout
     embedding_dropout: Optional[float] = None  # default: dropout
@@ -89,15 +90,16 @@ class TrainConfig:
     batch_size: int = 32  # per device
     group_by_length: int = 0  # >= 2: sort each run of this many batches by length (less padding); 0: off
     eval_batch_size: Optional[int] = None  # default: batch_size
-    optimizer: Literal["adamw", "adam", "sgd"] = "adamw"  # betas for the Adams, momentum for sgd
+    optimizer: ComponentSpec = component("optimizers", "adamw")  # adamw, adam, sgd, muon ({name: muon, ...})
     lr: float = 1e-3  # peak learning rate
     weight_decay: float = 0.0  # decoupled for adamw, L2 for adam/sgd; never on biases, norms, embeddings
     betas: List[float] = field(default_factory=lambda: [0.9, 0.98])  # adamw and adam
     momentum: float = 0.9  # sgd only
-    schedule: Literal["constant", "cosine", "noam"] = "constant"  # each with linear warmup
+    schedule: ComponentSpec = component("schedules", "constant")  # constant, cosine, noam, wsd; each with linear warmup
     warmup_steps: int = 0  # linear warmup from 0 to lr
-    min_lr_ratio: float = 0.0  # cosine decays to lr * min_lr_ratio
+    min_lr_ratio: float = 0.0  # cosine and wsd decay to lr * min_lr_ratio
     label_smoothing: float = 0.0  # of the cross-entropy targets
+    z_loss: float = 0.0  # weight on the mean squared log-normaliser of the output softmax (PaLM: 1e-4); 0: off
     grad_clip: Optional[float] = 1.0  # max global grad norm; null disables
     accumulate_grad_batches: int = 1  # batches whose gradients make one optimizer step
     precision: str = "32-true"  # Lightning precision: 32-true, bf16-mixed, 16-mixed, ...

@@ -10,10 +10,12 @@ from typing import List, Optional, Union
 
 from ..components.feedforward import is_gated
 from ..components.heads import HEADS
+from ..components.parametrization import PARAMETRIZATIONS
 from ..components.placements import PLACEMENTS
 from ..components.positions import POSITIONS, PositionContext, PositionScheme
 from ..data.tasks import TASKS
 from ..errors import ConfigError, choice_error
+from ..recipes import check_recipe
 from .layers import resolve
 from .schema import ExperimentConfig, ModelConfig, TrainConfig
 
@@ -89,6 +91,7 @@ def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
                           f"{', '.join(e.name for e in PLACEMENTS.entries() if e.factory.cross_attention)}")
     for stack, depth in stacks(m):
         layer_models(m, stack, depth, key)
+    PARAMETRIZATIONS.get(m.parametrization.name).factory.check(m.parametrization.options, m, f"{key}.parametrization")
     head = HEADS.get(m.head.name)
     if m.kind not in head.factory.kinds:
         fits = [e.name for e in HEADS.entries() if m.kind in e.factory.kinds]
@@ -149,8 +152,6 @@ def validate_train(t: TrainConfig, key: str = "train") -> None:
         raise ConfigError(f"{key}.label_smoothing", f"must be in [0, 1), got {t.label_smoothing}")
     if not 0 <= t.min_lr_ratio <= 1:
         raise ConfigError(f"{key}.min_lr_ratio", f"must be in [0, 1], got {t.min_lr_ratio}")
-    if t.schedule == "noam" and t.warmup_steps == 0:
-        raise ConfigError(f"{key}.warmup_steps", "the noam schedule needs warmup_steps > 0")
     if t.num_nodes < 1:
         raise ConfigError(f"{key}.num_nodes", f"must be at least 1, got {t.num_nodes}")
     if t.compile_mode not in COMPILE_MODES:
@@ -174,5 +175,6 @@ def validate_task(cfg: ExperimentConfig, key: str = "task") -> None:
 def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     cfg = dataclasses.replace(cfg, model=validate_model(cfg.model))
     validate_train(cfg.train)
+    check_recipe(cfg)
     validate_task(cfg)
     return cfg

@@ -5,7 +5,6 @@ Every model takes (batch, length) token ids plus Hugging Face style padding info
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Mapping, Optional, Union
@@ -13,8 +12,9 @@ from typing import List, Mapping, Optional, Union
 import torch
 from torch import Tensor, nn
 
-from ..components.heads import HEADS, HeadContext
+from ..components.heads import EMBEDDING, HEADS, HeadContext
 from ..components.init import INITS
+from ..components.parametrization import PARAMETRIZATIONS
 from ..config import ExperimentConfig, ModelConfig
 from ..config.loading import model_config
 from ..errors import ConfigError
@@ -58,9 +58,9 @@ class ModelOutput:
 
 
 class TokenEmbedding(nn.Embedding):
-    def __init__(self, vocab_size: int, d_model: int, scale: bool, padding_idx: int):
+    def __init__(self, vocab_size: int, d_model: int, multiplier: float, padding_idx: int):
         super().__init__(vocab_size, d_model)
-        self.multiplier = math.sqrt(d_model) if scale else 1.0
+        self.multiplier = multiplier
 
     def forward(self, ids: Tensor) -> Tensor:
         x = super().forward(ids)
@@ -74,9 +74,17 @@ class TransformerModel(nn.Module):
         super().__init__()
         self.config = cfg
         self.vocab_size = vocab_size
-        self.embed = TokenEmbedding(vocab_size, cfg.d_model, cfg.scale_embeddings, cfg.pad_token_id)
+        self.parametrization = PARAMETRIZATIONS.build(cfg.parametrization, cfg)  # a plain object: no state
+        self.embed = self.token_embedding()
         self.token_type = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
         self.head = HEADS.build(cfg.head, HeadContext(cfg.d_model, vocab_size, cfg.bias))
+        logit_multiplier = self.parametrization.logit_multiplier() if self.head.produces != EMBEDDING else 1.0
+        self.logit_multiplier = logit_multiplier if logit_multiplier != 1.0 else None
+
+    def token_embedding(self) -> TokenEmbedding:
+        cfg = self.config
+        multiplier = self.parametrization.embedding_multiplier() if cfg.scale_embeddings else 1.0
+        return TokenEmbedding(self.vocab_size, cfg.d_model, multiplier, cfg.pad_token_id)
 
     def _finish(self) -> None:
         n_layers = sum(len(m.layers) for m in self.modules() if isinstance(m, Stack))
@@ -89,11 +97,19 @@ class TransformerModel(nn.Module):
                     init_layer(layer, layer.ctx)
                 layer.placement.after_init(layer.slots())
         if self.config.tie_embeddings and hasattr(self.head, "tie"):
-            self.head.tie(self.embed)
+            self.head.tie(self.output_embedding())
+        self.parametrization.rescale_init(self, init)  # once tied: a tied readout is an embedding
+
+    def output_embedding(self) -> nn.Embedding:
+        """The embedding a tied head shares: the tokens the model predicts."""
+        return self.embed
 
     def logits(self, hidden: Tensor, attention_mask: Optional[Tensor] = None) -> Tensor:
-        """The head's output, soft-capped to (-cap, cap) when model.final_logit_softcap is set (Gemma 2)."""
+        """The head's output (times the parametrization's multiplier, mup's base_width / d_model),
+        soft-capped to (-cap, cap) when model.final_logit_softcap is set (Gemma 2)."""
         out = self.head(hidden, attention_mask)
+        if self.logit_multiplier is not None:
+            out = out * self.logit_multiplier
         cap = self.config.final_logit_softcap
         return out if cap is None else torch.tanh(out / cap) * cap
 
@@ -178,14 +194,11 @@ class EncoderDecoderModel(TransformerModel):
         super().__init__(cfg, vocab_size)
         self.encoder = Stack(cfg, cfg.encoder_layers, causal=False, cross=False)
         self.decoder = Stack(cfg, cfg.decoder_layers, causal=True, cross=True)
-        self.decoder_embed = self.embed if cfg.tie_encoder_decoder_embeddings else TokenEmbedding(
-            vocab_size, cfg.d_model, cfg.scale_embeddings, cfg.pad_token_id)
+        self.decoder_embed = self.embed if cfg.tie_encoder_decoder_embeddings else self.token_embedding()
         self._finish()
 
-    def _finish(self) -> None:
-        super()._finish()
-        if self.config.tie_embeddings and hasattr(self.head, "tie"):
-            self.head.tie(self.decoder_embed)  # the output projection predicts target tokens
+    def output_embedding(self) -> nn.Embedding:
+        return self.decoder_embed  # the output projection predicts target tokens
 
     def encode(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
                positions: Optional[Tensor] = None) -> Tensor:

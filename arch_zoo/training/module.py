@@ -16,7 +16,7 @@ from ..data.tasks.base import TaskData
 from ..models import build_model
 from . import objectives
 from .accel import compiled_forward
-from .optim import build_optimizer, build_scheduler
+from ..recipes import build_optimizer, build_scheduler
 
 
 SAMPLES = 5  # held-out greedy decodings kept in summary.json (and shown in reports): the first
@@ -44,6 +44,8 @@ class ArchZooModule(pl.LightningModule):
         self.samples: List[Dict[str, object]] = []  # greedy decodings of the first test examples
         self._sums: Dict[str, Dict[str, float]] = {}
         self.history: List[Dict[str, float]] = []  # one row of metrics per validation
+        self.optimizer_groups: List[Dict[str, object]] = []  # each group's part, lr, decay and parameters (summary.json)
+        self._lr_group = 0  # a group at train.lr times the schedule: the one logged as `lr`
         self.diverged_at: Optional[int] = None
 
     # ----------------------------------------------------------------------------- training
@@ -51,17 +53,21 @@ class ArchZooModule(pl.LightningModule):
         logits, labels = self.objective.forward(self.compiled or self.model, batch)
         loss = objectives.loss_fn(logits, labels, self.cfg.train.label_smoothing)
         self.log("train/loss", loss, prog_bar=True, batch_size=labels.shape[0])  # the task's alone: comparable
+        if self.cfg.train.z_loss:  # weighted as the task loss is, per scored position
+            z = self.cfg.train.z_loss * objectives.z_loss(logits, labels)
+            self.log("train/z_loss", z, prog_bar=False, batch_size=labels.shape[0])
+            loss = loss + z
         if self.tokens_per_batch:
             loss = loss * ((labels != objectives.IGNORE).sum() / self.tokens_per_batch)
         aux = self.objective.aux_loss(self.model, batch)
         if aux is not None:  # mixture-of-experts: the weighted load-balancing loss trains the routers
             self.log("train/aux_loss", aux, prog_bar=False, batch_size=labels.shape[0])
             loss = loss + aux
-        self.log("lr", self.trainer.optimizers[0].param_groups[0]["lr"], prog_bar=False)
+        self.log("lr", self.trainer.optimizers[0].param_groups[self._lr_group]["lr"], prog_bar=False)
         return loss
 
     def configure_optimizers(self):
-        optimizer = build_optimizer(self.model, self.cfg.train)
+        optimizer, self.optimizer_groups, self._lr_group = build_optimizer(self.model, self.cfg.train)
         return {"optimizer": optimizer,
                 "lr_scheduler": {"scheduler": build_scheduler(optimizer, self.cfg.train), "interval": "step"}}
 

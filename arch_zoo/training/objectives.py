@@ -28,6 +28,15 @@ def loss_fn(logits: Tensor, labels: Tensor, label_smoothing: float = 0.0, reduct
                            label_smoothing=label_smoothing, reduction=reduction)
 
 
+def z_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """Mean over scored positions of log(sum exp(logits))^2, the squared log-normaliser of the output
+    softmax (PaLM, Chowdhery et al. 2022; Wortsman et al. 2023): it keeps the logits from drifting up
+    together, which the softmax alone cannot see."""
+    lse = torch.logsumexp(logits.float(), dim=-1)
+    scored = labels != IGNORE
+    return lse[scored].square().sum() / scored.sum().clamp(min=1)
+
+
 class Objective:
     """Token-level prediction over the encoder's input (the base for every objective)."""
 

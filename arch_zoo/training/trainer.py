@@ -130,6 +130,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         **compile_info(module.compiled),
         "float32_matmul_precision": matmul_precision,
         "fused_adamw": bool(trainer.optimizers and trainer.optimizers[0].defaults.get("fused")),
+        "optimizer": {"name": t.optimizer.name, "groups": module.optimizer_groups},  # Muon's split: which part has what
         "sdpa_kernels": sdpa_kernels(module.device),
         "task": data.info,
         "versions": rundir.versions(),

@@ -7,8 +7,14 @@ from arch_zoo.config import TrainConfig
 from arch_zoo.models import build_model
 from arch_zoo.training.datamodule import StepBatchSampler
 from arch_zoo.training.objectives import loss_fn, objective
-from arch_zoo.training.optim import build_optimizer, lr_multiplier, param_groups
+from arch_zoo.components.parametrization import parameter_roles
+from arch_zoo.recipes import build_optimizer, schedule_for
+from arch_zoo.recipes.optimizers import param_groups, parametrization_of
 from tests.conftest import tiny
+
+
+def lr_multiplier(step, t):
+    return schedule_for(t)(step)
 
 
 def test_noam_warms_up_linearly_then_decays_as_inverse_sqrt():
@@ -33,13 +39,14 @@ def test_cosine_ends_at_the_floor_and_constant_stays_flat():
 
 def test_weight_decay_skips_biases_norms_and_embeddings():
     model = build_model(tiny(), 11)
-    decay, no_decay = param_groups(model, 0.1)
+    (decay, no_decay), _ = param_groups(list(parameter_roles(model)), parametrization_of(model), "adam", 1e-3, 0.1)
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
     decayed = {id(p) for p in decay["params"]}
     assert id(model.embed.weight) not in decayed
     assert all(p.dim() >= 2 for p in decay["params"])
     assert any(p.dim() == 1 for p in no_decay["params"])
     for name, expected in (("adamw", torch.optim.AdamW), ("adam", torch.optim.Adam), ("sgd", torch.optim.SGD)):
-        assert isinstance(build_optimizer(model, TrainConfig(optimizer=name)), expected)
+        assert type(build_optimizer(model, TrainConfig(optimizer=name)).optimizer) is expected
 
 
 def test_label_smoothing_raises_the_loss_of_a_confident_right_answer():

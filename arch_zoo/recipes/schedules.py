@@ -1,0 +1,95 @@
+"""Learning-rate schedules (``train.schedule``): a multiplier on every group's learning rate after
+``step`` optimizer steps, a pure function of the step, so a resumed run continues it exactly.
+
+Each starts with ``train.warmup_steps`` of linear warmup. A schedule is one class, registered with
+its options; ``__call__(step)`` is the multiplier, ``check`` refuses settings it cannot run."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from ..config import TrainConfig
+from ..errors import ConfigError
+from ..registry import NoOptions, Registry
+
+SCHEDULES = Registry("schedules", "learning-rate schedule")
+
+
+class Schedule:
+    def __init__(self, options, train: TrainConfig):
+        self.options = options
+        self.warmup = train.warmup_steps
+        self.max_steps = train.max_steps
+        self.floor = train.min_lr_ratio
+
+    @staticmethod
+    def check(options, train: TrainConfig, key: str) -> None:
+        """Raise ConfigError for a train config this schedule cannot run (``key``: train.schedule)."""
+
+    def __call__(self, step: int) -> float:
+        raise NotImplementedError
+
+
+@SCHEDULES.register("constant", NoOptions, "warmup, then train.lr")
+class Constant(Schedule):
+    def __call__(self, step: int) -> float:
+        s, w = step + 1, self.warmup
+        return s / w if w and s <= w else 1.0
+
+
+@SCHEDULES.register("cosine", NoOptions, "warmup, then a half cosine to lr * train.min_lr_ratio at max_steps")
+class Cosine(Schedule):
+    def __call__(self, step: int) -> float:
+        s, w = step + 1, self.warmup
+        if w and s <= w:
+            return s / w
+        progress = min(1.0, (s - w) / max(1, self.max_steps - w))
+        return self.floor + (1 - self.floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+@SCHEDULES.register("noam", NoOptions, "warmup, then 1/sqrt(step) decay (Vaswani et al. 2017), peaking at train.lr")
+class Noam(Schedule):
+    """Vaswani et al.'s d_model^-0.5 * min(s^-0.5, s * w^-1.5) normalised to peak at 1 (set train.lr
+    to d_model^-0.5 * warmup^-0.5 for the paper's value)."""
+
+    @staticmethod
+    def check(options, train: TrainConfig, key: str) -> None:
+        if train.warmup_steps == 0:
+            raise ConfigError(f"{key.rpartition('.')[0] or 'train'}.warmup_steps", "the noam schedule needs warmup_steps > 0")
+
+    def __call__(self, step: int) -> float:
+        s, w = step + 1, self.warmup
+        return min(s / w, math.sqrt(w / s))
+
+
+@dataclass(frozen=True)
+class WSDOptions:
+    decay_fraction: float = 0.2  # of train.max_steps, at the end (Hägele et al. 2024: 20%)
+    decay_shape: Literal["linear", "1-sqrt"] = "1-sqrt"  # 1-sqrt: Hägele et al.'s best
+
+    def __post_init__(self):
+        if not 0.0 < self.decay_fraction <= 1.0:
+            raise ConfigError("decay_fraction", f"must be in (0, 1], got {self.decay_fraction}")
+
+
+@SCHEDULES.register("wsd", WSDOptions, "warmup-stable-decay (MiniCPM; Hägele et al. 2024): warmup, train.lr, then "
+                    "a linear or 1-sqrt decay to lr * train.min_lr_ratio over the last decay_fraction of steps")
+class WarmupStableDecay(Schedule):
+    """The decay spans the last round(decay_fraction * max_steps) steps (at least one), starting no
+    earlier than the end of warmup; at step s of it (d steps in all) the multiplier is floor + (1 - floor) * (1 - s/d)
+    (linear) or (1 - sqrt(s/d)) (1-sqrt), so the last step trains at the floor, as cosine's does."""
+
+    def __init__(self, options: WSDOptions, train: TrainConfig):
+        super().__init__(options, train)
+        self.decay_start = max(self.warmup, self.max_steps - max(1, round(options.decay_fraction * self.max_steps)))
+
+    def __call__(self, step: int) -> float:
+        s, w = step + 1, self.warmup
+        if w and s <= w:
+            return s / w
+        if s <= self.decay_start:
+            return 1.0
+        progress = min(1.0, (s - self.decay_start) / max(1, self.max_steps - self.decay_start))
+        left = 1 - progress if self.options.decay_shape == "linear" else 1 - math.sqrt(progress)
+        return self.floor + (1 - self.floor) * left

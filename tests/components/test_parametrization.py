@@ -1,0 +1,156 @@
+"""Issue 28: `model.parametrization` (standard, mup). The coordinate check is the `mup` package's
+standard test (Yang et al. 2022, Fig. 5), run against arch_zoo's own model and optimizer factory:
+after a few Adam steps every layer's mean |activation| stays flat across widths 32-256 under mup
+and grows with width under standard."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from arch_zoo.components.parametrization import HIDDEN, INPUT, OUTPUT, VECTOR, parameter_roles
+from arch_zoo.config import TrainConfig
+from arch_zoo.config.parse import from_dict
+from arch_zoo.errors import ConfigError
+from arch_zoo.config.loading import model_config
+from arch_zoo.models import build_model
+from arch_zoo.recipes import build_optimizer
+from tests.conftest import tiny
+
+VOCAB = 64
+
+
+def build(seed=0, **cfg):
+    torch.manual_seed(seed)
+    return build_model(tiny(**cfg), VOCAB)
+
+
+def mup(base):
+    return {"name": "mup", "base_width": base}
+
+
+def test_roles_follow_the_modules_holding_each_parameter():
+    model = build(d_model=16, tie_embeddings=False, bias=True)
+    roles = {name: role for name, _, role in parameter_roles(model)}
+    linears = {f"{n}.weight" for n, m in model.named_modules() if isinstance(m, nn.Linear)}
+    assert {n for n, r in roles.items() if r == HIDDEN} == linears - {"head.proj.weight"}
+    assert {n for n, r in roles.items() if r == OUTPUT} == {"head.proj.weight"}
+    assert {n for n, r in roles.items() if r == INPUT} == {"embed.weight"}
+    assert all(p.dim() == 1 for n, p in model.named_parameters() if roles[n] == VECTOR)
+    tied = {name: role for name, _, role in parameter_roles(build(d_model=16))}
+    assert "head.proj.weight" not in tied and tied["embed.weight"] == INPUT  # a tied readout is the embedding
+
+
+def test_at_base_width_mup_is_standard_but_for_the_attention_scale():
+    """Issue 28 §2: with d_model = base_width, mup equals standard apart from q.k / head_dim."""
+    wide = {"d_model": 32, "n_heads": 4, "init": {"name": "normal", "std": 0.3}}  # scores far from uniform
+    std, mu = build(**wide), build(**wide, parametrization=mup(32))
+    assert all(torch.equal(a, b) for a, b in zip(std.state_dict().values(), mu.state_dict().values()))
+    ids = torch.randint(1, VOCAB, (2, 9))
+    with torch.no_grad():
+        assert not torch.allclose(std(ids).logits, mu(ids).logits, atol=1e-2)
+        same_scale = build(**wide, attention_scale=1 / 8)  # head_dim 8
+        torch.testing.assert_close(same_scale(ids).logits, mu(ids).logits, atol=0, rtol=0)
+
+
+def test_mup_scales_hidden_init_logits_and_adam_lrs_by_the_width_multiplier():
+    """Width 4x base: hidden matrices drawn at std / 2 (variance / 4), the rest as standard; logits * 1/4;
+    the vocabulary is as wide as d_model (64), so only the head can tell the readout from a hidden matrix;
+    Adam lr / 4 and weight decay * 4 on hidden matrices only, the lr of every other group untouched."""
+    std = build(d_model=64, tie_embeddings=False, bias=True)
+    mu = build(d_model=64, tie_embeddings=False, bias=True, parametrization=mup(16))
+    hidden = {n for n, m in std.named_modules() if isinstance(m, nn.Linear) and n != "head.proj"}
+    for (name, a), b in zip(std.named_parameters(), mu.parameters()):
+        expected = a * 0.5 if name.removesuffix(".weight") in hidden and name.endswith(".weight") else a
+        assert torch.equal(expected, b), name
+    ids = torch.randint(1, VOCAB, (2, 5))
+    with torch.no_grad():
+        h = mu.decoder(mu.embed(ids))
+        torch.testing.assert_close(mu(ids).logits, mu.head(h) / 4, atol=0, rtol=0)
+    train = from_dict(TrainConfig, {"optimizer": "adamw", "lr": 1e-3, "weight_decay": 0.1}, "train")
+    groups = build_optimizer(mu, train).optimizer.param_groups
+    by_param = {id(p): g for g in groups for p in g["params"]}
+    for name, p in mu.named_parameters():
+        g = by_param[id(p)]
+        if name.removesuffix(".weight") in hidden and name.endswith(".weight"):
+            assert (g["lr"], g["weight_decay"]) == (pytest.approx(1e-3 / 4), pytest.approx(0.4)), name
+        else:
+            assert g["lr"] == 1e-3, name
+
+
+def test_mup_holds_fan_scaled_init_of_embeddings_at_the_base_width():
+    """Xavier's std shrinks with fan-in + fan-out; mup keeps embeddings and the readout at the
+    std Xavier draws at base width (sqrt(2 / (vocab + base_width))) and the hidden matrices as drawn."""
+    vocab, width, base = 2000, 64, 16
+    torch.manual_seed(0)
+    mu = build_model(tiny(d_model=width, init="xavier", parametrization=mup(base)), vocab)
+    torch.manual_seed(0)
+    std = build_model(tiny(d_model=width, init="xavier"), vocab)
+    assert mu.embed.weight.std().item() == pytest.approx(math.sqrt(2 / (vocab + base)), rel=0.02)
+    assert torch.equal(mu.decoder.layers[0].ffn.sublayer.up.weight, std.decoder.layers[0].ffn.sublayer.up.weight)
+
+
+def test_mup_with_scale_embeddings_holds_the_multiplier_at_sqrt_base_width():
+    mu = build(d_model=64, scale_embeddings=True, parametrization=mup(16))
+    assert mu.embed.multiplier == 4.0 and build(d_model=64, scale_embeddings=True).embed.multiplier == 8.0
+
+
+@pytest.mark.parametrize("changes, key, text", [
+    ({"parametrization": "mup"}, "model.parametrization.base_width", "mup needs base_width"),
+    ({"parametrization": mup(32)}, "model.parametrization.base_width", "is 32, above d_model (16)"),
+    ({"parametrization": mup(8), "head": {"name": "lm", "scale_input": True}}, "model.head.scale_input", "mup sets"),
+])
+def test_mup_refuses_what_its_rules_cannot_serve(changes, key, text):
+    with pytest.raises(ConfigError) as err:
+        model_config(tiny(**changes))
+    assert err.value.key == key and text in err.value.message
+
+
+def _coordinates(width, parametrization, steps=3, lr=1e-2):
+    """Mean |activation| of every sublayer, every layer and the logits after ``steps`` Adam steps."""
+    torch.manual_seed(0)
+    model = build_model({"kind": "decoder", "d_model": width, "n_layers": 2, "n_heads": 4, "d_ff": 4 * width,
+                         "max_seq_len": 16, "tie_embeddings": False, "parametrization": parametrization}, VOCAB)
+    optimizer = build_optimizer(model, from_dict(TrainConfig, {"optimizer": "adam", "lr": lr}, "train")).optimizer
+    ids = torch.randint(0, VOCAB, (8, 16), generator=torch.Generator().manual_seed(1))
+    for _ in range(steps):
+        logits = model(ids[:, :-1]).logits
+        F.cross_entropy(logits.reshape(-1, VOCAB), ids[:, 1:].reshape(-1)).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    coords = {}
+    watched = [(n, m) for n, m in model.named_modules()
+               if n.endswith(("self_attn.sublayer", "ffn.sublayer")) or (n.startswith("decoder.layers.") and n.count(".") == 2)]
+    hooks = [m.register_forward_hook(lambda mod, inp, out, n=n: coords.__setitem__(n, out.abs().mean().item()))
+             for n, m in watched]
+    with torch.no_grad():
+        coords["logits"] = model(ids[:, :-1]).logits.abs().mean().item()
+    for h in hooks:
+        h.remove()
+    return coords
+
+
+@pytest.mark.outcome
+def test_coordinate_check_flat_under_mup_growing_under_standard():
+    """Issue 28 §3. Measured: under mup every coordinate stays within 2x across widths 32-256 (max / min);
+    under standard every sublayer and layer output grows 10-170x from width 32 to 256."""
+    widths = (32, 64, 128, 256)
+    mu = [_coordinates(w, mup(32)) for w in widths]
+    std = [_coordinates(w, "standard") for w in widths]
+    for name in mu[0]:
+        values = [c[name] for c in mu]
+        assert max(values) / min(values) < 3, (name, values)
+        if name != "logits":
+            assert std[-1][name] / std[0][name] > 4, (name, [c[name] for c in std])
+
+
+def test_describe_says_the_parametrization_and_its_attention_scale(capsys):
+    from arch_zoo.cli import main
+
+    assert main(["describe", "preset:decoder-small", 'model.parametrization={"name":"mup","base_width":64}',
+                 "--vocab-size", "50"]) == 0
+    out = capsys.readouterr().out
+    model = model_config("preset:decoder-small")
+    assert f"q.k scaled by {1 / model.dim_per_head:g} (the parametrization's, mup)" in out
+    assert f"parametrization mup(base_width=64): mup at width multiplier {model.d_model / 64:g}" in out
