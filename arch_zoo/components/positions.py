@@ -33,9 +33,39 @@ class PositionContext:
     max_seq_len: int
     causal: bool  # decoder self-attention (T5 buckets differ)
 
+    @classmethod
+    def of(cls, m, causal: bool) -> "PositionContext":
+        """The context of a stack of ``m`` (a ModelConfig, or one layer's): the one way to build it, for
+        building and for checking alike. ``causal``: the decoder's stack (an encoder_decoder's encoder
+        is not)."""
+        return cls(m.d_model, m.n_heads, m.dim_per_head, m.max_seq_len, causal)
+
+
+def stack_causality(m) -> Tuple[bool, ...]:
+    """The ``causal`` flag of each stack a model of kind ``m.kind`` has."""
+    return {"encoder": (False,), "decoder": (True,), "encoder_decoder": (False, True)}[m.kind]
+
 
 class PositionScheme(nn.Module):
-    acts_in_attention = False  # True when rotate/score_bias do something (usable in cross-attention)
+    """A position signal with three hooks, each a no-op here: ``embed`` (adds to the embeddings),
+    ``rotate`` / ``rotator`` (q and k) and ``score_bias`` (the attention scores). What a scheme does
+    is read once, when its class is defined, from the hooks it overrides (``__init_subclass__``), and
+    every caller asks these flags: ``adds_to_embeddings``, ``rotates``, ``biases_scores`` and
+    ``acts_in_attention`` (rotates or biases: usable in cross-attention, and per layer)."""
+
+    adds_to_embeddings = rotates = biases_scores = acts_in_attention = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.adds_to_embeddings = cls.embed is not PositionScheme.embed
+        cls.rotates = cls.rotate is not PositionScheme.rotate or cls.rotator is not PositionScheme.rotator
+        cls.biases_scores = cls.score_bias is not PositionScheme.score_bias
+        acts = cls.rotates or cls.biases_scores
+        declared = cls.__dict__.get("acts_in_attention")
+        if declared is not None and bool(declared) != acts:  # (a plugin may still say it; it must be true)
+            raise TypeError(f"{cls.__name__} declares acts_in_attention = {declared}, but it "
+                            f"{'overrides' if acts else 'overrides none of'} rotate/rotator/score_bias")
+        cls.acts_in_attention = acts
 
     def embed(self, x: Tensor, pos: Tensor) -> Tensor:
         return x
@@ -51,7 +81,7 @@ class PositionScheme(nn.Module):
     def rotator(self, q_pos: Tensor, k_pos: Tensor):
         """``rotate`` bound to these positions, for every layer of one forward pass; None when the
         scheme does not rotate. Schemes override it to compute per-position tables only once."""
-        if type(self).rotate is PositionScheme.rotate:
+        if type(self).rotate is PositionScheme.rotate:  # (a scheme that overrides rotator alone has its own)
             return None
         return lambda q, k: self.rotate(q, k, q_pos, k_pos)
 
@@ -70,7 +100,7 @@ class PositionScheme(nn.Module):
         against the token embeddings' scale, it says whether the tokens are drowned out (describe shows
         the ratio, training warns). ``init_std(rows, cols)`` is the model's init's std for an embedding
         table. 0.0 when ``embed`` adds nothing; None: undeclared (then it is measured)."""
-        return 0.0 if cls.embed is PositionScheme.embed else None
+        return None if cls.adds_to_embeddings else 0.0
 
 
 @POSITIONS.register("none", NoOptions, "no position information (permutation-equivariant encoder)")
@@ -201,7 +231,6 @@ class RopeOptions:
 
 @POSITIONS.register("rope", RopeOptions, "rotary embeddings on q and k (Su et al. 2021)")
 class Rotary(PositionScheme):
-    acts_in_attention = True
 
     def __init__(self, options: RopeOptions, ctx: PositionContext):
         super().__init__()
@@ -257,7 +286,6 @@ class AlibiOptions:
 
 @POSITIONS.register("alibi", AlibiOptions, "linear distance penalty on attention scores (Press et al. 2022)")
 class Alibi(PositionScheme):
-    acts_in_attention = True
 
     def __init__(self, options: AlibiOptions, ctx: PositionContext):
         super().__init__()
@@ -293,7 +321,6 @@ def t5_bucket(relative: Tensor, bidirectional: bool, num_buckets: int, max_dista
 
 @POSITIONS.register("t5_bias", T5BiasOptions, "learned bucketed relative bias, shared by all layers (Raffel et al. 2020)")
 class T5Bias(PositionScheme):
-    acts_in_attention = True
 
     def __init__(self, options: T5BiasOptions, ctx: PositionContext):
         super().__init__()

@@ -12,7 +12,7 @@ from ..components.feedforward import is_gated
 from ..components.heads import HEADS
 from ..components.parametrization import PARAMETRIZATIONS
 from ..components.placements import PLACEMENTS
-from ..components.positions import POSITIONS, PositionContext, PositionScheme
+from ..components.positions import POSITIONS, PositionContext, stack_causality
 from ..data.tasks import TASKS
 from ..errors import ConfigError, choice_error
 from ..recipes import check_recipe
@@ -25,13 +25,11 @@ def _positive(key: str, value: Optional[Union[int, float]], allow_zero: bool = F
         raise ConfigError(key, f"must be {'>= 0' if allow_zero else 'positive'}, got {value}")
 
 
-def position_context(m: ModelConfig):
-    return PositionContext(m.d_model, m.n_heads, m.dim_per_head, m.max_seq_len, causal=m.kind != "encoder")
-
-
 def position_limit(m: ModelConfig) -> Optional[int]:
-    """The longest sequence the model's position scheme can represent (None: any length)."""
-    return POSITIONS.get(m.position.name).factory.max_length(m.position.options, position_context(m))
+    """The longest sequence the model's position scheme can represent in any of its stacks (None: any length)."""
+    scheme = POSITIONS.get(m.position.name).factory
+    limits = [scheme.max_length(m.position.options, PositionContext.of(m, causal)) for causal in stack_causality(m)]
+    return min((n for n in limits if n is not None), default=None)
 
 
 FFN_MULTIPLE = 8
@@ -76,7 +74,8 @@ def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
     if m.n_heads % m.kv_heads:
         raise ConfigError(f"{key}.n_kv_heads", f"n_heads ({m.n_heads}) is not divisible by n_kv_heads ({m.kv_heads})")
     scheme = POSITIONS.get(m.position.name)
-    scheme.factory.check(m.position.options, position_context(m), f"{key}.position")
+    for causal in stack_causality(m):
+        scheme.factory.check(m.position.options, PositionContext.of(m, causal), f"{key}.position")
     if m.cross_attention_position:
         if m.kind != "encoder_decoder":
             raise ConfigError(f"{key}.cross_attention_position", "only applies to kind 'encoder_decoder'")
@@ -115,13 +114,13 @@ def layer_models(m: ModelConfig, stack: str, depth: int, key: str = "model") -> 
         if id(cfg) not in checked:
             checked[id(cfg)] = validate_model(cfg, k)
             scheme = POSITIONS.get(cfg.position.name).factory
-            if cfg.position != m.position and scheme.embed is not PositionScheme.embed:
+            if cfg.position != m.position and scheme.adds_to_embeddings:
                 raise ConfigError(f"{k}.position", f"'{cfg.position.name}' adds to the embeddings, which the whole "
                                   f"stack shares; per layer, choose a scheme that acts in attention or none: "
-                                  f"{', '.join(e.name for e in POSITIONS.entries() if e.factory.embed is PositionScheme.embed)}")
+                                  f"{', '.join(e.name for e in POSITIONS.entries() if not e.factory.adds_to_embeddings)}")
             if m.cross_attention_position and cfg.position != m.position:
                 try:  # cross-attention keeps the model's scheme, built for this layer's heads
-                    POSITIONS.get(m.position.name).factory.check(m.position.options, position_context(cfg), k)
+                    POSITIONS.get(m.position.name).factory.check(m.position.options, PositionContext.of(cfg, True), k)
                 except ConfigError as exc:
                     raise ConfigError(f"{k}.head_dim", f"cross-attention uses model.position at this layer's "
                                       f"shape: {exc.message}") from None

@@ -82,15 +82,9 @@ class TransformerLayer(nn.Module):
         return self.placement.forward(x, self.slots(), branches)
 
 
-def _acts(scheme: PositionScheme, hook: str) -> bool:
-    return getattr(type(scheme), hook) is not getattr(PositionScheme, hook)
-
-
 def _in_attention(spec) -> bool:
     """The scheme rotates q and k or biases the scores, so its tables are shaped by a layer's heads."""
-    factory = POSITIONS.get(spec.name).factory
-    return any(getattr(factory, hook) is not getattr(PositionScheme, hook)
-               for hook in ("rotate", "rotator", "score_bias"))
+    return POSITIONS.get(spec.name).factory.acts_in_attention
 
 
 def default_positions(attention_mask: Optional[Tensor], length: int, past: int, device) -> Tensor:
@@ -111,7 +105,7 @@ class Stack(nn.Module):
         stack = "decoder" if causal else "encoder"
         self.causal = causal
         self.cross_positions = cross and cfg.cross_attention_position
-        ctx = PositionContext(cfg.d_model, cfg.n_heads, cfg.dim_per_head, cfg.max_seq_len, causal)
+        ctx = PositionContext.of(cfg, causal)
         self.position: PositionScheme = POSITIONS.build(cfg.position, ctx)
         self.embedding_norm = NORMS.build(cfg.norm, cfg.d_model) if cfg.embedding_norm else nn.Identity()
         self.dropout = nn.Dropout(cfg.rate("embedding_dropout"))
@@ -140,7 +134,7 @@ class Stack(nn.Module):
     def _with_bias(self, mask: AttentionMask, q_pos: Tensor, k_pos: Tensor, cross: bool,
                    scheme: Optional[PositionScheme] = None) -> AttentionMask:
         scheme = scheme if scheme is not None else self.position
-        if not _acts(scheme, "score_bias"):
+        if not scheme.biases_scores:
             return mask
         bias = scheme.score_bias(q_pos, k_pos, cross=cross)
         return mask.with_bias(bias, q_pos.shape[-1], k_pos.shape[-1])
