@@ -33,6 +33,11 @@ def _sweep(args) -> int:
         if spec.command_line:
             print(f"command-line overrides (every run): {' '.join(spec.command_line)}")
         sys.stdout.write(dry_run_table(plan))
+        if spec.scale is not None:
+            from ..sweeps.ladder_table import ladder_table
+            from ..sweeps.probe import probe_plan
+
+            sys.stdout.write(ladder_table(plan, probe_plan(plan), args.workers))
         return 0
     try:
         slurm = {"partition": args.slurm_partition, "time_limit": args.slurm_time, "gpus": args.slurm_gpus,
@@ -85,7 +90,8 @@ def add_parsers(sub) -> None:
                    "(default: runs/sweeps)")
     p.add_argument("--retry-failed", action="store_true", help="train failed and diverged runs again")
     p.add_argument("--dry-run", action="store_true", help="print the runs (variant, seed, changed keys, "
-                   "parameters) and train nothing")
+                   "parameters) and train nothing; a ladder (scale) also gets a table per rung with an estimated "
+                   "wall time from a short timed probe")
     p.add_argument("--export-wandb", action="store_true", help="write a wandb sweep config for `wandb agent` "
                    "and train nothing")
     cache_option(p)

@@ -90,3 +90,14 @@ def flops_per_token(model: TransformerModel, seq_len: int) -> Dict[str, float]:
     out["head"] = float(_linear_flops(model.head))
     out["total"] = sum(out.values())
     return out
+
+
+def embedding_parameters(model: TransformerModel) -> int:
+    """Token, token-type and position embeddings (Kaplan et al. 2020 leave them out of N): what
+    ``parameter_breakdown`` files under embeddings and positions. A tied head adds nothing; an untied
+    one stays among the non-embedding parameters, as it is a matmul every token runs through."""
+    return sum(v for k, v in parameter_breakdown(model).items() if "embeddings" in k or k.endswith(" positions"))
+
+
+def non_embedding_parameters(model: TransformerModel) -> int:
+    return count_parameters(model) - embedding_parameters(model)
