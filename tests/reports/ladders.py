@@ -1,0 +1,62 @@
+"""Synthetic ladder stores: every run's final val/loss drawn from a known curve L(C) = E + A C^-alpha,
+written in the layout `arch-zoo sweep` gives a ladder (run.json's ``scale`` and ``budget``)."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+import yaml
+
+from .sweeps import config, write_run
+
+COMPUTE = (1e12, 4e12, 1.6e13, 6.4e13)  # training FLOPs per rung
+PARAMS = (2e4, 4e4, 8e4, 1.6e5)  # non-embedding parameters per rung
+STEPS = 30
+
+
+def write_ladder(root: Path, curves: Dict[str, Tuple[float, float, float]], seeds: Sequence[int] = (0, 1, 2),
+                 noise: float = 0.0, compute: Sequence[float] = COMPUTE, baseline: str = "relu",
+                 rng: Optional[np.random.Generator] = None, losses: Optional[Dict[tuple, float]] = None,
+                 budget: str = "tokens_per_param") -> Path:
+    """One variant per curve (model.ffn = its name) at every rung, each seed's loss the curve's value
+    times exp(N(0, noise)) (the same draw for every variant at a seed and rung when ``rng`` is None:
+    then noise is 0 and the losses are exact); ``losses`` overrides (variant, rung, seed)."""
+    root.mkdir(parents=True, exist_ok=True)
+    spec = {"name": root.name, "base": "configs/experiments/char_lm.yaml", "grid": {"model.ffn": list(curves)},
+            "seeds": list(seeds), "baseline": {"model.ffn": baseline},
+            "scale": {"sizes": [{"d_model": 16 * 2 ** i} for i in range(len(compute))]},
+            "metric": {"name": "val/loss", "goal": "min"}}
+    (root / "sweep.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    index = []
+    for rung, c in enumerate(compute):
+        size = f"d{16 * 2 ** rung}"
+        for seed in seeds:
+            for name, (E, A, alpha) in curves.items():
+                loss = E + A * c ** -alpha
+                if rng is not None:
+                    loss *= float(np.exp(rng.normal(0.0, noise)))
+                loss = (losses or {}).get((name, rung, seed), loss)
+                run_id = f"ffn-{name}__size-{size}-s{seed}"
+                settings = {"model.ffn": name, "scale.size": size}
+                variant = f"ffn={name},size={size}"
+                d = root / "runs" / run_id
+                write_run(d, status="completed", settings=settings, seed=seed, variant=variant,
+                          final={"val/loss": loss}, sweep=root.name, is_baseline=name == baseline,
+                          cfg=config("rope", seed, **{"model.ffn": name, "model.d_model": 16 * 2 ** rung}))
+                record = json.loads((d / "run.json").read_text())
+                record["budget"] = {"match": "tokens", "steps": STEPS, "tokens": 1000, "params": 1, "flops": c}
+                record["scale"] = {"rung": rung, "size": size, "keys": {"d_model": 16 * 2 ** rung}, "budget": budget,
+                                   "params": int(PARAMS[rung] * 1.2), "non_embedding_params": int(PARAMS[rung]),
+                                   "tokens_per_param": 20.0 if budget == "tokens_per_param" else None,
+                                   "flops_budget": None, "lr": None}
+                (d / "run.json").write_text(json.dumps(record))
+                index.append({"run_id": run_id, "variant": variant, "seed": seed, "status": "completed", "reason": "",
+                              "model.ffn": name, "scale.size": size})
+    with (root / "index.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(index[0]))
+        writer.writeheader()
+        writer.writerows(index)
+    return root
