@@ -20,10 +20,11 @@ STEPS = 30
 def write_ladder(root: Path, curves: Dict[str, Tuple[float, float, float]], seeds: Sequence[int] = (0, 1, 2),
                  noise: float = 0.0, compute: Sequence[float] = COMPUTE, baseline: str = "relu",
                  rng: Optional[np.random.Generator] = None, losses: Optional[Dict[tuple, float]] = None,
-                 budget: str = "tokens_per_param") -> Path:
+                 budget: str = "tokens_per_param", offsets: Optional[Dict[str, Sequence[float]]] = None) -> Path:
     """One variant per curve (model.ffn = its name) at every rung, each seed's loss the curve's value
-    times exp(N(0, noise)) (the same draw for every variant at a seed and rung when ``rng`` is None:
-    then noise is 0 and the losses are exact); ``losses`` overrides (variant, rung, seed)."""
+    times exp(N(0, noise)) drawn from ``rng`` (exact without one), or times (1 + offset) for the seed's
+    entry of ``offsets[variant]`` (offsets that sum to 0 keep each rung's mean on the curve while the
+    seeds differ); ``losses`` overrides (variant, rung, seed)."""
     root.mkdir(parents=True, exist_ok=True)
     spec = {"name": root.name, "base": "configs/experiments/char_lm.yaml", "grid": {"model.ffn": list(curves)},
             "seeds": list(seeds), "baseline": {"model.ffn": baseline},
@@ -38,6 +39,8 @@ def write_ladder(root: Path, curves: Dict[str, Tuple[float, float, float]], seed
                 loss = E + A * c ** -alpha
                 if rng is not None:
                     loss *= float(np.exp(rng.normal(0.0, noise)))
+                if offsets and name in offsets:
+                    loss *= 1.0 + offsets[name][list(seeds).index(seed)]
                 loss = (losses or {}).get((name, rung, seed), loss)
                 run_id = f"ffn-{name}__size-{size}-s{seed}"
                 settings = {"model.ffn": name, "scale.size": size}

@@ -152,8 +152,7 @@ def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[fl
     seeds = [len(cell.losses) for rs in ladder.rungs.values() for r in rs for cell in r.cells]
     if seeds and min(seeds) < 5:
         notes.append("warning: the bootstrap resamples the seeds of each rung, and with fewer than 5 seeds it has few "
-                     "distinct resamples: its intervals cover less than their nominal 95% (about 90% at 3 seeds in "
-                     "the tests' simulation)")
+                     "distinct resamples: its intervals cover less than their nominal 95%")
     if ladder.planned < 3:
         notes.append(f"the ladder has {ladder.planned} rung{'s' * (ladder.planned != 1)}: fits need at least 3")
     return Scaling(metric, baseline, pd.DataFrame(fit_rows, columns=FIT_COLUMNS),

@@ -33,7 +33,7 @@ def scaling_plot(s: Scaling, out_dir: Path, colors: Dict[str, tuple]) -> Optiona
     ax.set_yscale("log")
     ax.set_xlabel("training FLOPs")
     ax.set_ylabel(_text(f"final {s.metric} (rung mean ± std; fit with 95% band)"))
-    ax.grid(alpha=0.3, which="both")
+    ax.grid(alpha=0.3)
     _legend(ax, len(data))
     return _save(fig, out_dir, "scaling_loss_vs_compute")
 
