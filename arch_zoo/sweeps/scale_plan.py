@@ -78,7 +78,8 @@ def check_transfer(scale: ScaleSpec, pairs: Sequence[Tuple[Variant, Any]]) -> No
         param = getattr(cfg.model, "parametrization", _MISSING)
         if param is _MISSING:
             return
-        name = param if isinstance(param, str) or param is None else getattr(param, "name", None)
+        name = param if isinstance(param, str) or param is None else \
+            param.get("name") if isinstance(param, Mapping) else getattr(param, "name", None)
         if name != "mup":
             raise ConfigError("scale.lr", f"transfer reuses the smallest rung's tuned value at every size, which holds "
                               f"under µP, but model.parametrization is {name}; set model.parametrization: "
