@@ -109,7 +109,10 @@ def solve(theta0: np.ndarray, logx: np.ndarray, logy: np.ndarray, w: np.ndarray,
         H = np.einsum("pr,prk,prl->pkl", u, J, J)
         diag = np.diagonal(H, axis1=1, axis2=2)
         damp = lam[act, None, None] * np.eye(3) * (diag[:, :, None] + 1e-12)
-        step = -np.linalg.solve(H + damp, g[:, :, None])[:, :, 0]
+        # a parameter held at its bound leaves the system: the others step as if it were fixed there
+        free = (~held).astype(float)
+        system = (H + damp) * free[:, :, None] * free[:, None, :] + np.eye(3) * (1.0 - free)[:, :, None]
+        step = -np.linalg.solve(system, (g * free)[:, :, None])[:, :, 0]
         trial = np.clip(th + step, lo[act], hi[act])
         ft = _objective(trial, lx, ly, wa, delta)
         better = ft < f[act]
