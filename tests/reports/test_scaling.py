@@ -59,6 +59,24 @@ def test_the_fit_reaches_the_minimum_scipy_least_squares_finds_with_the_same_hub
         assert ours <= best * (1 + 1e-6) + 1e-15, i
 
 
+def test_a_floor_held_at_zero_still_gets_the_best_power_law():
+    """Points that bend the other way (concave in log-log: no floor E >= 0 fits them) pin E at 0; the other
+    two parameters must then reach scipy's optimum, not stop where the step towards E < 0 was cut off."""
+    c = np.array([44384256.0, 483950592.0, 1327104000.0])  # a tiny ladder's rungs (tests/sweeps/test_ladder.py)
+    y = np.array([4.394164300733998, 3.9222491479689077, 3.388218479771768])
+    x_ref, delta = math.exp(np.log(c).mean()), 0.0038
+    fits = fit_points(c, y, x_ref, delta)
+    assert fits.status[0] == OK and fits.E[0] == 0.0 and fits.floor_at_bound[0]
+
+    def residuals(theta):
+        return np.log(theta[0] + np.exp(theta[1] - theta[2] * np.log(c / x_ref))) - np.log(y)
+
+    res = least_squares(residuals, (0.5, 0.5, 0.2), loss="huber", f_scale=delta, bounds=([0, -np.inf, 0], [5, np.inf, 4]),
+                        xtol=1e-15, ftol=1e-15, gtol=1e-15)
+    assert res.x[0] < 1e-12
+    assert fits.theta[0, 1:] == pytest.approx(res.x[1:], rel=1e-7)
+
+
 def test_exact_points_give_back_the_curve():
     c = np.geomspace(1e12, 1e16, 5)
     x_ref = math.exp(np.log(c).mean())
