@@ -36,8 +36,10 @@ def _sweep(args) -> int:
         if spec.scale is not None:
             from ..sweeps.ladder_table import ladder_table
             from ..sweeps.probe import probe_plan
+            from ..sweeps.worker import available_cores
 
-            sys.stdout.write(ladder_table(plan, probe_plan(plan), args.workers))
+            threads = max(1, available_cores() // (args.workers or 1))  # what LocalLauncher gives each worker
+            sys.stdout.write(ladder_table(plan, probe_plan(plan, threads), args.workers, threads))
         return 0
     try:
         slurm = {"partition": args.slurm_partition, "time_limit": args.slurm_time, "gpus": args.slurm_gpus,

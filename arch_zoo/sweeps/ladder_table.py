@@ -23,7 +23,7 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def ladder_table(plan: Plan, estimates: Dict[str, float], workers: Optional[int] = None) -> str:
+def ladder_table(plan: Plan, estimates: Dict[str, float], workers: Optional[int] = None, threads: int = 1) -> str:
     scale = plan.spec.scale
     groups: Dict[tuple, List] = {}
     for run in plan.runs:
@@ -55,8 +55,9 @@ def ladder_table(plan: Plan, estimates: Dict[str, float], workers: Optional[int]
         text += f"{plan.spec.tune.key}: {LR_MODES[scale.lr].split(': ', 1)[1]}\n"
     per = f"; with --workers {workers}, about {duration(total / workers)}" if workers and workers > 1 else ""
     text += (f"estimated wall time: {duration(total)} for {plural(len(plan.runs), 'run')} one after another{per} "
-             f"(the median of {TIMED_STEPS} timed steps per model on this machine, as loaded now, times each run's steps, plus its "
-             "validations; start-up and data preparation not included)\n")
+             f"(the median of {TIMED_STEPS} timed steps per model on {plural(threads, 'torch thread')}, a local "
+             "worker's share of this machine's cores, as loaded now, times each run's steps, plus its validations; "
+             "start-up and data preparation not included)\n")
     rungs = len(scale.flops) if scale.flops else len(scale.sizes)
     if rungs < MIN_RUNGS:
         text += (f"note: {plural(rungs, 'budget' if scale.flops else 'size')}: the report fits a scaling curve from "

@@ -69,9 +69,21 @@ def run_seconds(cfg, data, per_step: float) -> float:
     return per_step * (t.max_steps + evals * batches * EVAL_FRACTION * eval_batch / t.batch_size)
 
 
-def probe_plan(plan) -> Dict[str, float]:
+def probe_plan(plan, threads: int = 1) -> Dict[str, float]:
     """Estimated wall seconds of each run of ``plan`` (by run id): each distinct model (the seed
-    aside) probed once, each distinct task's data prepared once."""
+    aside) probed once, each distinct task's data prepared once, on ``threads`` torch threads (a
+    local worker's share of the cores: what each run will get)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads))
+    try:
+        return _probe(plan)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _probe(plan) -> Dict[str, float]:
     from ..training.run import prepare
 
     data: Dict[str, Any] = {}
