@@ -1,6 +1,7 @@
 """`arch-zoo sweep`: run (or resume) a sweep spec into a run store."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -28,6 +29,9 @@ def _sweep(args) -> int:
     if args.dry_run:
         from ..sweeps.store import Store
 
+        if spec.scale is not None:  # the probe's threads sleep while they wait, as a worker's do (local.py)
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
         plan = make_plan(spec)
         Store(Path(args.out) / spec.name).check_conflicts(plan)
         if spec.command_line:
@@ -39,7 +43,8 @@ def _sweep(args) -> int:
             from ..sweeps.worker import available_cores
 
             threads = max(1, available_cores() // (args.workers or 1))  # what LocalLauncher gives each worker
-            sys.stdout.write(ladder_table(plan, probe_plan(plan, threads), args.workers, threads))
+            estimates, threads = probe_plan(plan, threads)
+            sys.stdout.write(ladder_table(plan, estimates, args.workers, threads))
         return 0
     try:
         slurm = {"partition": args.slurm_partition, "time_limit": args.slurm_time, "gpus": args.slurm_gpus,

@@ -11,7 +11,7 @@ import json
 import math
 import statistics
 import time
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
 from ..config.coerce import to_dict
 
@@ -69,16 +69,18 @@ def run_seconds(cfg, data, per_step: float) -> float:
     return per_step * (t.max_steps + evals * batches * EVAL_FRACTION * eval_batch / t.batch_size)
 
 
-def probe_plan(plan, threads: int = 1) -> Dict[str, float]:
+def probe_plan(plan, threads: int = 1) -> Tuple[Dict[str, float], int]:
     """Estimated wall seconds of each run of ``plan`` (by run id): each distinct model (the seed
     aside) probed once, each distinct task's data prepared once, on ``threads`` torch threads (a
-    local worker's share of the cores: what each run will get)."""
+    local worker's share of the cores: what each run will get), never more than this process uses.
+    Returns the estimates and the threads they were timed on."""
     import torch
 
     before = torch.get_num_threads()
-    torch.set_num_threads(max(1, threads))
+    used = max(1, min(threads, before))
+    torch.set_num_threads(used)
     try:
-        return _probe(plan)
+        return _probe(plan), used
     finally:
         torch.set_num_threads(before)
 

@@ -57,6 +57,10 @@ def test_a_key_a_size_sets_is_neither_an_axis_nor_an_override():
         add_overrides(_parse({"sizes": [{"d_model": 32}]}), ["model.d_model=48"])
     with pytest.raises(ConfigError, match="scale.lr: transfer is about the tuned value; add a tune key"):
         _parse({"sizes": [{"d_model": 32}], "lr": "transfer"})
+    from arch_zoo.sweeps.wandb_format import to_wandb
+
+    with pytest.raises(ConfigError, match="scale: a wandb sweep has no size ladder"):
+        to_wandb(_parse({"sizes": [{"d_model": 32}]}), ".")
 
 
 @pytest.fixture(scope="module")
