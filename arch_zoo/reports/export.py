@@ -113,8 +113,8 @@ def markdown(runs: pd.DataFrame, table: pd.DataFrame, command: Optional[str] = N
                   "Mean over the tuning seeds; bold: the value each variant was chosen at (plot: plots/tuning.png).",
                   "", _md_table(tuning_table(tuning))]
     if scaling is not None:
-        parts += scaling_render.markdown(scaling, _md_table, md_escape, next((p for p in plots if p.stem.startswith("scaling")),
-                                                                     None))
+        figure = next((p for p in plots if p.stem.startswith("scaling")), None)
+        parts += scaling_render.markdown(scaling, _md_table, md_escape, figure)
     for variant, rows in sample_rows(runs).items():
         parts += ["", f"## Greedy decodings: {md_escape(variant)}", "", _md_table(pd.DataFrame(rows))]
     if plots:

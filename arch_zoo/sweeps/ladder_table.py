@@ -33,11 +33,12 @@ def ladder_table(plan: Plan, estimates: Dict[str, float], workers: Optional[int]
     for (rung, flops, arch), runs in groups.items():
         first, keys = runs[0], scale.sizes[rung].keys
         each = [estimates[r.run_id] for r in runs]
+        name = arch + (" *" if first.is_baseline else "")
         rows.append([str(rung + 1), first.settings[SIZE_KEY]] + ([f"{flops:.3g}"] if scale.flops else [])
-                    + [", ".join(f"{k}={plain(v)}" for k, v in keys.items()), arch + (" *" if first.is_baseline else ""), f"{first.scale['params']:,}",
-                     f"{first.scale['non_embedding_params']:,}", str(first.budget["steps"]),
-                     si(first.budget["tokens"]), f"{first.budget['flops']:.3e}", str(len(runs)),
-                     duration(sum(each) / len(each)), duration(sum(each))])
+                    + [", ".join(f"{k}={plain(v)}" for k, v in keys.items()), name,
+                       f"{first.scale['params']:,}", f"{first.scale['non_embedding_params']:,}",
+                       str(first.budget["steps"]), si(first.budget["tokens"]), f"{first.budget['flops']:.3e}",
+                       str(len(runs)), duration(sum(each) / len(each)), duration(sum(each))])
     header = ["rung", "size"] + (["FLOPs budget"] if scale.flops else []) + [
         "model keys", "variant", "params", "non-emb params", "steps", "tokens", "train FLOPs", "runs", "est. per run",
         "est. runs"]

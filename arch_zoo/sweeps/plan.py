@@ -270,8 +270,9 @@ def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
             steps_now = cfg.train.max_steps if spec.scale is not None and spec.scale.budget != "steps" else None
             matched: Dict[str, int] = {}
             if spec.match_params is not None and i != refs[i]:
+                key = "budget" if "budget" in spec.raw else "match_params"
                 d_ff = _match(cfg, targets[refs[i]], spec.match_params, sizer, blame,
-                              variant_name(variant.settings, names), "budget" if "budget" in spec.raw else "match_params")
+                              variant_name(variant.settings, names), key)
                 cfg = dataclasses.replace(configs.load(variant, d_ff, steps_now), seed=seed)
                 matched = {"model.d_ff": d_ff}
             if spec.budget == "flops" and i != refs[i]:

@@ -149,7 +149,8 @@ def _budget(raw: Any) -> Dict[str, Any]:
         raise ConfigError("scale.budget.params", "only tokens_per_param counts parameters")
     if "flops" in b:
         raw_flops = b["flops"]
-        raw_flops = [raw_flops] if isinstance(raw_flops, (int, float)) and not isinstance(raw_flops, bool) else raw_flops
+        if isinstance(raw_flops, (int, float)) and not isinstance(raw_flops, bool):
+            raw_flops = [raw_flops]
         if not isinstance(raw_flops, (list, tuple)) or not raw_flops:
             raise ConfigError("scale.budget.flops", f"expected a list of training FLOPs budgets, got {raw_flops!r}")
         flops = tuple(float(_number(c, f"scale.budget.flops[{i}]")) for i, c in enumerate(raw_flops))
@@ -193,7 +194,8 @@ def parse_scale(value: Any, spec: SweepSpec) -> ScaleSpec:
     budget = _budget(s.get("budget"))
     lr = s.get("lr")
     if lr is not None and lr not in LR_MODES:
-        raise ConfigError("scale.lr", f"expected one of {', '.join(LR_MODES)}, got {lr!r}{did_you_mean(str(lr), LR_MODES)}")
+        raise ConfigError("scale.lr", f"expected one of {', '.join(LR_MODES)}, got {lr!r}"
+                          f"{did_you_mean(str(lr), LR_MODES)}")
     warmup = s.get("warmup_fraction")
     if warmup is not None and not (0 <= _number(warmup, "scale.warmup_fraction", positive=False) < 1):
         raise ConfigError("scale.warmup_fraction", f"expected a fraction in [0, 1), got {warmup!r}")

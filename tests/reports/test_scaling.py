@@ -53,8 +53,9 @@ def test_the_fit_reaches_the_minimum_scipy_least_squares_finds_with_the_same_hub
         assert ours == pytest.approx(fits.loss[i], rel=1e-12)
         best = math.inf
         for start in (fits.theta[i], (0.5 * y.min(), 0.0, 0.3), (0.0, 0.5, 0.1)):
-            res = least_squares(residuals, start, loss="huber", f_scale=delta, bounds=([0, -np.inf, 0], [y.max(), np.inf, 4]),
-                                xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=2000)
+            res = least_squares(residuals, start, loss="huber", f_scale=delta,
+                                bounds=([0, -np.inf, 0], [y.max(), np.inf, 4]), xtol=1e-15, ftol=1e-15, gtol=1e-15,
+                                max_nfev=2000)
             best = min(best, res.cost)  # scipy's cost: 0.5 * f_scale^2 * sum rho((r / f_scale)^2) = the same sum
         assert ours <= best * (1 + 1e-6) + 1e-15, i
 
@@ -71,8 +72,8 @@ def test_a_floor_held_at_zero_still_gets_the_best_power_law():
     def residuals(theta):
         return np.log(theta[0] + np.exp(theta[1] - theta[2] * np.log(c / x_ref))) - np.log(y)
 
-    res = least_squares(residuals, (0.5, 0.5, 0.2), loss="huber", f_scale=delta, bounds=([0, -np.inf, 0], [5, np.inf, 4]),
-                        xtol=1e-15, ftol=1e-15, gtol=1e-15)
+    res = least_squares(residuals, (0.5, 0.5, 0.2), loss="huber", f_scale=delta,
+                        bounds=([0, -np.inf, 0], [5, np.inf, 4]), xtol=1e-15, ftol=1e-15, gtol=1e-15)
     assert res.x[0] < 1e-12
     assert fits.theta[0, 1:] == pytest.approx(res.x[1:], rel=1e-7)
 
@@ -91,8 +92,8 @@ def _simulated(rng, seeds, rungs, sigma, replicates):
     by = {}
     for name, curve in (("base", BASE), ("variant", VARIANT)):
         L = loss(curve, c)
-        by[name] = [Rung(i + 1, str(i), [Cell(str(i), i, float(c[i]), 1.0, {s: float(L[i] * math.exp(rng.normal(0, sigma)))
-                                                                            for s in range(seeds)})])
+        by[name] = [Rung(i + 1, str(i), [Cell(str(i), i, float(c[i]), 1.0,
+                                              {s: float(L[i] * math.exp(rng.normal(0, sigma))) for s in range(seeds)})])
                     for i in range(rungs)]
     ladder = Ladder(list(by), by, {}, False, False, rungs)
     shared = draws(ladder, replicates, rng)
@@ -174,6 +175,11 @@ def test_every_export_carries_the_fit_and_the_multipliers(ladder_report, tmp_pat
             assert number(value, 4) in text
         assert number(k_closed_form(VARIANT, BASE, COMPUTE[-1]), 4) in text
     assert "better at every size" in md and "extrapolated" in md and "az-scaling-data" in page
+    from arch_zoo.reports.interactive import script_hash
+    from arch_zoo.reports.scaling.interactive import SCALING_JS
+
+    csp = page.split('http-equiv="Content-Security-Policy" content="')[1].split('"')[0]
+    assert script_hash(SCALING_JS) in csp.replace("&#x27;", "'")  # the page lets its scaling plot run
     assert (out / "plots" / "scaling_loss_vs_compute.png").is_file()
 
 

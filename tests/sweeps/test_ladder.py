@@ -32,8 +32,10 @@ def _rung_means(store, x):
         meta, summary = json.loads((d / "run.json").read_text()), json.loads((d / "summary.json").read_text())
         variant = f"position={meta['settings']['model.position']}"
         at = meta["budget"]["flops"] if x == "compute" else meta["scale"]["non_embedding_params"]
-        cells.setdefault(variant, {}).setdefault(meta["scale"]["rung"], [at, []])[1].append(summary["final"]["val/loss"])
-    return {v: [(c, float(np.mean(ls)), np.log(ls)) for _, (c, ls) in sorted(rungs.items())] for v, rungs in cells.items()}
+        rung = cells.setdefault(variant, {}).setdefault(meta["scale"]["rung"], [at, []])
+        rung[1].append(summary["final"]["val/loss"])
+    return {v: [(c, float(np.mean(ls)), np.log(ls)) for _, (c, ls) in sorted(rungs.items())]
+            for v, rungs in cells.items()}
 
 
 def _scipy_fit(points, delta):
@@ -46,8 +48,8 @@ def _scipy_fit(points, delta):
 
     best = None
     for start in ((0.0, 0.5, 0.2), (0.5 * y.min(), 0.0, 0.3), (0.9 * y.min(), -1.0, 0.6)):
-        res = least_squares(residuals, start, loss="huber", f_scale=delta, bounds=([0, -np.inf, 0], [y.max(), np.inf, 4]),
-                            xtol=1e-15, ftol=1e-15, gtol=1e-15)
+        res = least_squares(residuals, start, loss="huber", f_scale=delta,
+                            bounds=([0, -np.inf, 0], [y.max(), np.inf, 4]), xtol=1e-15, ftol=1e-15, gtol=1e-15)
         best = res if best is None or res.cost < best.cost else best
     E, a, alpha = best.x
     return E, math.exp(a) * math.exp(np.log(c).mean()) ** alpha, alpha
@@ -77,7 +79,8 @@ def test_a_tiny_ladder_killed_mid_way_resumes_and_reports_its_fits(tmp_path, hoo
     ks = pd.read_csv(tmp_path / "rep" / "compute_multipliers.csv")
     md = (tmp_path / "rep" / "report.md").read_text()
     means = {x: _rung_means(store, x) for x in ("compute", "params")}
-    errors = [np.std(logs, ddof=1) / math.sqrt(len(logs)) for rungs in means["compute"].values() for _, _, logs in rungs]
+    errors = [np.std(logs, ddof=1) / math.sqrt(len(logs))
+              for rungs in means["compute"].values() for _, _, logs in rungs]
     delta = max(1e-3, 1.345 * float(np.median(errors)))
     by = {}
     assert sorted(zip(fits["variant"], fits["x"])) == sorted((v, x) for v in means["compute"] for x in means)
