@@ -53,7 +53,8 @@ def ladder_table(plan: Plan, estimates: Dict[str, float], workers: Optional[int]
     text += f"budget: {budget}" + (f"; warmup {scale.warmup_fraction:g} of each rung's steps"
                                    if scale.warmup_fraction is not None else "") + "\n"
     if scale.lr is not None:
-        text += f"{plan.spec.tune.key}: {LR_MODES[scale.lr].split(': ', 1)[1]}\n"
+        text += (f"{plan.spec.tune.key}: {LR_MODES[scale.lr].split(': ', 1)[1]}; the rows are stage 1's runs (stage 2 "
+                 "is planned from their results)\n")
     per = f"; with --workers {workers}, about {duration(total / workers)}" if workers and workers > 1 else ""
     text += (f"estimated wall time: {duration(total)} for {plural(len(plan.runs), 'run')} one after another{per} "
              f"(the median of {TIMED_STEPS} timed steps per model on {plural(threads, 'torch thread')}, a local "

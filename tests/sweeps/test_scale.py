@@ -116,6 +116,9 @@ def test_transfer_tunes_the_smallest_rung_and_reuses_its_choice_at_every_size(sp
     loaded = load_spec(write_spec(spec_dir, spec))
     first = make_plan(loaded)
     assert {r.settings[SIZE_KEY] for r in first.runs} == {"d16-L1-ff32"} and len(first.runs) == 4
+    from arch_zoo.sweeps.tables import dry_run_table
+
+    assert "4 runs in stage 1, 6 runs in stage 2" in dry_run_table(first)  # every rung at the smallest's value
     scores = {("sinusoidal", 1.0e-3): 2.0, ("sinusoidal", 3.0e-3): 1.9, ("rope", 1.0e-3): 1.8, ("rope", 3.0e-3): 2.1}
     rows = [(r.settings, r.seed, "completed", scores[(r.settings["model.position"], r.settings["train.lr"])])
             for r in first.runs]
