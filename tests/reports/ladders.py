@@ -63,3 +63,43 @@ def write_ladder(root: Path, curves: Dict[str, Tuple[float, float, float]], seed
         writer.writeheader()
         writer.writerows(index)
     return root
+
+
+def write_isoflop(root: Path, frontier: Dict[str, Tuple[float, float, float]], budgets: Sequence[float],
+                  penalty: Sequence[float] = (0.05, 0.0, 0.08), seeds: Sequence[int] = (0, 1, 2),
+                  offsets: Optional[Dict[str, Sequence[float]]] = None) -> Path:
+    """An IsoFLOP ladder: at every budget three sizes, the middle one on the variant's curve (the frontier)
+    and the others ``penalty`` above it; each seed's loss times (1 + its offset)."""
+    root.mkdir(parents=True, exist_ok=True)
+    sizes = [f"d{16 * 2 ** i}" for i in range(len(penalty))]
+    spec = {"name": root.name, "base": "configs/experiments/char_lm.yaml", "grid": {"model.ffn": list(frontier)},
+            "seeds": list(seeds), "baseline": {"model.ffn": list(frontier)[0]},
+            "scale": {"sizes": [{"d_model": 16 * 2 ** i} for i in range(len(sizes))], "budget": {"flops": list(budgets)}}}
+    (root / "sweep.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    index = []
+    for rung, size in enumerate(sizes):
+        for c in budgets:
+            for seed in seeds:
+                for name, (E, A, alpha) in frontier.items():
+                    loss = (E + A * c ** -alpha + penalty[rung]) * (1.0 + (offsets or {}).get(name, [0.0] * 9)[seed])
+                    run_id = f"ffn-{name}__size-{size}__flops-{c:.0e}-s{seed}"
+                    settings = {"model.ffn": name, "scale.size": size, "scale.flops": c}
+                    variant = f"ffn={name},size={size},flops={c:g}"
+                    d = root / "runs" / run_id
+                    write_run(d, status="completed", settings=settings, seed=seed, variant=variant,
+                              final={"val/loss": loss}, sweep=root.name, is_baseline=name == list(frontier)[0],
+                              cfg=config("rope", seed, **{"model.ffn": name, "model.d_model": 16 * 2 ** rung,
+                                                          "train.max_steps": int(c // 1e9)}))
+                    record = json.loads((d / "run.json").read_text())
+                    record["budget"] = {"match": "tokens", "steps": STEPS, "tokens": 1000, "params": 1, "flops": c}
+                    record["scale"] = {"rung": rung, "size": size, "keys": {"d_model": 16 * 2 ** rung}, "budget": "flops",
+                                       "params": int(PARAMS[rung]), "non_embedding_params": int(PARAMS[rung]),
+                                       "tokens_per_param": None, "flops_budget": c, "lr": None}
+                    (d / "run.json").write_text(json.dumps(record))
+                    index.append({"run_id": run_id, "variant": variant, "seed": seed, "status": "completed",
+                                  "reason": "", "model.ffn": name, "scale.size": size, "scale.flops": c})
+    with (root / "index.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(index[0]))
+        writer.writeheader()
+        writer.writerows(index)
+    return root

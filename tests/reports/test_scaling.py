@@ -227,3 +227,23 @@ def test_extrapolating_inside_the_ladder_or_without_one_is_refused(ladder_report
 ])
 def test_the_verdict_reads_the_per_rung_holm_p_values(marks, expected):
     assert verdict([(str(i + 1), d, p) for i, (d, p) in enumerate(marks)], "min") == expected
+
+
+def test_an_isoflop_ladder_fits_the_best_size_at_each_budget(tmp_path):
+    """Each budget's point is its best size (the compute-optimal frontier): here the middle size sits on the
+    curve and the others above it, so the fit recovers the curve, and a verdict covers every (budget, size)."""
+    from .ladders import write_isoflop
+
+    budgets = (1e12, 4e12, 1.6e13, 6.4e13)
+    root = write_isoflop(tmp_path / "iso", {"relu": BASE, "swiglu": VARIANT}, budgets,
+                         offsets={"relu": (-0.004, 0.0, 0.004), "swiglu": (0.003, -0.005, 0.002)})
+    runs = load_runs(root)
+    s = analyse(runs, summarize(runs), replicates=100)
+    fits = s.fits.set_index("variant")
+    assert list(fits["x"]) == ["compute", "compute"]  # no parameter fit: sizes do not grow with the budget here
+    for name, curve in (("ffn=relu", BASE), ("ffn=swiglu", VARIANT)):
+        assert tuple(fits.loc[name, ["E", "A", "alpha"]]) == pytest.approx(curve, rel=1e-5)
+    rungs = s.multipliers[s.multipliers["kind"] == "rung"]
+    assert list(rungs["size"]) == ["d32"] * 4
+    assert list(rungs["k"]) == pytest.approx([k_closed_form(VARIANT, BASE, c) for c in budgets], rel=1e-5)
+    assert s.verdicts["ffn=swiglu"].startswith("better at every size")

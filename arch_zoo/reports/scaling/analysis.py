@@ -15,6 +15,7 @@ import pandas as pd
 
 from ...errors import ConfigError
 from ...run_names import short_names
+from ...sweeps.scale import SIZE_KEY
 from ..stats import BOOTSTRAP_SEED
 from .bootstrap import REPLICATES, Curve, fit_curves, huber_delta
 from .fit import OK, curve as curve_values
@@ -43,7 +44,8 @@ class Scaling:
 
 
 def is_ladder(runs: pd.DataFrame) -> bool:
-    return bool(runs.attrs.get("scale"))
+    """One ladder sweep's runs (several stores compared together have no one ladder to fit)."""
+    return bool(runs.attrs.get("scale")) and SIZE_KEY in (runs.attrs.get("settings") or [])
 
 
 def _fit_row(c: Curve, replicates: int) -> Dict[str, Any]:
