@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # On a GPU machine: make TORCH_SPEC=torch test
 TORCH_SPEC ?= torch==2.13.0
 export WANDB_MODE ?= offline
-STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer
+STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer ladder
 
 .PHONY: install test test-cpus test-slow demo docs bench studies $(addprefix study-,$(STUDIES)) gradnorms clean
 
@@ -48,7 +48,8 @@ docs: $(VENV)/.installed
 
 # The published-findings studies (sweeps/studies/; about an hour on 2 CPU cores plus ~22 min for scan, not run in CI; the two
 # *_tuned ones rerun heads and norm_placement with per-variant learning-rate tuning, issue 16, and
-# heads_tuned_halving reruns heads_tuned with successive halving of its tuning stage, ~4 min).
+# heads_tuned_halving reruns heads_tuned with successive halving of its tuning stage, ~4 min; ladder, issue 29,
+# a 4-rung size ladder of 24 runs: estimated 1-2 h, not yet run).
 # Each trains into runs/studies/<study> (rerunning resumes) and writes reports/<study>/.
 # A sweep's exit status 1 means some runs failed or diverged: that is data, the report still runs.
 studies: $(addprefix study-,$(STUDIES)) gradnorms

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from arch_zoo.cli import main
+from tests.reports.ladders import write_ladder
 from tests.reports.sweeps import write_null_sweep, write_sweep
 
 MODEL = {"kind": "decoder", "d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "max_seq_len": 32}
@@ -51,12 +52,17 @@ def ws(tmp_path_factory):
                                                                                   "n": 0}})):
         (ws / f"spec_tune_{name}.yaml").write_text(yaml.safe_dump({"name": f"t{name}", **spec,
                                                                     "tune": {**tune, **bad}}))
+    for name, scale in (("key", {"sizes": [{"d_model": 16, "lr": 0.1}]}),
+                        ("order", {"sizes": [{"d_model": 32}, {"d_model": 16}]}),
+                        ("budget", {"sizes": [{"d_model": 16}], "budget": {"tokens_per_param": 20, "flops": [1e9]}})):
+        (ws / f"spec_scale_{name}.yaml").write_text(yaml.safe_dump({"name": f"l{name}", **spec, "scale": scale}))
     write_sweep(ws / "sweep")
     write_sweep(ws / "tb_blocked", seeds=(0,))  # a file where its TensorBoard log dir would go
     (ws / "tb_blocked" / "tensorboard").write_text("")
     write_null_sweep(ws / "nulls")
     write_sweep(ws / "sweep_unfinished", {"rope": [2.0], "alibi": [2.1]}, seeds=(0,),
                 status={("rope", 0): ("failed", "OOM"), ("alibi", 0): ("interrupted", "SIGTERM")})
+    write_ladder(ws / "ladder", {"relu": (1.5, 60.0, 0.15), "swiglu": (1.4, 55.0, 0.15)})
     (ws / "plugin_syntax.py").write_text("def broken(:\n")
     (ws / "plugin_raises.py").write_text("from arch_zoo.components.norms import NORMS\n"
                                          "NORMS.register('half_done')(type('Half', (), {}))\n"
@@ -195,6 +201,17 @@ CASES = [
      "grid.train.optimizer: unknown optimizer 'muonn' (did you mean 'muon'?)"),
     ("sweep-tune-empty-range", "sweep {ws}/spec_tune_range.yaml --dry-run --out {ws}/store",
      "tune.values.n: the range is empty"),
+    ("sweep-scale-size-outside-the-model", "sweep {ws}/spec_scale_key.yaml --dry-run --out {ws}/store",
+     "scale.sizes[0].lr: is not a model key"),
+    ("sweep-scale-sizes-not-increasing", "sweep {ws}/spec_scale_order.yaml --out {ws}/store",
+     "scale.sizes[1]: gives position=rope 2,256 non-embedding parameters (3,808 in all), no more than the size "
+     "before it (d32: 6,528)"),
+    ("sweep-scale-two-budgets", "sweep {ws}/spec_scale_budget.yaml --out {ws}/store",
+     "scale.budget: give tokens_per_param (a budget that grows with size) or flops"),
+    ("report-extrapolate-inside-the-ladder", "report {ws}/ladder --out {ws}/rep --extrapolate-to 1e3",
+     "--extrapolate-to: 1e+03 FLOPs is not beyond the largest rung's training compute (6.4e+13)"),
+    ("report-extrapolate-without-a-ladder", "report {ws}/sweep --out {ws}/rep --extrapolate-to 1e20",
+     "--extrapolate-to: is for a ladder sweep"),
     ("sweep-out-is-a-file", "sweep {ws}/spec.yaml --out {ws}/file.txt", "--out: {ws}/file.txt exists and is not a"),
     ("sweep-dry-run-out-is-a-file", "sweep {ws}/spec.yaml --dry-run --out {ws}/file.txt", "--out: {ws}/file.txt"),
     ("sweep-zero-workers", "sweep {ws}/spec.yaml --workers 0 --out {ws}/store", "--workers: must be at least 1"),

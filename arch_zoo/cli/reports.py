@@ -23,7 +23,7 @@ def _report(args) -> int:
     if args.out:
         output_dir(args.out, "--out")
     options = dict(formats=args.format, metric=args.metric, baseline=args.baseline, command=command_line(args.argv),
-                   ci=args.ci, min_effect=args.min_effect)
+                   ci=args.ci, min_effect=args.min_effect, extrapolate_to=args.extrapolate_to)
     if args.watch:
         from ..reports.watch import watch
 
@@ -34,6 +34,11 @@ def _report(args) -> int:
         result = write_report(args.sweep_dir, args.out, **options)
     if not args.quiet:
         sys.stdout.write(terminal_table([g["variants"] for g in result["groups"]]))
+        for group in result["groups"]:
+            if group.get("scaling") is not None:
+                from ..reports.scaling.render import terminal_lines
+
+                print("\n".join(terminal_lines(group["scaling"])))
     print(f"report: {result['out_dir']}/ ({plural(len(result['files']), 'file')})")
     return 0
 
@@ -87,6 +92,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--interval", type=float, default=10.0, help="--watch: seconds between checks (default 10)")
     p.add_argument("--quiet", action="store_true", help="print only where the report went, not the table (e.g. "
                    "right after `arch-zoo sweep`, which printed it)")
+    p.add_argument("--extrapolate-to", type=float, default=None, metavar="FLOPS",
+                   help="a ladder (scale): also give each compute multiplier at this training compute, beyond the "
+                   "largest rung, labelled as an extrapolation")
     _stats_options(p)
     p.set_defaults(func=_report)
 

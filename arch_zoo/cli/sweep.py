@@ -1,6 +1,7 @@
 """`arch-zoo sweep`: run (or resume) a sweep spec into a run store."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -28,12 +29,23 @@ def _sweep(args) -> int:
     if args.dry_run:
         from ..sweeps.store import Store
 
+        if spec.scale is not None:  # the probe's threads sleep while they wait, as a worker's do (local.py)
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
         plan = make_plan(spec)
         store = Store(Path(args.out) / spec.name)
         store.check_conflicts(plan)
         if spec.command_line:
             print(f"command-line overrides (every run): {' '.join(spec.command_line)}")
         sys.stdout.write(dry_run_table(plan, store))  # a sweep that has run: what is done, what stage 1 chose
+        if spec.scale is not None:
+            from ..sweeps.ladder_table import ladder_table
+            from ..sweeps.probe import probe_plan
+            from ..sweeps.worker import available_cores
+
+            threads = max(1, available_cores() // (args.workers or 1))  # what LocalLauncher gives each worker
+            estimates, threads = probe_plan(plan, threads)
+            sys.stdout.write(ladder_table(plan, estimates, args.workers, threads))
         return 0
     from ..training.interrupts import SweepInterrupted
 
@@ -87,7 +99,8 @@ def add_parsers(sub) -> None:
                    "(default: runs/sweeps)")
     p.add_argument("--retry-failed", action="store_true", help="train failed and diverged runs again")
     p.add_argument("--dry-run", action="store_true", help="print the runs (variant, seed, changed keys, "
-                   "parameters; once the sweep has run, each run's status and what stage 1 chose) and train nothing")
+                   "parameters; once the sweep has run, each run's status and what stage 1 chose) and train nothing; "
+                   "a ladder (scale) also gets a table per rung with an estimated wall time from a short timed probe")
     p.add_argument("--export-wandb", action="store_true", help="write a wandb sweep config for `wandb agent` "
                    "and train nothing")
     cache_option(p)

@@ -59,3 +59,14 @@ def active_parameters(model: nn.Module) -> int:
             used = sum(n * count_parameters(part) for part, n in m.active_modules())
             skipped += count_parameters(m) - used
     return count_parameters(model) - skipped
+
+
+def embedding_parameters(model: TransformerModel) -> int:
+    """Token, token-type and position embeddings (Kaplan et al. 2020 leave them out of N): what
+    ``parameter_breakdown`` files under embeddings and positions. A tied head adds nothing; an untied
+    one stays among the non-embedding parameters, as it is a matmul every token runs through."""
+    return sum(v for k, v in parameter_breakdown(model).items() if "embeddings" in k or k.endswith(" positions"))
+
+
+def non_embedding_parameters(model: TransformerModel) -> int:
+    return count_parameters(model) - embedding_parameters(model)

@@ -21,6 +21,7 @@ from .colors import variant_colors
 from .html import page
 from .load import goal_for, load_groups
 from .provenance import provenance_lines, sample_rows
+from .scaling import analyse, render as scaling_render
 from .tables import display, footnotes, main_and_more, num, other_metrics, runs_display, title
 from .tuning import tuning_plot, tuning_table
 
@@ -99,8 +100,9 @@ def _md_tables(table: pd.DataFrame) -> List[str]:
 
 
 def markdown(runs: pd.DataFrame, table: pd.DataFrame, command: Optional[str] = None,
-             plots: Sequence[Path] = ()) -> str:
-    """The report as Markdown; ``plots`` (paths relative to the report) are shown under "Plots"."""
+             plots: Sequence[Path] = (), scaling=None) -> str:
+    """The report as Markdown; ``plots`` (paths relative to the report) are shown under "Plots";
+    ``scaling`` (a ladder's ``reports.scaling.Scaling``) gets its own section."""
     run_rows = runs_display(runs, table.attrs.get("metric", ""))
     parts = [f"# {md_escape(title(table))}", ""]
     description = runs.attrs.get("description", "").strip()
@@ -112,6 +114,9 @@ def markdown(runs: pd.DataFrame, table: pd.DataFrame, command: Optional[str] = N
         parts += ["", f"## Tuning (stage 1): {md_escape(tuning['select'])} against {md_escape(tuning['key'])}", "",
                   "Mean over the tuning seeds; bold: the value each variant was chosen at (plot: plots/tuning.png).",
                   "", _md_table(tuning_table(tuning))]
+    if scaling is not None:
+        figure = next((p for p in plots if p.stem.startswith("scaling")), None)
+        parts += scaling_render.markdown(scaling, _md_table, md_escape, figure)
     for variant, rows in sample_rows(runs).items():
         parts += ["", f"## Greedy decodings: {md_escape(variant)}", "", _md_table(pd.DataFrame(rows))]
     if plots:
@@ -184,10 +189,13 @@ def latex(table: pd.DataFrame) -> str:
 def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_dir: Union[str, Path, None] = None,
                  formats: Union[str, Iterable[str], None] = None, metric: Optional[str] = None,
                  baseline: Baseline = None, command: Optional[str] = None, ci: str = "t",
-                 min_effect: Optional[float] = None, refresh_s: Optional[int] = None) -> Dict[str, object]:
+                 min_effect: Optional[float] = None, refresh_s: Optional[int] = None,
+                 extrapolate_to: Optional[float] = None) -> Dict[str, object]:
     """Load a sweep (or several sweep/run dirs), summarize, and write every requested format.
     ``command`` (the `arch-zoo report` call) is printed in the report's provenance; ``ci`` and
     ``min_effect`` are ``summarize``'s; ``refresh_s`` makes the HTML page reload itself (``--watch``).
+    A ladder sweep (``scale``) gets a scaling section (``reports.scaling``); ``extrapolate_to`` (FLOPs past
+    its largest rung) adds an extrapolated compute multiplier, labelled as such.
 
     Runs of different tasks or evaluations are not ranked together: each task gets its own report
     in ``out_dir/<task>/``, and ``out_dir/report.md`` shows each task's table under its name.
@@ -199,25 +207,26 @@ def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_di
     check_options(ci, min_effect)  # before loading: a typo costs no time
     groups = load_groups(sweep_dir)
     tables = [summarize(runs, metric=metric, baseline=baseline, ci=ci, min_effect=min_effect) for runs in groups]
+    scalings = [analyse(runs, table, extrapolate_to) for runs, table in zip(groups, tables)]  # errors before writing
     out = Path(out_dir) if out_dir is not None else Path("reports") / str(groups[0].attrs.get("name") or "report")
     check_dir(out, "--out", "the report is written")
     out.mkdir(parents=True, exist_ok=True)
     if len(groups) == 1:
-        files = _write_one(groups[0], tables[0], out, fmts, command, refresh_s)
+        files = _write_one(groups[0], tables[0], out, fmts, command, refresh_s, scalings[0])
     else:
         files, parts = [], [f"# {md_escape(groups[0].attrs.get('name') or 'report')}: "
                             f"{len(groups)} tasks, each ranked on its own", ""]
-        for runs, table in zip(groups, tables):
+        for runs, table, scaling in zip(groups, tables, scalings):
             sub = out / _slug(str(runs.attrs["task"]))
             sub.mkdir(parents=True, exist_ok=True)
-            files += _write_one(runs, table, sub, fmts, command, refresh_s)
+            files += _write_one(runs, table, sub, fmts, command, refresh_s, scaling)
             parts += [f"## Task: {md_escape(runs.attrs['task'])} ({len(runs)} runs; full report in "
                       f"{md_escape(sub.name)}/)", "", f"{md_escape(title(table))}", "", *_md_tables(table), ""]
         if "md" in fmts:
             (out / "report.md").write_text("\n".join(parts), encoding="utf-8")
             files.append(out / "report.md")
     return {"out_dir": out, "runs": groups[0], "variants": tables[0], "files": files,
-            "groups": [{"runs": r, "variants": t} for r, t in zip(groups, tables)]}
+            "groups": [{"runs": r, "variants": t, "scaling": sc} for r, t, sc in zip(groups, tables, scalings)]}
 
 
 def _slug(text: str) -> str:
@@ -225,8 +234,10 @@ def _slug(text: str) -> str:
 
 
 def _write_one(runs: pd.DataFrame, table: pd.DataFrame, out: Path, fmts: Sequence[str],
-               command: Optional[str], refresh_s: Optional[int] = None) -> List[Path]:
+               command: Optional[str], refresh_s: Optional[int] = None, scaling=None) -> List[Path]:
     files = write_tables(runs, table, out, fmts)
+    if scaling is not None:
+        files += scaling_render.write(scaling, out, fmts)
     plots: List[Path] = []
     if "html" in fmts or "plots" in fmts:
         from .plots import write_plots  # matplotlib: half a second that tables-only callers never pay
@@ -234,18 +245,25 @@ def _write_one(runs: pd.DataFrame, table: pd.DataFrame, out: Path, fmts: Sequenc
         plots = write_plots(runs, table, out / "plots")
         if runs.attrs.get("tuning"):
             plots.append(tuning_plot(runs.attrs["tuning"], out / "plots", variant_colors(runs)))
+        if scaling is not None:
+            from .scaling.plot import scaling_figure
+
+            plots += scaling_figure(scaling, out / "plots")
         files += [p for png in plots for p in (png, png.with_suffix(".svg"))]
     if "md" in fmts:
-        (out / "report.md").write_text(markdown(runs, table, command, [p.relative_to(out) for p in plots]),
+        (out / "report.md").write_text(markdown(runs, table, command, [p.relative_to(out) for p in plots], scaling),
                                        encoding="utf-8")
         files.append(out / "report.md")
     if "tex" in fmts:
         (out / "table.tex").write_text(latex(table), encoding="utf-8")
         files.append(out / "table.tex")
+        if scaling is not None:
+            (out / "scaling.tex").write_text(scaling_render.latex(scaling, tex_escape), encoding="utf-8")
+            files.append(out / "scaling.tex")
     if "html" in fmts:
         # replaced whole: a browser reloading it (--watch) never reads half a page
         tmp = out / "report.html.tmp"
-        tmp.write_text(page(runs, table, plots, command, refresh_s), encoding="utf-8")
+        tmp.write_text(page(runs, table, plots, command, refresh_s, scaling), encoding="utf-8")
         tmp.replace(out / "report.html")
         files.append(out / "report.html")
     return files

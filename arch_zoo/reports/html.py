@@ -16,6 +16,8 @@ import pandas as pd
 
 from .interactive import progress, section, unfinished
 from .provenance import provenance_lines, sample_rows
+from .scaling import render as scaling_render
+from .scaling.interactive import section as scaling_plot
 from .tables import footnotes, main_and_more, runs_display, title
 from .tuning import tuning_table
 
@@ -92,14 +94,19 @@ def _code_spans(line: str) -> str:
 
 
 def page(runs: pd.DataFrame, table: pd.DataFrame, plots: List[Path], command: Optional[str] = None,
-         refresh_s: Optional[int] = None) -> str:
-    """``refresh_s``: reload every so many seconds (``arch-zoo report --watch`` while runs remain)."""
+         refresh_s: Optional[int] = None, scaling=None) -> str:
+    """``refresh_s``: reload every so many seconds (``arch-zoo report --watch`` while runs remain);
+    ``scaling``: a ladder's scaling section (``reports.scaling``)."""
     main, more = main_and_more(table)
     classes = ["baseline" if b else "" for b in table["baseline"]] if "baseline" in table.columns else []
     metric = table.attrs.get("metric", "")
     run_rows = runs_display(runs, metric)
     order = [str(v) for v in table["variant"]] if "variant" in table.columns else []
     interactive, scripts = section(runs, metric, esc, order)
+    ladder: List[str] = []
+    if scaling is not None:
+        plotted, more_scripts = scaling_plot(scaling, esc) if len(scripts) > 1 else ([], [])  # Plotly is inlined
+        ladder, scripts = scaling_render.html(scaling, _table, esc) + plotted, scripts + more_scripts
     parts = [
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP.format(scripts=" ".join(scripts)))}">',
@@ -117,6 +124,7 @@ def page(runs: pd.DataFrame, table: pd.DataFrame, plots: List[Path], command: Op
         '<ul class="notes">' + "".join(f"<li>{esc(line)}</li>" for line in footnotes(table)) + "</ul>",
         *(_tuning(runs.attrs["tuning"]) if runs.attrs.get("tuning") else []),
         *interactive[:-1],
+        *ladder,
     ]
     if plots:
         parts += ["<h2>Plots</h2>", "<div>" + "".join(_figure(p) for p in plots) + "</div>"]

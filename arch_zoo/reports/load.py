@@ -179,6 +179,7 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
         "not_evaluated": not_evaluated,
         "commits": sorted({r["_commit"] for r in rows if r.get("_commit")}),
         "invocations": spec.get("invocations") or [],
+        "scale": {r["run_id"]: r["_scale"] for r in rows if r.get("_scale")},  # a ladder's rungs, by run id
     })
     return frame
 

@@ -89,10 +89,11 @@ class SweepSpec:
     source_key: Dict[str, str] = field(default_factory=dict)  # axis key -> "grid" | "zip" | "random.parameters"
     command_line: List[str] = field(default_factory=list)  # the overrides given after SPEC (also in ``overrides``)
     tune: Optional[TuneSpec] = None  # per-variant tuning (stage 1) before the evaluation on ``seeds`` (stage 2)
+    scale: Optional[Any] = None  # a size ladder (``scale.ScaleSpec``): its sizes are one more axis
 
     @property
     def axes(self) -> List[str]:
-        return list(self.grid) + list(self.zip) + list(self.random)
+        return list(self.grid) + list(self.zip) + list(self.random) + (self.scale.axes if self.scale else [])
 
 
 # ------------------------------------------------------------------------------------------- parsing

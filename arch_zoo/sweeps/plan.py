@@ -17,7 +17,11 @@ from ..config.coerce import to_dict
 from ..config.loading import load
 from ..data.lengths import split_lengths
 from ..errors import ConfigError
+from .costs import tokens_per_step, training_flops
 from .halving import check_budgets
+from .scale import FLOPS_KEY, SIZE_KEY, size_overrides, transfer_lookup
+from .scale_plan import check_increasing, check_transfer, ladder_steps, references, scale_record, size_blame, \
+    warmup_override
 from .spec import SweepSpec, Variant, expand
 from .tune import STAGE_EVAL, STAGE_TUNE, Choice, base_settings, known_metric, stage_one_spec, stage_two_spec, \
     stage_two_variants
@@ -36,6 +40,7 @@ class RunPlan:
     config: ExperimentConfig
     budget: Dict[str, Any] = field(default_factory=dict)  # match, steps, tokens, params, flops
     tune: Dict[str, Any] = field(default_factory=dict)  # tuned sweeps: stage, key, value, variant (without key)
+    scale: Dict[str, Any] = field(default_factory=dict)  # ladders: rung, size, its keys, parameters, budget
 
     def record(self, sweep: str) -> Dict[str, Any]:
         """run.json."""
@@ -44,6 +49,8 @@ class RunPlan:
                "matched": dict(self.matched), "budget": dict(self.budget)}
         if self.tune:
             out["tune"] = dict(self.tune)
+        if self.scale:
+            out["scale"] = dict(self.scale)
         return out
 
 
@@ -62,7 +69,7 @@ class _Sizer:
     def __init__(self):
         self.vocab: Dict[str, int] = {}
         self.data: Dict[str, Any] = {}  # the TaskData behind each vocabulary
-        self.counts: Dict[Tuple[str, int, str], Tuple[int, float]] = {}
+        self.counts: Dict[Tuple[str, int, str], Tuple[int, float, int]] = {}
         self.split_lengths: Dict[str, Tuple[Dict[Tuple[int, int], int], Dict[str, Any]]] = {}
 
     def vocab_size(self, cfg: ExperimentConfig, blame: Callable[[ConfigError], ConfigError]) -> int:
@@ -128,7 +135,15 @@ class _Sizer:
         counts, _ = self.lengths(cfg, blame)
         return sum(n * (a + b) for (a, b), n in counts.items()) / sum(counts.values())
 
-    def _measure(self, cfg: ExperimentConfig, blame) -> Tuple[int, float]:
+    def non_embedding(self, cfg: ExperimentConfig, blame: Callable[[ConfigError], ConfigError]) -> int:
+        """Parameters less the token and position embeddings (``summary.non_embedding_parameters``)."""
+        return self._measure(cfg, blame)[2]
+
+    def tokens_per_step(self, cfg: ExperimentConfig, blame) -> float:
+        """Real training tokens per optimizer step at the lengths ``cfg`` trains at."""
+        return tokens_per_step(cfg, self.tokens_per_example(cfg, blame))
+
+    def _measure(self, cfg: ExperimentConfig, blame) -> Tuple[int, float, int]:
         vocab = self.vocab_size(cfg, blame)
         key = (json.dumps(to_dict(cfg.model), sort_keys=True, default=str), vocab, self._key(cfg))
         if key not in self.counts:
@@ -136,26 +151,13 @@ class _Sizer:
 
             from ..models import build_model
             from ..models.flops import FlopCounter
-            from ..models.summary import count_parameters
+            from ..models.summary import count_parameters, non_embedding_parameters
 
             with torch.random.fork_rng(devices=[]):  # counting must not move anyone's random state
                 model = build_model(cfg.model, vocab)
             per_token = FlopCounter(model).per_token(self.lengths(cfg, blame)[0])["total"]
-            self.counts[key] = (count_parameters(model), per_token)
+            self.counts[key] = (count_parameters(model), per_token, non_embedding_parameters(model))
         return self.counts[key]
-
-
-def tokens_per_step(cfg: ExperimentConfig, tokens_per_example: float) -> float:
-    """Training tokens per optimizer step (real tokens, source and target alike, on average over the
-    train split; per process times the device count)."""
-    t = cfg.train
-    devices = len(t.devices) if isinstance(t.devices, (list, tuple)) else t.devices if isinstance(t.devices, int) else 1
-    return t.batch_size * t.accumulate_grad_batches * max(1, devices) * tokens_per_example
-
-
-def training_flops(steps: int, tokens: int, flops_per_token: float) -> float:
-    """Analytic training FLOPs: forward + backward is about 3x the forward (Kaplan et al. 2020)."""
-    return 3.0 * flops_per_token * tokens * steps
 
 
 class _Configs:
@@ -177,7 +179,8 @@ class _Configs:
         return ConfigError(f"base ({self.spec.base})" + (f": {exc.key}" if exc.key else ""), exc.message)
 
     def overrides(self, variant: Variant, d_ff: Optional[int] = None, steps: Optional[int] = None) -> List[str]:
-        out = list(self.spec.overrides) + [f"{k}={yaml_value(v)}" for k, v in variant.settings.items()]
+        out = list(self.spec.overrides) + size_overrides(self.spec.scale, variant.settings) \
+            + [f"{k}={yaml_value(v)}" for k, v in variant.settings.items() if k not in (SIZE_KEY, FLOPS_KEY)]
         w = self.base.logging.wandb
         if w.enabled:  # dashboards group a sweep's runs and tell its variants apart
             name = variant_name(variant.settings, self.names)
@@ -188,6 +191,7 @@ class _Configs:
             out.append(f"model.d_ff={d_ff}")
         if steps is not None:
             out.append(f"train.max_steps={steps}")
+            out += warmup_override(self.spec.scale, steps)
         return out
 
     def load(self, variant: Variant, d_ff: Optional[int] = None, steps: Optional[int] = None) -> ExperimentConfig:
@@ -199,6 +203,9 @@ class _Configs:
     def error(self, exc: ConfigError, variant: Variant) -> ConfigError:
         """Blame the axis that sets the key at fault; a clash between settings blames them all."""
         name = f" (variant {variant_name(variant.settings, self.names)})"
+        blamed = size_blame(self.spec.scale, variant.settings, exc, _related)
+        if blamed is not None:
+            return ConfigError(blamed, exc.message + name)
         for k, source in variant.sources.items():
             if _related(exc.key, k):
                 return ConfigError(f"{source}.{k}", exc.message + name)
@@ -231,7 +238,7 @@ def second_plan(spec: SweepSpec, chosen: Dict[str, Choice]) -> Plan:
     (``tune.choose``) is read from stage 1's finished runs, so this plan is a function of them."""
     second = stage_two_spec(spec)
     picks = {label: c.value for label, c in chosen.items() if c.value is not None}
-    variants = stage_two_variants(expand(spec), spec.tune.key, picks)
+    variants = stage_two_variants(expand(spec), spec.tune.key, picks, transfer_lookup(spec.scale))
     if not variants:
         return Plan(spec, [], second.axes, short_names(second.axes))
     if spec.baseline is not None and not any(all(v.settings.get(k) == x for k, x in spec.baseline.items())
@@ -262,38 +269,53 @@ def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
     seeds = spec.seeds if spec.seeds is not None else [configs.base.seed]
     loaded = [configs.load(v) for v in variants]  # every variant checked before anything is built
     baseline = _baseline(spec, variants, names)
+    refs = references(variants, baseline)  # each variant's reference: its rung's baseline variant
     sizer = _Sizer()
     sizer.vocab_size(configs.base, configs.base_error)  # the task's own problems are the base's
     if spec.tune is not None:
         known_metric(spec.tune.select, sizer.val_metrics(configs.base, configs.base_error))
+    if spec.scale is not None:
+        check_transfer(spec.scale, list(zip(variants, loaded)))
+        steps = {j: ladder_steps(spec.scale, variants[j], loaded[j], sizer, lambda exc, v=variants[j]:
+                                 configs.error(exc, v)) for j in sorted(set(refs))}
+        loaded = [configs.load(v, steps=steps[refs[i]]) if steps[refs[i]] is not None else cfg
+                  for i, (v, cfg) in enumerate(zip(variants, loaded))]
+        check_increasing(spec.scale, variants, loaded, sizer, configs.error, names)
     runs: List[RunPlan] = []
     for seed in seeds:
-        target = None
-        ref, ref_cfg = variants[baseline[0]], dataclasses.replace(loaded[baseline[0]], seed=seed)
-        ref_blame = lambda exc, v=ref: configs.error(exc, v)  # noqa: E731
-        if spec.match_params is not None:
-            target = sizer.count(ref_cfg, ref_blame)
-        ref_flops = training_flops(ref_cfg.train.max_steps,
-                                   tokens_per_step(ref_cfg, sizer.tokens_per_example(ref_cfg, ref_blame)),
-                                   sizer.flops_per_token(ref_cfg, ref_blame))
+        ref_flops: Dict[int, float] = {}
+        targets: Dict[int, int] = {}
+        for j in sorted(set(refs)):
+            ref_cfg = dataclasses.replace(loaded[j], seed=seed)
+            ref_blame = lambda exc, v=variants[j]: configs.error(exc, v)  # noqa: E731
+            if spec.match_params is not None:
+                targets[j] = sizer.count(ref_cfg, ref_blame)
+            ref_flops[j] = training_flops(ref_cfg.train.max_steps, sizer.tokens_per_step(ref_cfg, ref_blame),
+                                          sizer.flops_per_token(ref_cfg, ref_blame))
         for i, (variant, cfg) in enumerate(zip(variants, loaded)):
             blame = lambda exc, v=variant: configs.error(exc, v)  # noqa: E731
             cfg = dataclasses.replace(cfg, seed=seed)
+            steps_now = cfg.train.max_steps if spec.scale is not None and spec.scale.budget != "steps" else None
             matched: Dict[str, int] = {}
-            if target is not None and i != baseline[0]:
-                d_ff = _match(cfg, target, spec.match_params, sizer, blame, variant_name(variant.settings, names),
-                              "budget" if "budget" in spec.raw else "match_params")
-                cfg = dataclasses.replace(configs.load(variant, d_ff), seed=seed)
+            if spec.match_params is not None and i != refs[i]:
+                key = "budget" if "budget" in spec.raw else "match_params"
+                d_ff = _match(cfg, targets[refs[i]], spec.match_params, sizer, blame,
+                              variant_name(variant.settings, names), key)
+                cfg = dataclasses.replace(configs.load(variant, d_ff, steps_now), seed=seed)
                 matched = {"model.d_ff": d_ff}
-            if spec.budget == "flops" and i != baseline[0]:
-                per_step = training_flops(1, tokens_per_step(cfg, sizer.tokens_per_example(cfg, blame)),
-                                          sizer.flops_per_token(cfg, blame))
-                steps = max(1, round(ref_flops / per_step))
-                cfg = dataclasses.replace(configs.load(variant, steps=steps), seed=seed)
-                matched = {"train.max_steps": steps}
-            runs.append(RunPlan(run_id(variant.settings, names, seed), variant_name(variant.settings, names), seed,
-                                {k: _scalar(v) for k, v in variant.settings.items()}, i in baseline,
-                                sizer.count(cfg, blame), matched, cfg, _budget(spec, cfg, sizer, blame, ref_flops)))
+            if spec.budget == "flops" and i != refs[i]:
+                per_step = training_flops(1, sizer.tokens_per_step(cfg, blame), sizer.flops_per_token(cfg, blame))
+                steps_now = max(1, round(ref_flops[refs[i]] / per_step))
+                cfg = dataclasses.replace(configs.load(variant, steps=steps_now), seed=seed)
+                matched = {"train.max_steps": steps_now}
+            run = RunPlan(run_id(variant.settings, names, seed), variant_name(variant.settings, names), seed,
+                          {k: _scalar(v) for k, v in variant.settings.items()}, i in baseline,
+                          sizer.count(cfg, blame), matched, cfg, _budget(spec, cfg, sizer, blame, ref_flops[refs[i]]))
+            if spec.scale is not None:
+                run.scale = scale_record(spec.scale, variant.settings, cfg, sizer, blame)
+            runs.append(run)
+    if spec.scale is not None:  # whole rungs (every seed) first: a ladder stopped part way has rungs to compare
+        runs.sort(key=lambda r: r.scale["rung"])
     return Plan(spec, runs, spec.axes, names)
 
 

@@ -1,7 +1,7 @@
 """The sweep spec: parse and check its shape, then expand it into variants.
 
 Native keys: ``name, description, base, overrides, grid, zip, random, seeds, baseline, metric,
-match_params, budget, tune`` (per-variant tuning: ``tune.py``).
+match_params, budget, tune, scale`` (per-variant tuning: ``tune.py``; a size ladder: ``scale.py``).
 The wandb sweep format (``method: grid|random``, ``parameters: {key: {values: [...]}}``) is read
 into the same ``SweepSpec``, so both run through one code path. Nothing here imports torch: a spec
 can be read and expanded with the standard library and YAML alone. Turning variants into configs
@@ -18,11 +18,12 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from ..errors import ConfigError, yaml_error
 from .fields import (BUDGETS, GOALS, NAME_RE, Distribution, SweepSpec, Variant, _axis_key, _check_keys,  # noqa: F401
                      _distribution, _finish, _int, _mapping, _name, _values, parse_overrides, resolve_base)
+from .scale import check_with_tune, cross, parse_scale
 from .tune import parse_tune
 from .wandb_format import from_wandb
 
 NATIVE_KEYS = ("name", "description", "base", "overrides", "grid", "zip", "random", "seeds", "baseline", "metric",
-               "match_params", "budget", "tune")
+               "match_params", "budget", "tune", "scale")
 WANDB_KEYS = ("method", "parameters", "run_cap", "command", "program", "description", "project", "entity",
               "early_terminate")
 RANDOM_KEYS = ("n", "seed", "parameters")
@@ -72,8 +73,12 @@ def parse_spec(data: Mapping, path: Optional[Path] = None) -> SweepSpec:
                        for k, v in params.items()}
         spec.random_n, spec.random_seed = n, _int(r.get("seed", 0), "random.seed")
     _finish(spec, data)
+    if data.get("scale") is not None:
+        spec.scale = parse_scale(data["scale"], spec)
     if data.get("tune") is not None:
         spec.tune = parse_tune(data["tune"], spec)
+    if spec.scale is not None:
+        check_with_tune(spec)
     return spec
 
 
@@ -102,6 +107,9 @@ def add_overrides(spec: SweepSpec, overrides: Sequence[str]) -> SweepSpec:
                                    "change the spec, or override another key")
         if spec.tune is not None and key == spec.tune.key:
             raise ConfigError(key, "is tuned per variant by the spec's tune, so an override cannot set it")
+        if spec.scale is not None and (key in ("model." + k for sz in spec.scale.sizes for k in sz.keys)
+                                       or (key == "train.max_steps" and spec.scale.budget != "steps")):
+            raise ConfigError(key, "is set by the spec's scale (its sizes or budget), so an override cannot set it")
         if key == "seed" and spec.seeds is not None:
             raise ConfigError("seed", "the spec's 'seeds' list sets it; change the spec to run other seeds")
     spec.overrides = list(spec.overrides) + items
@@ -132,7 +140,8 @@ def load_spec(path, overrides: Sequence[str] = ()) -> SweepSpec:
 # ----------------------------------------------------------------------------------------- expansion
 
 def expand(spec: SweepSpec) -> List[Variant]:
-    """grid (cartesian) x zip (rows) x random (seeded samples); a spec with no axes is one variant."""
+    """grid (cartesian) x zip (rows) x random (seeded samples), at every size of a ladder (``scale``);
+    a spec with no axes is one variant."""
     grid = [dict(zip(spec.grid, combo)) for combo in itertools.product(*spec.grid.values())] or [{}]
     rows = [dict(zip(spec.zip, row)) for row in zip(*spec.zip.values())] or [{}]
     samples = _samples(spec) or [{}]
@@ -140,7 +149,7 @@ def expand(spec: SweepSpec) -> List[Variant]:
     for g, z, r in itertools.product(grid, rows, samples):
         settings = {**g, **z, **r}
         variants.append(Variant(settings, {k: spec.source_key[k] for k in settings}))
-    return variants
+    return cross(variants, spec.scale) if spec.scale is not None else variants
 
 
 def _samples(spec: SweepSpec) -> List[Dict[str, Any]]:

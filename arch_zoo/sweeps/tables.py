@@ -4,11 +4,12 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from ..formatting import plural, si
-from ..run_names import plain
+from ..run_names import plain, variant_name
 from ..rundir import INDEX, SUMMARY
 from .halving import ladder_sizes, steps_per_seed
 from .plan import Plan
-from .spec import BUDGETS
+from .scale import transfer_lookup
+from .spec import BUDGETS, expand
 from .store import Store, read_json
 
 
@@ -114,6 +115,11 @@ def _variants(plan: Plan) -> Dict[str, bool]:
     out: Dict[str, bool] = {}
     for r in plan.runs:
         out[r.tune["variant"]] = out.get(r.tune["variant"], False) or r.is_baseline
+    scale = plan.spec.scale
+    if scale is not None and scale.lr == "transfer":  # stage 1 tunes the smallest rung; stage 2 trains them all
+        first = transfer_lookup(scale)
+        out = {variant_name(v.settings, plan.names): out.get(variant_name(first(v.settings), plan.names), False)
+               for v in expand(plan.spec)}
     return out
 
 

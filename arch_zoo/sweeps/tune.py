@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, did_you_mean
 from ..metrics import goal_of
@@ -111,27 +111,35 @@ def _range(value: Mapping) -> Tuple[Any, ...]:
 # ----------------------------------------------------------------------------------------- the stages
 
 def stage_one_spec(spec: SweepSpec) -> SweepSpec:
-    """The spec stage 1 runs: the tuned key as one more grid axis, on the tuning seeds."""
+    """The spec stage 1 runs: the tuned key as one more grid axis, on the tuning seeds (a ladder with
+    ``scale.lr: transfer``: on its smallest rung only)."""
     t = spec.tune
+    scale = spec.scale
+    if scale is not None and scale.lr == "transfer":
+        from .scale import smallest_only
+
+        scale = smallest_only(scale)
     return dataclasses.replace(spec, grid={**spec.grid, t.key: list(t.values)}, seeds=list(t.seeds),
-                               source_key={**spec.source_key, t.key: "tune"})
+                               source_key={**spec.source_key, t.key: "tune"}, scale=scale)
 
 
 def stage_two_spec(spec: SweepSpec) -> SweepSpec:
     """Stage 2's spec: stage 1's axes (so names and run ids read alike), on the evaluation seeds."""
-    return dataclasses.replace(stage_one_spec(spec), seeds=spec.seeds)
+    return dataclasses.replace(stage_one_spec(spec), seeds=spec.seeds, scale=spec.scale)
 
 
 def base_settings(settings: Mapping[str, Any], key: str) -> Dict[str, Any]:
     return {k: v for k, v in settings.items() if k != key}
 
 
-def stage_two_variants(variants: Sequence[Variant], key: str, chosen: Mapping[Any, Any]) -> List[Variant]:
+def stage_two_variants(variants: Sequence[Variant], key: str, chosen: Mapping[Any, Any],
+                       lookup: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None) -> List[Variant]:
     """Each variant (by its settings without ``key``) at its chosen value; variants with no choice
-    (every value failed) are left out."""
+    (every value failed) are left out. ``lookup``: the settings whose choice a variant takes (a ladder
+    transferring its smallest rung's value), if not its own."""
     out = []
     for v in variants:
-        label = variant_key(v.settings)
+        label = variant_key(lookup(v.settings) if lookup else v.settings)
         if label in chosen:
             out.append(Variant({**v.settings, key: chosen[label]}, {**v.sources, key: "tune"}))
     return out

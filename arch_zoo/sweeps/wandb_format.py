@@ -113,6 +113,9 @@ def to_wandb(spec: SweepSpec, store: Path, entity: Optional[str] = None) -> Dict
     if spec.budget == "flops":
         raise ConfigError("budget", "wandb cannot adjust train.max_steps per variant; run the sweep here, or "
                           "export a spec that matches tokens")
+    if spec.scale is not None:
+        raise ConfigError("scale", "a wandb sweep has no size ladder (a set of model keys per size, each with its own "
+                          "budget); run the ladder here, or export a spec without scale")
     params: Dict[str, Any] = {}
     for k, values in spec.grid.items():
         params[k] = {"values": list(values)}

@@ -1,0 +1,220 @@
+"""A ladder sweep's scaling section: per variant the fit of the loss against training compute (and,
+for a tokens-per-parameter ladder, against non-embedding parameters) with bootstrap intervals, the
+compute multiplier against the baseline at every rung (and, only when asked, beyond the ladder, as
+an extrapolation), and a verdict line. Everything a reader could mistake for a result when it is
+not one (too few rungs, a loss that does not fall, a fit that does not converge, no baseline) is a
+note instead of a number."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import pandas as pd
+
+from ...errors import ConfigError
+from ...run_names import short_names
+from ...sweeps.scale import SIZE_KEY
+from ..stats import BOOTSTRAP_SEED
+from .bootstrap import REPLICATES, Curve, fit_curves, huber_delta
+from .fit import OK, curve as curve_values
+from .multiplier import at
+from .points import ARCH_HIDDEN, Ladder, arch_label, draws, ladder_points, resample, seed_noise
+from .verdict import k_phrase, verdict
+
+FIT_COLUMNS = ["variant", "x", "status", "rungs", "E", "E_ci_low", "E_ci_high", "A", "A_ci_low", "A_ci_high", "alpha",
+               "alpha_ci_low", "alpha_ci_high", "x_ref", "huber_delta", "replicates", "replicates_used", "note"]
+GRID = 60  # points along a plotted curve
+K_COLUMNS = ["variant", "baseline", "rung", "size", "kind", "compute", "loss_fit", "k", "k_ci_low", "k_ci_high", "note"]
+
+
+@dataclass
+class Scaling:
+    metric: str
+    baseline: Optional[str]
+    fits: pd.DataFrame
+    multipliers: pd.DataFrame
+    verdicts: Dict[str, str]
+    notes: List[str]
+    curves: Dict[str, Curve] = field(default_factory=dict)  # variant -> its compute fit
+    extrapolate_to: Optional[float] = None
+    ladder: Optional[Ladder] = None
+    confidence: float = 0.95
+
+
+def is_ladder(runs: pd.DataFrame) -> bool:
+    """One ladder sweep's runs (several stores compared together have no one ladder to fit)."""
+    return bool(runs.attrs.get("scale")) and SIZE_KEY in (runs.attrs.get("settings") or [])
+
+
+def _fit_row(c: Curve, replicates: int) -> Dict[str, Any]:
+    row: Dict[str, Any] = {"variant": c.variant, "x": c.x, "status": c.status, "rungs": len(c.numbers),
+                           "x_ref": c.x_ref, "huber_delta": c.delta, "replicates": replicates, "note": c.note or None}
+    if not c.ok:
+        return row
+    reps, point = c.replicates, c.point
+    for name, value, values in (("E", point.E[0], reps.E), ("A", point.A(c.x_ref)[0], reps.A(c.x_ref)),
+                                ("alpha", point.alpha[0], reps.alpha)):
+        low, high = c.interval(values)
+        row.update({name: float(value), f"{name}_ci_low": low, f"{name}_ci_high": high})
+    row["replicates_used"] = int(c.usable.sum())
+    if point.floor_at_bound[0]:
+        row["note"] = "E = 0: the ladder resolves no floor"
+    return row
+
+
+def _rung_stats(table: pd.DataFrame, ladder: Ladder, variant: str, names: Dict[str, str], metric: str) -> List:
+    """(rung name, Δ, Holm p) of ``variant`` at each rung, from the per-variant table's rows."""
+    out = []
+    for _, row in table.iterrows():
+        if row.get("baseline") or arch_label({k: row[k] for k in ladder.keys[variant]}, names) != variant:
+            continue
+        size = row.get("scale.size")
+        rung = next((r for r in ladder.rungs.get(variant, []) for c in r.cells if c.size == size
+                     and (not ladder.isoflop or r.label == f"{float(row['scale.flops']):.3g} FLOPs")), None)
+        if rung is None:
+            continue
+        name = str(rung.number) + (f" ({size})" if ladder.isoflop else "")
+        out.append((rung.number, name, row.get(f"{metric} delta"), row.get(f"{metric} p_holm")))
+    return [(n, d, p) for _, n, d, p in sorted(out, key=lambda t: t[0])]
+
+
+def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[float] = None,
+            replicates: int = REPLICATES) -> Optional[Scaling]:
+    """The scaling section of a ladder sweep's report; None for any other sweep (``--extrapolate-to`` on
+    one is an error)."""
+    if not is_ladder(runs):
+        if extrapolate_to is not None:
+            raise ConfigError("--extrapolate-to", "is for a ladder sweep (a spec with scale); these runs have no rungs")
+        return None
+    metric, goal = table.attrs.get("metric", "val/loss"), table.attrs.get("goal", "min")
+    ladder = ladder_points(runs, metric)
+    settings = [s for s in runs.attrs.get("settings") or [] if s not in ARCH_HIDDEN]
+    names = short_names(settings)
+    notes: List[str] = []
+    base_rows = table[table["baseline"] == True] if "baseline" in table.columns else table.iloc[:0]  # noqa: E712
+    baseline = arch_label({k: base_rows.iloc[0][k] for k in settings}, names) if len(base_rows) else None
+    computes = [c.compute for rs in ladder.rungs.values() for r in rs for c in r.cells]
+    if extrapolate_to is not None:
+        if not (math.isfinite(extrapolate_to) and computes and extrapolate_to > max(computes)):
+            largest = f"{max(computes):.3g}" if computes else "none yet"
+            raise ConfigError("--extrapolate-to", f"{extrapolate_to:.3g} FLOPs is not beyond the largest rung's "
+                              f"training compute ({largest}); an extrapolation names a compute past the ladder")
+    if goal != "min":
+        notes.append(f"no scaling fits: {metric} is maximised, and L = E + A C^-alpha describes a loss; "
+                     "report a loss metric (--metric val/loss) for fits")
+    delta = huber_delta(seed_noise(ladder))
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    shared = draws(ladder, replicates, rng)  # the same resampled seeds for every variant at a rung
+    curves: Dict[str, Curve] = {}
+    fit_rows = []
+    x_ref = math.exp(float(np.mean(np.log(computes)))) if computes else 1.0
+    params = [c.params for rs in ladder.rungs.values() for r in rs for c in r.cells]
+    n_ref = math.exp(float(np.mean(np.log(params)))) if params else 1.0
+    fitted = ladder.variants if goal == "min" else []
+    drawn = {v: resample(ladder.rungs[v], shared, replicates) for v in fitted}
+    for c in fit_curves([(v, ladder.rungs[v], drawn[v]) for v in fitted], x_ref, delta):
+        curves[c.variant] = c
+    by_params = {}
+    if ladder.tokens_per_param:
+        drawn_n = {v: resample(ladder.rungs[v], shared, replicates, "params") for v in fitted}
+        by_params = {c.variant: c for c in fit_curves([(v, ladder.rungs[v], drawn_n[v]) for v in fitted], n_ref,
+                                                      delta, "params")}
+    for v in fitted:
+        fit_rows.append(_fit_row(curves[v], replicates))
+        if v in by_params:
+            fit_rows.append(_fit_row(by_params[v], replicates))
+    k_rows, verdicts = [], {}
+    base = curves.get(baseline) if baseline else None
+    if baseline is None:
+        notes.append("no baseline: no compute multipliers (set one with --baseline KEY=VALUE)")
+    elif goal == "min" and (base is None or not base.ok):
+        notes.append(f"no compute multipliers: the baseline ({baseline}) has no usable fit"
+                     + (f" ({base.note})" if base is not None and base.note else ""))
+    for variant in ladder.variants:
+        if variant == baseline:
+            continue
+        c = curves.get(variant)
+        k_text = None
+        if c is not None and base is not None and c.ok and base.ok:
+            rows = _k_rows(c, base, ladder, extrapolate_to)
+            k_rows += rows
+            largest = [r for r in rows if r["kind"] == "rung"][-1]
+            k_text = k_phrase(largest["k"], largest["k_ci_low"], largest["k_ci_high"])
+        elif c is not None and not c.ok:
+            k_text = f"no compute multiplier: {c.status}"
+        verdicts[variant] = verdict(_rung_stats(table, ladder, variant, names, metric), goal, k_text)
+    for c in curves.values():
+        if not c.ok:
+            notes.append(f"{c.variant}: no fit ({c.status}): {c.note}")
+        elif c.usable.sum() < 0.95 * replicates:
+            notes.append(f"{c.variant}: intervals from {int(c.usable.sum())} of {replicates} bootstrap replicates; "
+                         "the others did not converge")
+    seeds = [len(cell.losses) for rs in ladder.rungs.values() for r in rs for cell in r.cells]
+    if seeds and min(seeds) < 5:
+        notes.append("warning: the bootstrap resamples the seeds of each rung, and with fewer than 5 seeds it has few "
+                     "distinct resamples: its intervals cover less than their nominal 95%")
+    if ladder.planned < 3:
+        notes.append(f"the ladder has {ladder.planned} rung{'s' * (ladder.planned != 1)}: fits need at least 3")
+    return Scaling(metric, baseline, pd.DataFrame(fit_rows, columns=FIT_COLUMNS),
+                   pd.DataFrame(k_rows, columns=K_COLUMNS), verdicts, notes, curves, extrapolate_to, ladder)
+
+
+def _k_rows(c: Curve, base: Curve, ladder: Ladder, extrapolate_to: Optional[float]) -> List[Dict[str, Any]]:
+    rows = []
+    sizes = {r.number: (r.best().size if r.best() else r.label) for r in ladder.rungs[c.variant]}
+    for number, compute in zip(c.numbers, c.px):
+        k, low, high, loss = at(c, base, float(compute))
+        rows.append({"variant": c.variant, "baseline": base.variant, "rung": number, "size": sizes[number],
+                     "kind": "rung", "compute": float(compute), "loss_fit": loss, "k": k, "k_ci_low": low,
+                     "k_ci_high": high, "note": _k_note(k, base)})
+    if extrapolate_to is not None:
+        k, low, high, loss = at(c, base, extrapolate_to)
+        rows.append({"variant": c.variant, "baseline": base.variant, "rung": None, "size": None,
+                     "kind": "extrapolated", "compute": extrapolate_to, "loss_fit": loss, "k": k, "k_ci_low": low,
+                     "k_ci_high": high, "note": "extrapolated beyond the largest rung: both curves are assumed to "
+                                                "hold there" + (f"; {_k_note(k, base)}" if math.isinf(k) else "")})
+    return rows
+
+
+def _k_note(k: float, base: Curve) -> Optional[str]:
+    if math.isinf(k):
+        return f"no finite k: the variant's fitted loss is below the baseline's fitted floor E = {base.point.E[0]:.4g}"
+    return None
+
+
+def band(c: Curve, x: np.ndarray, confidence: float = 0.95):
+    """(fitted loss, CI low, CI high) at ``x`` FLOPs: the pointwise percentiles of the replicates' curves."""
+    mid = curve_values(c.point, x, c.x_ref)[0]
+    reps = curve_values(c.replicates, x, c.x_ref)[c.usable]
+    low, high = np.quantile(reps, [(1 - confidence) / 2, (1 + confidence) / 2], axis=0) if len(reps) else (mid, mid)
+    return mid, low, high
+
+
+def _std(rung) -> float:
+    cell = rung.best()
+    values = list(cell.losses.values())
+    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
+def series(s: Scaling) -> Dict[str, dict]:
+    """Per variant, what the static and the interactive plot draw (plain lists: JSON-safe)."""
+    out, rungs = {}, s.ladder.rungs
+    for variant, c in s.curves.items():
+        entry = {"x": [float(v) for v in c.px], "y": [float(v) for v in c.py],
+                 "err": [_std(r) for r in rungs[variant]], "status": c.status}
+        if c.ok:
+            top = max(c.px.max(), s.extrapolate_to or 0.0)
+            grid = np.geomspace(c.px.min() / 1.5, c.px.max() * 1.5, GRID)
+            mid, low, high = band(c, grid)
+            entry.update(fit_x=grid.tolist(), fit=mid.tolist(), low=low.tolist(), high=high.tolist())
+            if s.extrapolate_to is not None:
+                far = np.geomspace(c.px.max(), top, GRID // 2)
+                mid, low, high = band(c, far)
+                entry.update(far_x=far.tolist(), far=mid.tolist(), far_low=low.tolist(), far_high=high.tolist())
+        out[variant] = entry
+    return out
+
+
+__all__ = ["Scaling", "analyse", "band", "is_ladder", "series", "OK"]

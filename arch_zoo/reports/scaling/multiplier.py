@@ -1,0 +1,41 @@
+"""The compute multiplier of a variant against the baseline: k(C) such that the baseline needs k x C
+of training compute to reach the loss the variant reaches at C, from the two fitted curves.
+
+With L_b(C) = E_b + A_b C^-alpha_b and the variant's loss L_v(C) at C, the baseline reaches it at
+C_b = (A_b / (L_v(C) - E_b))^(1 / alpha_b), so k = C_b / C. When L_v(C) <= E_b the variant is below
+the baseline's floor: no compute brings the baseline there, and no finite k exists (k = inf).
+k > 1: the variant is worth more compute than it spends; k < 1: less.
+
+Both curves are fitted on x = C / x_ref with the same x_ref, so k is computed in those units; each
+bootstrap replicate pairs the variant's and the baseline's fits of the same resampled seeds."""
+from __future__ import annotations
+
+import math
+from typing import Tuple
+
+import numpy as np
+
+from .bootstrap import Curve, interval
+from .fit import predict
+
+
+def multiplier(theta_v: np.ndarray, theta_b: np.ndarray, x: float) -> np.ndarray:
+    """k at x (in x_ref units) for each pair of rows of (P, 3) parameters; inf below the floor."""
+    logx = np.full((len(theta_v), 1), math.log(x))
+    target = np.exp(predict(theta_v, logx)[:, 0])
+    gap = target - theta_b[:, 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_xb = (theta_b[:, 1] - np.log(gap)) / theta_b[:, 2]
+        k = np.exp(log_xb - math.log(x))
+    return np.where(gap > 0, k, np.inf)
+
+
+def at(variant: Curve, baseline: Curve, compute: float) -> Tuple[float, float, float, float]:
+    """(k, CI low, CI high, the variant's fitted loss) at ``compute`` FLOPs."""
+    x = compute / variant.x_ref
+    k = float(multiplier(variant.point.theta, baseline.point.theta, x)[0])
+    both = variant.usable & baseline.usable
+    ks = multiplier(variant.replicates.theta[both], baseline.replicates.theta[both], x)
+    low, high = interval(ks)
+    loss = float(np.exp(predict(variant.point.theta, np.full((1, 1), math.log(x)))[0, 0]))
+    return k, low, high, loss

@@ -1,0 +1,122 @@
+"""The scaling section as display tables and text, for the terminal, Markdown, LaTeX and HTML (the
+CSV and Parquet exports keep the frames' full precision: ``write``)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Callable, List
+
+import pandas as pd
+
+from ...formatting import number
+from .analysis import Scaling
+
+HEADLINE = "Scaling: loss against training compute, L(C) = E + A * C^-alpha"
+
+
+def _v(x) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    if isinstance(x, float) and math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return number(float(x), 4)
+
+
+def _ci(row, name: str) -> str:
+    value = _v(row.get(name))
+    low, high = _v(row.get(f"{name}_ci_low")), _v(row.get(f"{name}_ci_high"))
+    return f"{value} [{low}, {high}]" if value and low else value
+
+
+def fits_display(s: Scaling) -> pd.DataFrame:
+    rows = []
+    for _, r in s.fits.iterrows():
+        x = "training FLOPs" if r["x"] == "compute" else "non-embedding params"
+        rows.append({"variant": r["variant"], "x": x, "rungs": str(r["rungs"]), "E [95% CI]": _ci(r, "E"),
+                     "A [95% CI]": _ci(r, "A"), "alpha [95% CI]": _ci(r, "alpha"),
+                     "fit": r["status"] + (f": {r['note']}" if isinstance(r["note"], str) and r["note"] else "")})
+    return pd.DataFrame(rows)
+
+
+def k_display(s: Scaling) -> pd.DataFrame:
+    rows = []
+    for _, r in s.multipliers.iterrows():
+        where = f"rung {int(r['rung'])} ({r['size']})" if r["kind"] == "rung" else "extrapolated"
+        k = "no finite k" if math.isinf(r["k"]) else f"{_v(r['k'])} [{_v(r['k_ci_low'])}, {_v(r['k_ci_high'])}]"
+        rows.append({"variant": r["variant"], "vs": r["baseline"], "at": where, "train FLOPs": f"{r['compute']:.3e}",
+                     "fitted loss": _v(r["loss_fit"]), "k [95% CI]": k,
+                     "note": r["note"] if isinstance(r["note"], str) else ""})
+    return pd.DataFrame(rows)
+
+
+def explanation(s: Scaling) -> List[str]:
+    lines = ["Fit per variant: Huber loss on log residuals (Hoffmann et al. 2022, approach 3; delta = "
+             f"{_v(float(s.fits['huber_delta'].iloc[0])) if len(s.fits) else '1e-3'}, 1.345 x the seeds' standard "
+             "error in log space, at least 1e-3), from a grid of starts, through each rung's mean over seeds; 95% CI: "
+             "percentiles of a bootstrap over seeds within each rung (the same seeds for every variant), "
+             "refitted each time."]
+    if s.baseline:
+        lines.append(f"k: the compute multiplier against {s.baseline}, the factor of training compute the "
+                     "baseline needs to reach the variant's fitted loss at C (k > 1: the variant is worth more than it "
+                     "costs); no finite k where that loss is below the baseline's fitted floor E.")
+    if s.extrapolate_to is not None:
+        lines.append(f"The row 'extrapolated' is at {s.extrapolate_to:.3e} FLOPs, beyond every rung: both curves are "
+                     "assumed to hold there, which the ladder cannot show.")
+    return lines + list(s.notes)
+
+
+def terminal_lines(s: Scaling) -> List[str]:
+    out = [f"{HEADLINE}; verdicts vs {s.baseline or '(no baseline)'}:"]
+    out += [f"  {v}: {line}" for v, line in s.verdicts.items()]
+    return out + [f"  {n}" if n.startswith("warning") else f"  note: {n}" for n in s.notes]
+
+
+def markdown(s: Scaling, table: Callable[[pd.DataFrame], str], esc: Callable[[str], str],
+             plot: Path = None) -> List[str]:
+    parts = ["", f"## {HEADLINE}", ""]
+    parts += [f"- **{esc(v)}**: {esc(line)}" for v, line in s.verdicts.items()] + [""]
+    fits = fits_display(s)
+    if len(fits):
+        parts += [table(fits), ""]
+    ks = k_display(s)
+    if len(ks):
+        parts += ["Compute multipliers:", "", table(ks), ""]
+    if plot is not None:
+        parts += [f"![loss against compute]({plot.as_posix()})", ""]
+    return parts + [f"- {esc(line)}" for line in explanation(s)]
+
+
+def html(s: Scaling, table: Callable[[pd.DataFrame], str], esc: Callable[[str], str]) -> List[str]:
+    parts = [f"<h2>{esc(HEADLINE)}</h2>", '<ul class="notes">'
+             + "".join(f"<li><b>{esc(v)}</b>: {esc(line)}</li>" for v, line in s.verdicts.items()) + "</ul>"]
+    for title, frame in (("Fits", fits_display(s)), ("Compute multipliers", k_display(s))):
+        if len(frame):
+            parts += [f"<h3>{esc(title)}</h3>", table(frame)]
+    return parts + ['<ul class="notes">' + "".join(f"<li>{esc(line)}</li>" for line in explanation(s)) + "</ul>"]
+
+
+def latex(s: Scaling, escape: Callable[[str], str]) -> str:
+    """Booktabs tables of the fits and the compute multipliers."""
+    out = [f"% {escape(HEADLINE)}", "% requires \\usepackage{booktabs}"]
+    for frame in (fits_display(s), k_display(s)):
+        if not len(frame):
+            continue
+        out += [f"\\begin{{tabular}}{{{'l' * len(frame.columns)}}}", "\\toprule",
+                " & ".join(escape(c) for c in frame.columns) + r" \\", "\\midrule"]
+        out += [" & ".join(escape(v) for v in row) + r" \\" for row in frame.astype(str).itertuples(index=False)]
+        out += ["\\bottomrule", "\\end{tabular}", ""]
+    out += [f"% {escape(v)}: {escape(line)}" for v, line in s.verdicts.items()]
+    return "\n".join(out + [f"% {escape(line)}" for line in explanation(s)]) + "\n"
+
+
+def write(s: Scaling, out: Path, formats) -> List[Path]:
+    """scaling_fits and compute_multipliers as CSV and Parquet, at full precision."""
+    written = []
+    for name, frame in (("scaling_fits", s.fits), ("compute_multipliers", s.multipliers)):
+        if "csv" in formats:
+            frame.to_csv(out / f"{name}.csv", index=False)
+            written.append(out / f"{name}.csv")
+        if "parquet" in formats:
+            frame.to_parquet(out / f"{name}.parquet", index=False)
+            written.append(out / f"{name}.parquet")
+    return written

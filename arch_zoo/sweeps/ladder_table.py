@@ -1,0 +1,81 @@
+"""What ``arch-zoo sweep --dry-run`` prints about a ladder: one row per rung and variant (its size,
+parameters with and without embeddings, steps, tokens, training FLOPs and the estimated wall time of
+its runs from ``probe.py``), then the ladder's total and what the report will be able to fit."""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from ..formatting import plural, si
+from ..run_names import plain, variant_name
+from .plan import Plan
+from .probe import TIMED_STEPS
+from .scale import FLOPS_KEY, LR_MODES, SIZE_KEY, arch_settings
+from .tables import _table
+
+MIN_RUNGS = 3  # the report fits a curve from this many rungs up (reports/scaling)
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def ladder_table(plan: Plan, estimates: Dict[str, float], workers: Optional[int] = None, threads: int = 1) -> str:
+    scale = plan.spec.scale
+    groups: Dict[tuple, List] = {}
+    for run in plan.runs:
+        arch = variant_name(arch_settings(run.settings), plan.names)
+        groups.setdefault((run.scale["rung"], run.settings.get(FLOPS_KEY), arch), []).append(run)
+    rows = []
+    for (rung, flops, arch), runs in groups.items():
+        first, keys = runs[0], scale.sizes[rung].keys
+        each = [estimates[r.run_id] for r in runs]
+        name = arch + (" *" if first.is_baseline else "")
+        rows.append([str(rung + 1), first.settings[SIZE_KEY]] + ([f"{flops:.3g}"] if scale.flops else [])
+                    + [", ".join(f"{k}={plain(v)}" for k, v in keys.items()), name,
+                       f"{first.scale['params']:,}", f"{first.scale['non_embedding_params']:,}",
+                       str(first.budget["steps"]), si(first.budget["tokens"]), f"{first.budget['flops']:.3e}",
+                       str(len(runs)), duration(sum(each) / len(each)), duration(sum(each))])
+    header = ["rung", "size"] + (["FLOPs budget"] if scale.flops else []) + [
+        "model keys", "variant", "params", "non-emb params", "steps", "tokens", "train FLOPs", "runs", "est. per run",
+        "est. runs"]
+    total = sum(estimates.values())
+    numeric = ("rung", "FLOPs budget", "params", "non-emb params", "steps", "tokens", "train FLOPs", "runs",
+               "est. per run", "est. runs")
+    text = "\nladder:\n" + _table(header, rows, right=tuple(i for i, h in enumerate(header) if h in numeric))
+    budget = {"steps": "every rung trains train.max_steps",
+              "tokens_per_param": f"{scale.tokens_per_param:g} tokens per {scale.per.replace('_', '-')} parameter "
+                                  "of each rung's baseline",
+              "flops": "every size at every FLOPs budget (IsoFLOP), on the tokens that budget buys"}[scale.budget]
+    text += f"budget: {budget}" + (f"; warmup {scale.warmup_fraction:g} of each rung's steps"
+                                   if scale.warmup_fraction is not None else "") + "\n"
+    if scale.lr is not None:
+        text += (f"{plan.spec.tune.key}: {LR_MODES[scale.lr].split(': ', 1)[1]}; the rows are stage 1's runs (stage 2 "
+                 "is planned from their results)\n")
+    per = f"; with --workers {workers}, about {duration(total / workers)}" if workers and workers > 1 else ""
+    text += (f"estimated wall time: {duration(total)} for {plural(len(plan.runs), 'run')} one after another{per} "
+             f"(the median of {TIMED_STEPS} timed steps per model on {plural(threads, 'torch thread')}, a local "
+             "worker's share of this machine's cores, as loaded now, times each run's steps, plus its validations; "
+             "start-up and data preparation not included)\n")
+    rungs = len(scale.flops) if scale.flops else len(scale.sizes)
+    if rungs < MIN_RUNGS:
+        text += (f"note: {plural(rungs, 'budget' if scale.flops else 'size')}: the report fits a scaling curve from "
+                 f"{MIN_RUNGS} up, so this ladder gets per-rung comparisons only\n")
+    if scale.lr == "transfer" and not _has_parametrization(plan):
+        text += ("note: scale.lr: transfer reuses the smallest rung's value at every size, which assumes a "
+                 "parametrization under which it transfers (µP); this arch_zoo has no model.parametrization to "
+                 "check, so that is yours to ensure\n")
+    for (rung, flops, arch), runs in groups.items():
+        t = runs[0].config.train
+        if scale.budget != "steps" and t.warmup_steps >= t.max_steps:
+            text += (f"warning: rung {rung + 1} ({arch}) trains {t.max_steps} steps, no more than train.warmup_steps "
+                     f"({t.warmup_steps}); set scale.warmup_fraction\n")
+            break
+    return text
+
+
+def _has_parametrization(plan: Plan) -> bool:
+    return bool(plan.runs) and hasattr(plan.runs[0].config.model, "parametrization")
