@@ -27,15 +27,15 @@ def step_seconds(cfg, data, timed: int = TIMED_STEPS) -> float:
 
     from ..data.tasks.base import collate
     from ..models import build_model
+    from ..recipes import build_optimizer
     from ..training import objectives
-    from ..training.optim import build_optimizer
 
     t = cfg.train
     device = "cuda" if t.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available() else "cpu"
     with torch.random.fork_rng(devices=[]):  # the probe must not move anyone's random state
         torch.manual_seed(cfg.seed)
         model = build_model(cfg.model, data.tokenizer.vocab_size).to(device).train()
-        optimizer = build_optimizer(model, t)
+        optimizer = build_optimizer(model, t).optimizer
         objective = objectives.objective(data.objective)
         train = data.splits["train"]
         batch = collate([train[i % len(train)] for i in range(t.batch_size)], pad_id=data.tokenizer.pad_id)

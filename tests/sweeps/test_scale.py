@@ -113,6 +113,9 @@ def test_an_isoflop_ladder_trains_each_size_on_what_its_budget_buys(spec_dir):
 def test_transfer_tunes_the_smallest_rung_and_reuses_its_choice_at_every_size(spec_dir):
     spec = {**LADDER, "seeds": [1], "scale": {**LADDER["scale"], "lr": "transfer"},
             "tune": {"key": "train.lr", "values": [1.0e-3, 3.0e-3], "seeds": [7]}}
+    with pytest.raises(ConfigError, match="scale.lr: transfer .* model.parametrization is standard"):
+        make_plan(load_spec(write_spec(spec_dir, spec)))  # a transferred lr holds under µP only
+    spec["overrides"] = {"model.parametrization": {"name": "mup", "base_width": 16}}
     loaded = load_spec(write_spec(spec_dir, spec))
     first = make_plan(loaded)
     assert {r.settings[SIZE_KEY] for r in first.runs} == {"d16-L1-ff32"} and len(first.runs) == 4

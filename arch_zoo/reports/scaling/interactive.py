@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Callable, List, Tuple
 
-from ..interactive import PALETTE, _json_block, script_hash
+from ..colors import palette
+from ..interactive import _json_block, script_hash
 from .analysis import Scaling, series
 
 SCALING_JS = r"""
@@ -49,7 +50,8 @@ def _rgb(hex_color: str) -> str:
 
 def section(s: Scaling, esc: Callable[[str], str]) -> Tuple[List[str], List[str]]:
     """(HTML parts, their script's CSP hash); the page includes Plotly before these parts."""
-    data = {"series": series(s), "metric": s.metric, "colors": [_rgb(c) for c in PALETTE]}
+    drawn = series(s)
+    data = {"series": drawn, "metric": s.metric, "colors": [_rgb(c) for c in palette(len(drawn))]}
     parts = ['<div id="az-scaling"></div>',
              f'<script type="application/json" id="az-scaling-data">{_json_block(data)}</script>',
              f"<script>{SCALING_JS}</script>"]
