@@ -266,6 +266,9 @@ SWEEP_MEANINGS = {
     "match_params": "`true` or `{tolerance: 0.01}`: the same as `budget: {match: params}`",
     "budget": "what every variant gets the same amount of: `tokens` (default), `params` or `flops`",
     "tune": "per-variant tuning of one key before the comparison ([a tuned sweep](../how-to/tuned-sweep.md))",
+    "scale": "a size ladder: every variant at several sizes (`sizes` or a width `rule`), each with its budget "
+             "(`budget: {tokens_per_param: K}` or IsoFLOP `flops`), `lr: tune | transfer`, `warmup_fraction` "
+             "([size ladders](../how-to/sweeps.md#size-ladders-does-it-hold-at-scale))",
     "random.n": "how many distinct samples",
     "random.seed": "fixes the samples (not the runs' seeds)",
     "random.parameters": "`{key: {min, max, scale}}` (scale `linear` or `log`) or `{key: {values: [...]}}`",
