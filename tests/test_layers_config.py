@@ -36,6 +36,24 @@ def test_each_layer_is_built_from_its_own_config():
     assert model(torch.randint(1, 11, (2, 4))).logits.shape == (2, 4, 11)
 
 
+def test_layers_are_resolved_once_by_validation_and_the_stacks_build_from_that(monkeypatch):
+    import arch_zoo.config.validation as validation
+    calls = []
+    real = validation.resolve
+    monkeypatch.setattr(validation, "resolve", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    cfg = load({"model": tiny(kind="encoder_decoder", n_layers=3, layers=LAYERS)})
+    assert calls == ["encoder", "decoder"]
+    model = build_model(cfg, 11)  # a validated config is not validated (nor resolved) again
+    assert calls == ["encoder", "decoder"]
+    assert [hasattr(layer.ffn.sublayer, "gate") for layer in model.decoder.layers] == [False, False, True]
+    import dataclasses
+    from arch_zoo.models.transformer import MODEL_KINDS
+    copy = dataclasses.replace(cfg.model)  # not through validation: the stacks resolve it themselves
+    assert not hasattr(copy, validation.RESOLVED_LAYERS)
+    again = MODEL_KINDS["encoder_decoder"](copy, 11)
+    assert [hasattr(layer.ffn.sublayer, "gate") for layer in again.decoder.layers] == [False, False, True]
+
+
 def test_a_component_mapping_without_name_changes_the_options_of_the_same_component():
     m = model_config(tiny(n_layers=2, norm={"name": "layernorm", "eps": 1e-6},
                           layers=[{"range": 1, "norm": {"bias": False}}]))

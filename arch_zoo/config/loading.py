@@ -21,7 +21,7 @@ from . import plugins as user_plugins
 from .coerce import field_family, to_dict
 from .parse import from_dict
 from .schema import ExperimentConfig, ModelConfig
-from .validation import validate, validate_model
+from .validation import RESOLVED_LAYERS, validate, validate_model
 
 PRESET_PREFIX = "preset:"
 
@@ -194,6 +194,8 @@ def model_config(data: Union[str, Path, Mapping, ModelConfig]) -> ModelConfig:
     """A validated ModelConfig from what the CLI accepts as a model: ``preset:NAME``, a path to a
     model (or experiment) YAML, a mapping (``base:`` allowed) or a ModelConfig."""
     if isinstance(data, ModelConfig):
+        if hasattr(data, RESOLVED_LAYERS):  # validated already (its per-layer configs resolved with it)
+            return data
         data = to_dict(data)  # re-parse so hand-built specs get their registered option types
     if isinstance(data, (str, Path)):  # read as `arch-zoo describe` reads it (interpolations resolved)
         return load(data).model

@@ -88,15 +88,28 @@ def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
         raise ConfigError(f"{key}.norm_placement", f"placement '{m.norm_placement.name}' has no form with "
                           f"cross-attention; for encoder_decoder choose one of: "
                           f"{', '.join(e.name for e in PLACEMENTS.entries() if e.factory.cross_attention)}")
-    for stack, depth in stacks(m):
-        layer_models(m, stack, depth, key)
+    resolved = {stack: layer_models(m, stack, depth, key) for stack, depth in stacks(m)}
     PARAMETRIZATIONS.get(m.parametrization.name).factory.check(m.parametrization.options, m, f"{key}.parametrization")
     head = HEADS.get(m.head.name)
     if m.kind not in head.factory.kinds:
         fits = [e.name for e in HEADS.entries() if m.kind in e.factory.kinds]
         raise ConfigError(f"{key}.head", f"head '{m.head.name}' does not fit kind '{m.kind}'; "
                           f"heads for {m.kind}: {', '.join(fits)}")
+    # The per-layer configs travel with the validated config, so the stacks build from this
+    # resolution instead of redoing it (a frozen dataclass: the attribute is not a field, so it is
+    # neither saved nor compared, and dataclasses.replace drops it with the config it described).
+    object.__setattr__(m, RESOLVED_LAYERS, resolved)
     return m
+
+
+RESOLVED_LAYERS = "_resolved_layers"
+
+
+def layer_configs(m: ModelConfig, stack: str, depth: int) -> List[ModelConfig]:
+    """The config of each layer of ``stack``, as ``validate_model`` resolved it; a config that did not
+    come through validation (built by hand and handed to a model class) is resolved here."""
+    resolved = getattr(m, RESOLVED_LAYERS, {}).get(stack)
+    return resolved if resolved is not None and len(resolved) == depth else layer_models(m, stack, depth)
 
 
 def stacks(m: ModelConfig) -> List[tuple]:

@@ -18,7 +18,7 @@ from ..components.norms import NORMS
 from ..components.placements import PLACEMENTS, Slot, ends_with_norm
 from ..components.positions import POSITIONS, PositionContext, PositionScheme
 from ..config import ModelConfig
-from ..config.validation import layer_models
+from ..config.validation import layer_configs
 
 
 @dataclass
@@ -109,7 +109,7 @@ class Stack(nn.Module):
         self.position: PositionScheme = POSITIONS.build(cfg.position, ctx)
         self.embedding_norm = NORMS.build(cfg.norm, cfg.d_model) if cfg.embedding_norm else nn.Identity()
         self.dropout = nn.Dropout(cfg.rate("embedding_dropout"))
-        layer_cfgs = layer_models(cfg, stack, n_layers)
+        layer_cfgs = layer_configs(cfg, stack, n_layers)
         self.layers = nn.ModuleList(
             TransformerLayer(layer_cfg, LayerContext(i, n_layers, stack, cfg.kind, n_enc, n_dec, cfg.d_model))
             for i, layer_cfg in enumerate(layer_cfgs))

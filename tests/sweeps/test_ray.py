@@ -4,6 +4,7 @@ import os
 import signal
 
 import pytest
+import yaml
 
 from arch_zoo.sweeps import load_spec, run_sweep
 from arch_zoo.sweeps.ray_launcher import resources
@@ -18,12 +19,14 @@ PLUGIN = ("from arch_zoo.components.positions import POSITIONS, Alibi, AlibiOpti
 
 
 def test_ray_launcher_runs_every_run_as_a_ray_task(tmp_path):
-    """Ray workers import the base config's plugins too (README, plugins: "Ray workers import it")."""
+    """Ray workers import the base config's plugins too (README, plugins: "Ray workers import it"); a size
+    ladder (``scale:``) runs on Ray as it does locally, each run at its rung's size."""
     from arch_zoo.config import plugins
     from arch_zoo.components.positions import POSITIONS
 
     (tmp_path / "plugin.py").write_text(PLUGIN)
-    spec = {"name": "r", "grid": {"model.position": ["rope", "alibi_plugin"]}, "seeds": [0]}
+    spec = {"name": "r", "grid": {"model.position": ["alibi_plugin"]}, "seeds": [0],
+            "scale": {"sizes": [{"d_model": 16}, {"d_model": 24}]}}
     path, out = write_spec(tmp_path, spec, base={**BASE, "plugins": ["plugin.py"]}), tmp_path / "out"
     lines = []
     try:
@@ -31,6 +34,10 @@ def test_ray_launcher_runs_every_run_as_a_ray_task(tmp_path):
         outcome = run_sweep(load_spec(path), out, launcher="ray", ray_init={"num_cpus": 2}, log=lines.append,
                             on_launch=lambda: handlers.append(signal.getsignal(signal.SIGTERM)))
         assert [s["status"] for s in outcome.statuses().values()] == ["completed"] * 2, lines
+        widths = sorted((r.config.model.position.name, r.config.model.d_model) for r in outcome.plan.runs)
+        configs = [yaml.safe_load((outcome.store.run_dir(r.run_id) / "config.yaml").read_text()) for r in outcome.plan.runs]
+        saved = sorted((c["model"]["position"]["name"], c["model"]["d_model"]) for c in configs)
+        assert widths == saved == [("alibi_plugin", 16), ("alibi_plugin", 24)]
         assert [h.__module__ for h in handlers] == ["arch_zoo.training.interrupts"], handlers
         pids = {json.loads((outcome.store.run_dir(r) / "status.json").read_text())["pid"] for r in outcome.results}
         assert os.getpid() not in pids  # trained in Ray worker processes, not here
