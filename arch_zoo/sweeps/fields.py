@@ -90,10 +90,12 @@ class SweepSpec:
     command_line: List[str] = field(default_factory=list)  # the overrides given after SPEC (also in ``overrides``)
     tune: Optional[TuneSpec] = None  # per-variant tuning (stage 1) before the evaluation on ``seeds`` (stage 2)
     scale: Optional[Any] = None  # a size ladder (``scale.ScaleSpec``): its sizes are one more axis
+    suite: Optional[Any] = None  # a probe suite (``suite.SuiteSpec``): its entries are one more axis
 
     @property
     def axes(self) -> List[str]:
-        return list(self.grid) + list(self.zip) + list(self.random) + (self.scale.axes if self.scale else [])
+        return list(self.grid) + list(self.zip) + list(self.random) + (self.scale.axes if self.scale else []) \
+            + (self.suite.axes if self.suite else [])
 
 
 # ------------------------------------------------------------------------------------------- parsing
