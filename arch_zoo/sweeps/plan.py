@@ -25,7 +25,7 @@ from .scale_plan import check_increasing, check_transfer, ladder_steps, referenc
 from .spec import SweepSpec, Variant, expand
 from .suite import SUITE_KEY, arch_settings, suite_blame, suite_overrides, suite_record
 from .tune import STAGE_EVAL, STAGE_TUNE, Choice, base_settings, known_metric, stage_one_spec, stage_two_spec, \
-    stage_two_variants
+    stage_two_variants, tuned_value
 from ..run_names import plain, run_id, short_names, tags, variant_name, yaml_value
 
 
@@ -244,7 +244,7 @@ def second_plan(spec: SweepSpec, chosen: Dict[str, Choice]) -> Plan:
     (``tune.choose``) is read from stage 1's finished runs, so this plan is a function of them."""
     second = stage_two_spec(spec)
     picks = {label: c.value for label, c in chosen.items() if c.value is not None}
-    variants = stage_two_variants(expand(spec), spec.tune.key, picks, transfer_lookup(spec.scale))
+    variants = stage_two_variants(expand(spec), spec.tune, picks, transfer_lookup(spec.scale))
     if not variants:
         return Plan(spec, [], second.axes, short_names(second.axes))
     if spec.baseline is not None and not any(all(v.settings.get(k) == x for k, x in spec.baseline.items())
@@ -261,10 +261,12 @@ def _rule(tune) -> Dict[str, Any]:
 
 
 def _staged(plan: Plan, spec: SweepSpec, stage: str) -> Plan:
-    key = spec.tune.key
+    tune = spec.tune
     for run in plan.runs:
-        run.tune = {"stage": stage, "key": key, "value": run.settings[key],
-                    "variant": variant_name(base_settings(run.settings, key), plan.names), **_rule(spec.tune)}
+        run.tune = {"stage": stage, "key": tune.key, "value": tuned_value(tune, run.settings),
+                    "variant": variant_name(base_settings(run.settings, tune.keys), plan.names), **_rule(tune)}
+        if tune.grid:
+            run.tune["keys"] = list(tune.keys)
     plan.spec = spec  # sweep.yaml records the spec as written
     return plan
 
@@ -330,7 +332,7 @@ def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
             if spec.scale is not None:
                 run.scale = scale_record(spec.scale, variant.settings, cfg, sizer, blame)
             if spec.suite is not None:
-                tuned = (spec.tune.key,) if spec.tune is not None else ()
+                tuned = spec.tune.keys if spec.tune is not None else ()
                 run.suite = suite_record(spec.suite, variant.settings,
                                          variant_name(arch_settings(variant.settings, tuned), names))
             runs.append(run)

@@ -111,7 +111,7 @@ def add_overrides(spec: SweepSpec, overrides: Sequence[str]) -> SweepSpec:
         if key in spec.source_key:
             raise ConfigError(key, f"is varied by the spec's {spec.source_key[key]}, so an override cannot set it; "
                                    "change the spec, or override another key")
-        if spec.tune is not None and key == spec.tune.key:
+        if spec.tune is not None and key in spec.tune.keys:
             raise ConfigError(key, "is tuned per variant by the spec's tune, so an override cannot set it")
         if spec.scale is not None and (key in ("model." + k for sz in spec.scale.sizes for k in sz.keys)
                                        or (key == "train.max_steps" and spec.scale.budget != "steps")):

@@ -196,7 +196,7 @@ def suite_record(suite: SuiteSpec, settings: Mapping[str, Any], variant: str) ->
     and a tuned key), which is what the report averages over the suite's tasks."""
     e = suite.entry(settings[SUITE_KEY])
     return {"name": suite.name, "entry": e.label, "task": e.task, "options": dict(e.options), "variant": variant,
-            "entries": [x.label for x in suite.entries], "tasks": suite.tasks}
+            "entries": {x.label: x.task for x in suite.entries}, "tasks": suite.tasks}
 
 
 def arch_settings(settings: Mapping[str, Any], tuned: Tuple[str, ...] = ()) -> Dict[str, Any]:
