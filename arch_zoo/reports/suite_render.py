@@ -73,6 +73,17 @@ def terminal_lines(suite: Suite) -> List[str]:
             tabulate(display(suite), headers="keys", tablefmt="simple", showindex=False), *suite.notes]
 
 
+def suite_table(sweep_dir) -> str:
+    """What ``arch-zoo sweep`` prints at the end of a suite sweep: the suite's table from the store."""
+    from .aggregate import summarize
+    from .load import load_groups
+    from .suite import analyse
+
+    groups = load_groups(sweep_dir)
+    suite = analyse(groups, tables=[summarize(g) for g in groups])
+    return "\n".join(terminal_lines(suite)) + "\n" if suite is not None else ""
+
+
 def write(suite: Suite, out: Path, fmts: Sequence[str]) -> List[Path]:
     """suite.csv (per variant) and suite_entries.csv (per variant and entry), and .parquet with parquet."""
     files = []

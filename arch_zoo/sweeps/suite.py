@@ -181,9 +181,11 @@ def suite_blame(suite: Optional[SuiteSpec], settings: Mapping[str, Any], exc: Co
         return None
     e = suite.entry(settings[SUITE_KEY])
     key = exc.key or ""
-    if key == "task" or key.startswith("task.") or key in ("task.name",):
+    if key == "task" or key.startswith("task."):
+        from ..data.tasks import TASKS  # only on an error, in the plan (which has torch already)
+
         rest = key[len("task."):] if key.startswith("task.") else ""
-        if rest == "name":
+        if rest == "name" or e.task not in TASKS.choices():
             return f"{e.where}.task"
         return f"{e.where}.options.{rest}" if rest and rest in e.options else e.where
     if any(key == o.split("=", 1)[0] for o in e.overrides):
