@@ -57,7 +57,7 @@ MAD = {
 def test_the_shipped_mad_suite_is_madlabs_six_tasks_at_its_66_difficulty_levels():
     suite = _parse(suite="mad").suite
     assert suite.tasks == list(MAD)
-    want = [  # MAD's order: each task's baseline, then each change from it
+    # MAD's order: each task's baseline, then each change from it, one key at a time
     want = [(t, o) for t, (base, changes) in MAD.items()
             for o in [base] + [{**base, k: v} for k, vs in changes.items() for v in vs]]
     assert [(e.task, e.options) for e in suite.entries] == want
