@@ -147,3 +147,22 @@ def test_a_tiny_suite_sweep_through_the_cli_reports_per_task_scores_and_the_suit
     assert "## Probe suite: tiny (2 tasks, 2 entries)" in md
     assert "| position=sinusoidal * |" in md
     assert Path(tmp_path / "rep" / "suite_entries.csv").is_file()
+
+
+def test_a_tuned_grid_reads_back_from_run_json_as_tuples_and_is_chosen_by_its_mean():
+    """run.json writes a grid's (lr, weight decay) as a list; the report's tuning table recomputes the
+    choice from them, as stage 1 did."""
+    from arch_zoo.reports.tuning import choices, tuning_record, tuning_table
+
+    values = [[1e-3, 0.0], [1e-3, 0.1], [3e-3, 0.0]]
+    scores = {0: [0.2, 0.4], 1: [0.5, 0.3], 2: [0.45, 0.45]}  # means 0.3, 0.4, 0.45 over the two tuning seeds
+    rows = [{"_tune": {"stage": "tune", "key": "train.lr x train.weight_decay", "value": list(values[i]),
+                       "variant": "position=rope,task=copy", "values": values, "select": "val/token_accuracy",
+                       "goal": "max"}, "seed": seed, "status": "completed", "_metrics": {"val/token_accuracy": x}}
+            for i, xs in scores.items() for seed, x in zip((5, 6), xs)]
+    record = tuning_record(rows, {})
+    picked = choices(record)["position=rope,task=copy"]
+    assert picked.value == (3e-3, 0.0) and picked.scores[(1e-3, 0.1)] == pytest.approx(0.4)
+    table = tuning_table(record)
+    assert table.iloc[0]["chosen train.lr x train.weight_decay"] == "[0.003, 0.0]"
+    assert table.iloc[0]["[0.003, 0.0]"] == "**0.4500**"
