@@ -9,6 +9,7 @@ from typing import Callable, List, Sequence
 import pandas as pd
 
 from ..formatting import number
+from .frames import write_frames
 from .suite import Suite, wide
 
 
@@ -86,13 +87,4 @@ def suite_table(sweep_dir) -> str:
 
 def write(suite: Suite, out: Path, fmts: Sequence[str]) -> List[Path]:
     """suite.csv (per variant) and suite_entries.csv (per variant and entry), and .parquet with parquet."""
-    files = []
-    frames = {"suite": wide(suite), "suite_entries": suite.per_entry}
-    for name, frame in frames.items():
-        if "csv" in fmts:
-            frame.to_csv(out / f"{name}.csv", index=False)
-            files.append(out / f"{name}.csv")
-        if "parquet" in fmts:
-            frame.to_parquet(out / f"{name}.parquet", index=False)
-            files.append(out / f"{name}.parquet")
-    return files
+    return write_frames({"suite": wide(suite), "suite_entries": suite.per_entry}, out, fmts)

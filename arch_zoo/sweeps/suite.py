@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..errors import ConfigError, did_you_mean
-from .fields import SweepSpec, Variant, _check_keys, _mapping
+from ..run_names import plain, yaml_value
+from .fields import SweepSpec, Variant, _check_keys, _mapping, parse_overrides
 
 SUITE_KEY = "suite.task"  # the axis a suite adds to every variant's settings
 SUITE_KEYS = ("name", "description", "tasks")
@@ -79,12 +80,6 @@ def _load_shipped(name: str) -> Dict[str, Any]:
     return {"name": name, **data}
 
 
-def _plain(value: Any) -> str:
-    from ..run_names import plain
-
-    return plain(value)
-
-
 def _entries(i: int, item: Any) -> List[Entry]:
     where = f"suite.tasks[{i}]"
     t = _mapping(item, where)
@@ -95,8 +90,6 @@ def _entries(i: int, item: Any) -> List[Entry]:
     options = _mapping(t.get("options") or {}, f"{where}.options")
     if "name" in options:
         raise ConfigError(f"{where}.options.name", "the task is named by 'task'; options hold its other keys")
-    from .fields import parse_overrides
-
     overrides = tuple(parse_overrides(t.get("overrides"), f"{where}.overrides"))
     for o in overrides:
         if o.split("=", 1)[0].strip().split(".")[0] == "task":
@@ -110,7 +103,7 @@ def _entries(i: int, item: Any) -> List[Entry]:
         if not isinstance(values, (list, tuple)) or not values:
             raise ConfigError(f"{where}.vary.{key}", f"expected a list of the option's harder values, got {values!r}")
         for j, v in enumerate(values):
-            out.append(Entry(f"{label}:{key}={_plain(v)}", name, {**options, key: v}, overrides,
+            out.append(Entry(f"{label}:{key}={plain(v)}", name, {**options, key: v}, overrides,
                              f"{where}.vary.{key}[{j}]"))
     return out
 
@@ -167,8 +160,6 @@ def cross(variants: List[Variant], suite: SuiteSpec) -> List[Variant]:
 def suite_overrides(suite: Optional[SuiteSpec], settings: Mapping[str, Any]) -> List[str]:
     """The task an entry sets, replacing the base's whole (``task=null`` first: a task of the same name
     would otherwise keep the base's options), then the entry's other keys."""
-    from ..run_names import yaml_value
-
     if suite is None or SUITE_KEY not in settings:
         return []
     e = suite.entry(settings[SUITE_KEY])
@@ -182,7 +173,7 @@ def suite_blame(suite: Optional[SuiteSpec], settings: Mapping[str, Any], exc: Co
     e = suite.entry(settings[SUITE_KEY])
     key = exc.key or ""
     if key == "task" or key.startswith("task."):
-        from ..data.tasks import TASKS  # only on an error, in the plan (which has torch already)
+        from ..data.tasks import TASKS  # torch: only on an error, in the plan; a spec parses without it
 
         rest = key[len("task."):] if key.startswith("task.") else ""
         if rest == "name" or e.task not in TASKS.choices():
