@@ -108,7 +108,7 @@ def _entries(i: int, item: Any) -> List[Entry]:
     return out
 
 
-def parse_suite(value: Any, spec: SweepSpec) -> SuiteSpec:
+def parse_suite(value: Any, spec: Optional[SweepSpec] = None) -> SuiteSpec:
     """``suite`` once the spec's axes are known (the suite sets the task, so no axis may vary it)."""
     if isinstance(value, str):
         value = _load_shipped(value)
@@ -127,7 +127,7 @@ def parse_suite(value: Any, spec: SweepSpec) -> SuiteSpec:
             if any(o.task_config == e.task_config and o.overrides == e.overrides for o in entries):
                 raise ConfigError(e.where, f"repeats an earlier entry ({e.label}): the same runs would train twice")
             entries.append(e)
-    for key, source in spec.source_key.items():
+    for key, source in (spec.source_key if spec is not None else {}).items():
         if key == "task" or key.startswith("task."):
             raise ConfigError(f"{source}.{key}", "the suite sets each run's task; vary task options with the "
                               "suite's 'vary' instead")
