@@ -56,6 +56,12 @@ def ws(tmp_path_factory):
                         ("order", {"sizes": [{"d_model": 32}, {"d_model": 16}]}),
                         ("budget", {"sizes": [{"d_model": 16}], "budget": {"tokens_per_param": 20, "flops": [1e9]}})):
         (ws / f"spec_scale_{name}.yaml").write_text(yaml.safe_dump({"name": f"l{name}", **spec, "scale": scale}))
+    small = {"n_train": 16, "n_val": 4, "n_test": 4}
+    for name, entry in (("task", {"task": "copyy"}), ("option", {"task": "copy", "options": {"n_symbolz": 3}}),
+                        ("rejected", {"task": "copy", "options": {**small, "min_len": 9, "max_len": 4}})):
+        suite = {"tasks": [{"task": "reverse", "options": small}, entry]}
+        (ws / f"spec_suite_{name}.yaml").write_text(yaml.safe_dump({"name": f"u{name}", **spec, "suite": suite}))
+    (ws / "spec_suite_shipped.yaml").write_text(yaml.safe_dump({"name": "ushipped", **spec, "suite": "madd"}))
     write_sweep(ws / "sweep")
     write_sweep(ws / "tb_blocked", seeds=(0,))  # a file where its TensorBoard log dir would go
     (ws / "tb_blocked" / "tensorboard").write_text("")
@@ -208,6 +214,14 @@ CASES = [
      "before it (d32: 6,528)"),
     ("sweep-scale-two-budgets", "sweep {ws}/spec_scale_budget.yaml --out {ws}/store",
      "scale.budget: give tokens_per_param (a budget that grows with size) or flops"),
+    ("sweep-suite-unknown-task", "sweep {ws}/spec_suite_task.yaml --out {ws}/store",
+     "suite.tasks[1].task: unknown task 'copyy' (did you mean 'copy'?)"),
+    ("sweep-suite-unknown-option", "sweep {ws}/spec_suite_option.yaml --out {ws}/store",
+     "suite.tasks[1].options.n_symbolz: unknown option for task 'copy' (did you mean 'n_symbols'?)"),
+    ("sweep-suite-option-the-task-rejects", "sweep {ws}/spec_suite_rejected.yaml --out {ws}/store",
+     "suite.tasks[1]: max_len (4) must be >= min_len (9) (variant position=rope,task=copy)"),
+    ("sweep-suite-unknown-shipped-suite", "sweep {ws}/spec_suite_shipped.yaml --dry-run --out {ws}/store",
+     "suite: unknown suite 'madd' (did you mean 'mad'?)"),
     ("report-extrapolate-inside-the-ladder", "report {ws}/ladder --out {ws}/rep --extrapolate-to 1e3",
      "--extrapolate-to: 1e+03 FLOPs is not beyond the largest rung's training compute (6.4e+13)"),
     ("report-extrapolate-without-a-ladder", "report {ws}/sweep --out {ws}/rep --extrapolate-to 1e20",

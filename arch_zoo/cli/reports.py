@@ -39,6 +39,10 @@ def _report(args) -> int:
                 from ..reports.scaling.render import terminal_lines
 
                 print("\n".join(terminal_lines(group["scaling"])))
+        if result.get("suite") is not None:
+            from ..reports.suite_render import terminal_lines as suite_lines
+
+            print("\n".join(suite_lines(result["suite"])))
     print(f"report: {result['out_dir']}/ ({plural(len(result['files']), 'file')})")
     return 0
 

@@ -36,6 +36,10 @@ def final_table(outcome: SweepOutcome) -> str:
     except ImportError:
         return results_table(outcome)
     try:
+        if outcome.plan.spec.suite is not None:  # one group per entry: the suite's table says it in one
+            from ..reports.suite_render import suite_table
+
+            return suite_table(outcome.store.root)
         return terminal_table(outcome.store.root)
     except Exception as exc:  # noqa: BLE001 - a report problem must not hide the sweep's own results
         return results_table(outcome) + f"(comparison table unavailable: {type(exc).__name__}: {exc})\n"

@@ -22,6 +22,8 @@ from .html import page
 from .load import goal_for, load_groups
 from .provenance import provenance_lines, sample_rows
 from .scaling import analyse, render as scaling_render
+from . import suite_render
+from .suite import analyse as suite_analysis
 from .tables import display, footnotes, main_and_more, num, other_metrics, runs_display, title
 from .tuning import tuning_plot, tuning_table
 
@@ -208,6 +210,7 @@ def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_di
     groups = load_groups(sweep_dir)
     tables = [summarize(runs, metric=metric, baseline=baseline, ci=ci, min_effect=min_effect) for runs in groups]
     scalings = [analyse(runs, table, extrapolate_to) for runs, table in zip(groups, tables)]  # errors before writing
+    suite = suite_analysis(groups, metric, tables)  # a probe suite: every group's runs scored together
     out = Path(out_dir) if out_dir is not None else Path("reports") / str(groups[0].attrs.get("name") or "report")
     check_dir(out, "--out", "the report is written")
     out.mkdir(parents=True, exist_ok=True)
@@ -222,10 +225,17 @@ def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_di
             files += _write_one(runs, table, sub, fmts, command, refresh_s, scaling)
             parts += [f"## Task: {md_escape(runs.attrs['task'])} ({len(runs)} runs; full report in "
                       f"{md_escape(sub.name)}/)", "", f"{md_escape(title(table))}", "", *_md_tables(table), ""]
+        if suite is not None:
+            parts[2:2] = suite_render.markdown(suite, _md_table, md_escape)[1:] + [""]
         if "md" in fmts:
             (out / "report.md").write_text("\n".join(parts), encoding="utf-8")
             files.append(out / "report.md")
-    return {"out_dir": out, "runs": groups[0], "variants": tables[0], "files": files,
+    if suite is not None:
+        files += suite_render.write(suite, out, fmts)
+        if len(groups) == 1 and "md" in fmts:
+            with (out / "report.md").open("a", encoding="utf-8") as f:
+                f.write("\n".join(suite_render.markdown(suite, _md_table, md_escape)) + "\n")
+    return {"out_dir": out, "runs": groups[0], "variants": tables[0], "files": files, "suite": suite,
             "groups": [{"runs": r, "variants": t, "scaling": sc} for r, t, sc in zip(groups, tables, scalings)]}
 
 

@@ -180,6 +180,7 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
         "commits": sorted({r["_commit"] for r in rows if r.get("_commit")}),
         "invocations": spec.get("invocations") or [],
         "scale": {r["run_id"]: r["_scale"] for r in rows if r.get("_scale")},  # a ladder's rungs, by run id
+        "suite": {r["run_id"]: r["_suite"] for r in rows if r.get("_suite")},  # a probe suite's entries, by run id
     })
     return frame
 

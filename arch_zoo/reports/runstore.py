@@ -136,6 +136,7 @@ def read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
     row["_budget"] = (meta.get("budget") or {}).get("match")
     row["_tune"] = meta.get("tune") or {}
     row["_scale"] = meta.get("scale")  # a ladder's rung (sweeps/scale_plan.py), for the scaling fits
+    row["_suite"] = meta.get("suite")  # a probe suite's entry (sweeps/suite.py), for the suite table
     row["_rungs"] = status.get("rungs") or {}  # successive halving: validation metrics at each rung it stopped at
     row["_pruned_at"] = status.get("pruned_at") if state in ("pruned", "completed") else None  # completed: cut later
     row["_settings"] = {k: scalar(v) for k, v in (meta.get("settings") or {}).items()}

@@ -47,11 +47,18 @@ def tuning_record(rows: List[Dict[str, Any]], spec: Dict[str, Any]) -> Dict[str,
         select = select.get("name", "val/loss") if isinstance(select, dict) else select
         values = tune.get("values") if isinstance(tune.get("values"), list) else None  # a range: ascending
         halving = tune.get("halving")
-    return {"key": first.get("key"), "select": select, "goal": direction(goal), "halving": halving, "values": values,
-            "runs": [{"variant": r["_tune"].get("variant"), "value": r["_tune"].get("value"), "seed": r.get("seed"),
+    return {"key": first.get("key"), "select": select, "goal": direction(goal), "halving": halving,
+            "values": [_hashable(v) for v in values] if values is not None else None,
+            "runs": [{"variant": r["_tune"].get("variant"), "value": _hashable(r["_tune"].get("value")),
+                      "seed": r.get("seed"),
                       "status": PRUNED if r.get("_pruned_at") is not None else r.get("status"),
                       "reason": r.get("reason"), "metric": _metric(r, select), "pruned_at": r.get("_pruned_at"),
                       "run_dir": r.get("run_dir")} for r in rows]}
+
+
+def _hashable(value: Any) -> Any:
+    """A grid's tuned value (``tune.grid``): run.json writes the tuple as a list."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _metric(row: Dict[str, Any], select: str) -> Optional[float]:

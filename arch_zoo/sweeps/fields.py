@@ -61,12 +61,18 @@ class Halving:
 class TuneSpec:
     """The spec's ``tune`` key (``tune.py`` parses it and plans the two stages)."""
 
-    key: str  # a dotted config key, e.g. train.lr
-    values: Tuple[Any, ...]  # in the order tried (a range: ascending)
+    key: str  # a dotted config key, e.g. train.lr; a grid's keys joined by " x " (its name in tables)
+    values: Tuple[Any, ...]  # in the order tried (a range: ascending); a grid's: tuples, one value per key
     seeds: Tuple[int, ...]
     select: str = "val/loss"
     goal: str = "min"
     halving: Optional[Halving] = None  # None: every stage-1 run trains its full budget
+    grid: Tuple[Tuple[str, Tuple[Any, ...]], ...] = ()  # ``tune.grid``: (key, its values) per key, crossed
+
+    @property
+    def keys(self) -> Tuple[str, ...]:
+        """The config keys tuned: one, or a grid's."""
+        return tuple(k for k, _ in self.grid) or (self.key,)
 
 
 @dataclass
@@ -90,10 +96,12 @@ class SweepSpec:
     command_line: List[str] = field(default_factory=list)  # the overrides given after SPEC (also in ``overrides``)
     tune: Optional[TuneSpec] = None  # per-variant tuning (stage 1) before the evaluation on ``seeds`` (stage 2)
     scale: Optional[Any] = None  # a size ladder (``scale.ScaleSpec``): its sizes are one more axis
+    suite: Optional[Any] = None  # a probe suite (``suite.SuiteSpec``): its entries are one more axis
 
     @property
     def axes(self) -> List[str]:
-        return list(self.grid) + list(self.zip) + list(self.random) + (self.scale.axes if self.scale else [])
+        return list(self.grid) + list(self.zip) + list(self.random) + (self.scale.axes if self.scale else []) \
+            + (self.suite.axes if self.suite else [])
 
 
 # ------------------------------------------------------------------------------------------- parsing

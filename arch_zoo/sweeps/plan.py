@@ -23,8 +23,9 @@ from .scale import FLOPS_KEY, SIZE_KEY, size_overrides, transfer_lookup
 from .scale_plan import check_increasing, check_transfer, ladder_steps, references, scale_record, size_blame, \
     warmup_override
 from .spec import SweepSpec, Variant, expand
+from .suite import SUITE_KEY, arch_settings, suite_blame, suite_overrides, suite_record
 from .tune import STAGE_EVAL, STAGE_TUNE, Choice, base_settings, known_metric, stage_one_spec, stage_two_spec, \
-    stage_two_variants
+    stage_two_variants, tuned_value
 from ..run_names import plain, run_id, short_names, tags, variant_name, yaml_value
 
 
@@ -41,6 +42,7 @@ class RunPlan:
     budget: Dict[str, Any] = field(default_factory=dict)  # match, steps, tokens, params, flops
     tune: Dict[str, Any] = field(default_factory=dict)  # tuned sweeps: stage, key, value, variant (without key)
     scale: Dict[str, Any] = field(default_factory=dict)  # ladders: rung, size, its keys, parameters, budget
+    suite: Dict[str, Any] = field(default_factory=dict)  # probe suites: the entry, its task and options
 
     def record(self, sweep: str) -> Dict[str, Any]:
         """run.json."""
@@ -51,6 +53,8 @@ class RunPlan:
             out["tune"] = dict(self.tune)
         if self.scale:
             out["scale"] = dict(self.scale)
+        if self.suite:
+            out["suite"] = dict(self.suite)
         return out
 
 
@@ -180,7 +184,8 @@ class _Configs:
 
     def overrides(self, variant: Variant, d_ff: Optional[int] = None, steps: Optional[int] = None) -> List[str]:
         out = list(self.spec.overrides) + size_overrides(self.spec.scale, variant.settings) \
-            + [f"{k}={yaml_value(v)}" for k, v in variant.settings.items() if k not in (SIZE_KEY, FLOPS_KEY)]
+            + suite_overrides(self.spec.suite, variant.settings) \
+            + [f"{k}={yaml_value(v)}" for k, v in variant.settings.items() if k not in (SIZE_KEY, FLOPS_KEY, SUITE_KEY)]
         w = self.base.logging.wandb
         if w.enabled:  # dashboards group a sweep's runs and tell its variants apart
             name = variant_name(variant.settings, self.names)
@@ -203,7 +208,8 @@ class _Configs:
     def error(self, exc: ConfigError, variant: Variant) -> ConfigError:
         """Blame the axis that sets the key at fault; a clash between settings blames them all."""
         name = f" (variant {variant_name(variant.settings, self.names)})"
-        blamed = size_blame(self.spec.scale, variant.settings, exc, _related)
+        blamed = suite_blame(self.spec.suite, variant.settings, exc) or \
+            size_blame(self.spec.scale, variant.settings, exc, _related)
         if blamed is not None:
             return ConfigError(blamed, exc.message + name)
         for k, source in variant.sources.items():
@@ -238,7 +244,7 @@ def second_plan(spec: SweepSpec, chosen: Dict[str, Choice]) -> Plan:
     (``tune.choose``) is read from stage 1's finished runs, so this plan is a function of them."""
     second = stage_two_spec(spec)
     picks = {label: c.value for label, c in chosen.items() if c.value is not None}
-    variants = stage_two_variants(expand(spec), spec.tune.key, picks, transfer_lookup(spec.scale))
+    variants = stage_two_variants(expand(spec), spec.tune, picks, transfer_lookup(spec.scale))
     if not variants:
         return Plan(spec, [], second.axes, short_names(second.axes))
     if spec.baseline is not None and not any(all(v.settings.get(k) == x for k, x in spec.baseline.items())
@@ -255,10 +261,12 @@ def _rule(tune) -> Dict[str, Any]:
 
 
 def _staged(plan: Plan, spec: SweepSpec, stage: str) -> Plan:
-    key = spec.tune.key
+    tune = spec.tune
     for run in plan.runs:
-        run.tune = {"stage": stage, "key": key, "value": run.settings[key],
-                    "variant": variant_name(base_settings(run.settings, key), plan.names), **_rule(spec.tune)}
+        run.tune = {"stage": stage, "key": tune.key, "value": tuned_value(tune, run.settings),
+                    "variant": variant_name(base_settings(run.settings, tune.keys), plan.names), **_rule(tune)}
+        if tune.grid:
+            run.tune["keys"] = list(tune.keys)
     plan.spec = spec  # sweep.yaml records the spec as written
     return plan
 
@@ -271,9 +279,19 @@ def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
     baseline = _baseline(spec, variants, names)
     refs = references(variants, baseline)  # each variant's reference: its rung's baseline variant
     sizer = _Sizer()
-    sizer.vocab_size(configs.base, configs.base_error)  # the task's own problems are the base's
-    if spec.tune is not None:
-        known_metric(spec.tune.select, sizer.val_metrics(configs.base, configs.base_error))
+    if spec.suite is None:
+        sizer.vocab_size(configs.base, configs.base_error)  # the task's own problems are the base's
+        if spec.tune is not None:
+            known_metric(spec.tune.select, sizer.val_metrics(configs.base, configs.base_error))
+    else:  # each entry's task is the suite's: its problems are the entry's, and so is what it measures
+        for v, cfg in zip(variants, loaded):
+            blame = lambda exc, v=v: configs.error(exc, v)  # noqa: E731
+            sizer.vocab_size(cfg, blame)
+            if spec.tune is not None:
+                try:
+                    known_metric(spec.tune.select, sizer.val_metrics(cfg, blame))
+                except ConfigError as exc:
+                    raise ConfigError(exc.key, f"{exc.message} (suite entry {v.settings[SUITE_KEY]})") from None
     if spec.scale is not None:
         check_transfer(spec.scale, list(zip(variants, loaded)))
         steps = {j: ladder_steps(spec.scale, variants[j], loaded[j], sizer, lambda exc, v=variants[j]:
@@ -313,6 +331,10 @@ def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
                           sizer.count(cfg, blame), matched, cfg, _budget(spec, cfg, sizer, blame, ref_flops[refs[i]]))
             if spec.scale is not None:
                 run.scale = scale_record(spec.scale, variant.settings, cfg, sizer, blame)
+            if spec.suite is not None:
+                tuned = spec.tune.keys if spec.tune is not None else ()
+                run.suite = suite_record(spec.suite, variant.settings,
+                                         variant_name(arch_settings(variant.settings, tuned), names))
             runs.append(run)
     if spec.scale is not None:  # whole rungs (every seed) first: a ladder stopped part way has rungs to compare
         runs.sort(key=lambda r: r.scale["rung"])

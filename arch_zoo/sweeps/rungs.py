@@ -22,10 +22,10 @@ Stops = Dict[str, Optional[int]]  # run id -> the rung step it trains to (None: 
 
 def by_variant(plan: Plan) -> Dict[str, List[RunPlan]]:
     """Stage 1's runs grouped by variant (its settings without the tuned key)."""
-    key = plan.spec.tune.key
+    keys = plan.spec.tune.keys
     out: Dict[str, List[RunPlan]] = {}
     for run in plan.runs:
-        out.setdefault(variant_key(base_settings(run.settings, key)), []).append(run)
+        out.setdefault(variant_key(base_settings(run.settings, keys)), []).append(run)
     return out
 
 
@@ -35,13 +35,18 @@ def run_state(store: Store, run: RunPlan, select: str, retry: bool = False) -> R
     status = store.status(run.run_id)
     state = status.get("status", "pending")
     if retry and state in ("failed", "diverged"):
-        return RunState(run.settings[run.tune["key"]], run.seed, "pending", {})
+        return RunState(_value(run), run.seed, "pending", {})
     at = {int(step): metrics.get(select) for step, metrics in (status.get("rungs") or {}).items()}
     if state == "completed":
         run_dir = store.run_dir(run.run_id)
         final = (read_json(run_dir / SUMMARY) or {}).get("final", {})
         at = {**_validations(run_dir, select), **at, run.config.train.max_steps: final.get(select)}
-    return RunState(run.settings[run.tune["key"]], run.seed, state, at)
+    return RunState(_value(run), run.seed, state, at)
+
+
+def _value(run: RunPlan):
+    value = run.tune["value"]
+    return tuple(value) if isinstance(value, list) else value  # a grid's (run.json writes a list)
 
 
 def _validations(run_dir, select: str) -> Dict[int, Optional[float]]:

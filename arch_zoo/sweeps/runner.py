@@ -14,7 +14,7 @@ from .plan import Plan, make_plan, second_plan
 from .rungs import cut_runs, next_round
 from .spec import SweepSpec, load_spec
 from .store import Store, read_json
-from .tune import STAGE_TUNE, Choice, base_settings, choose, edge_warning, variant_key
+from .tune import STAGE_TUNE, Choice, base_settings, choose, edge_warning, shown, variant_key
 from .invocation import Invocation, utc_now, worker_times
 from .worker import FINISHED, Result, Task
 from ..training.interrupts import SweepInterrupted, sigterm_held, sigterm_raises
@@ -228,14 +228,14 @@ def stage_one(plan: Plan, store: Store) -> Tuple[List[str], Dict[str, Choice], D
             waiting.append(f"{run.variant} s{run.seed}: {status}")
         final = (read_json(store.run_dir(run.run_id) / SUMMARY) or {}).get("final", {})
         rows.append((run.settings, run.seed, status, final.get(tune.select)))
-        names[variant_key(base_settings(run.settings, tune.key))] = run.tune["variant"]
+        names[variant_key(base_settings(run.settings, tune.keys))] = run.tune["variant"]
     return waiting, choose(tune, rows), names
 
 
 def choice_line(tune, name: str, c: Choice, verb: str = "trains at") -> str:
     if c.value is None:
         return f"stage 1: no {tune.key} completed on every tuning seed for {name}; it has no stage 2"
-    return f"stage 1: {name} {verb} {tune.key}={plain(c.value)} ({tune.select} {c.scores[c.value]:.4f})"
+    return f"stage 1: {name} {verb} {shown(tune, c.value)} ({tune.select} {c.scores[c.value]:.4f})"
 
 
 def _second_stage(plan: Plan, store: Store, log: Callable[[str], None]) -> Optional[Plan]:

@@ -214,7 +214,7 @@ def check_with_tune(spec: SweepSpec) -> None:
         spec.scale = dataclasses.replace(scale, lr="tune")
     if scale.budget != "steps":
         for key in ("train.max_steps",) + (("train.warmup_steps",) if scale.warmup_fraction is not None else ()):
-            where = spec.source_key.get(key) or ("tune" if spec.tune is not None and spec.tune.key == key else None)
+            where = spec.source_key.get(key) or ("tune" if spec.tune is not None and key in spec.tune.keys else None)
             if where:
                 raise ConfigError("scale.budget", f"sets each rung's {key}, so it cannot also be varied by {where}")
 

@@ -13,17 +13,19 @@ from ..errors import ConfigError
 from .costs import training_flops
 from .fields import Variant
 from .scale import FLOPS_KEY, SIZE_KEY, ScaleSpec, arch_settings
+from .suite import SUITE_KEY
 
 _MISSING = object()
 
 
 def _rung_of(settings: Mapping[str, Any]) -> Tuple[Any, ...]:
-    return tuple(settings.get(k) for k in (SIZE_KEY, FLOPS_KEY))
+    return tuple(settings.get(k) for k in (SIZE_KEY, FLOPS_KEY, SUITE_KEY))  # a suite entry: its own reference
 
 
 def references(variants: Sequence[Variant], baseline: Sequence[int]) -> List[int]:
     """For each variant, the index of the variant it is matched against: the first baseline variant of
-    its rung (every variant when the sweep is no ladder: one rung), else the rung's first variant."""
+    its rung (every variant when the sweep is no ladder: one rung; a suite's entries are rungs too: budgets
+    compare variants on one task), else the rung's first variant."""
     first: Dict[Tuple[Any, ...], int] = {}
     for i in list(baseline) + list(range(len(variants))):
         first.setdefault(_rung_of(variants[i].settings), i)

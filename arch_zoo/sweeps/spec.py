@@ -1,7 +1,8 @@
 """The sweep spec: parse and check its shape, then expand it into variants.
 
 Native keys: ``name, description, base, overrides, grid, zip, random, seeds, baseline, metric,
-match_params, budget, tune, scale`` (per-variant tuning: ``tune.py``; a size ladder: ``scale.py``).
+match_params, budget, tune, scale, suite`` (per-variant tuning: ``tune.py``; a size ladder: ``scale.py``;
+a probe suite: ``suite.py``).
 The wandb sweep format (``method: grid|random``, ``parameters: {key: {values: [...]}}``) is read
 into the same ``SweepSpec``, so both run through one code path. Nothing here imports torch: a spec
 can be read and expanded with the standard library and YAML alone. Turning variants into configs
@@ -19,11 +20,12 @@ from ..errors import ConfigError, yaml_error
 from .fields import (BUDGETS, GOALS, NAME_RE, Distribution, SweepSpec, Variant, _axis_key, _check_keys,  # noqa: F401
                      _distribution, _finish, _int, _mapping, _name, _values, parse_overrides, resolve_base)
 from .scale import check_with_tune, cross, parse_scale
+from .suite import check_overrides, cross as cross_suite, parse_suite
 from .tune import parse_tune
 from .wandb_format import from_wandb
 
 NATIVE_KEYS = ("name", "description", "base", "overrides", "grid", "zip", "random", "seeds", "baseline", "metric",
-               "match_params", "budget", "tune", "scale")
+               "match_params", "budget", "tune", "scale", "suite")
 WANDB_KEYS = ("method", "parameters", "run_cap", "command", "program", "description", "project", "entity",
               "early_terminate")
 RANDOM_KEYS = ("n", "seed", "parameters")
@@ -75,6 +77,9 @@ def parse_spec(data: Mapping, path: Optional[Path] = None) -> SweepSpec:
     _finish(spec, data)
     if data.get("scale") is not None:
         spec.scale = parse_scale(data["scale"], spec)
+    if data.get("suite") is not None:
+        spec.suite = parse_suite(data["suite"], spec)
+        check_overrides(spec.suite, spec.overrides, "overrides")
     if data.get("tune") is not None:
         spec.tune = parse_tune(data["tune"], spec)
     if spec.scale is not None:
@@ -100,12 +105,13 @@ def add_overrides(spec: SweepSpec, overrides: Sequence[str]) -> SweepSpec:
     They are part of the spec: sweep.yaml records them and every run's config carries them, so a
     rerun into the same store with other overrides is refused as a changed spec, never mixed."""
     items = parse_overrides(list(overrides), "command line")
+    check_overrides(spec.suite, items, "command line")
     for item in items:
         key = item.split("=", 1)[0].strip()
         if key in spec.source_key:
             raise ConfigError(key, f"is varied by the spec's {spec.source_key[key]}, so an override cannot set it; "
                                    "change the spec, or override another key")
-        if spec.tune is not None and key == spec.tune.key:
+        if spec.tune is not None and key in spec.tune.keys:
             raise ConfigError(key, "is tuned per variant by the spec's tune, so an override cannot set it")
         if spec.scale is not None and (key in ("model." + k for sz in spec.scale.sizes for k in sz.keys)
                                        or (key == "train.max_steps" and spec.scale.budget != "steps")):
@@ -140,8 +146,8 @@ def load_spec(path, overrides: Sequence[str] = ()) -> SweepSpec:
 # ----------------------------------------------------------------------------------------- expansion
 
 def expand(spec: SweepSpec) -> List[Variant]:
-    """grid (cartesian) x zip (rows) x random (seeded samples), at every size of a ladder (``scale``);
-    a spec with no axes is one variant."""
+    """grid (cartesian) x zip (rows) x random (seeded samples), at every size of a ladder (``scale``) and
+    every entry of a probe suite (``suite``); a spec with no axes is one variant."""
     grid = [dict(zip(spec.grid, combo)) for combo in itertools.product(*spec.grid.values())] or [{}]
     rows = [dict(zip(spec.zip, row)) for row in zip(*spec.zip.values())] or [{}]
     samples = _samples(spec) or [{}]
@@ -149,7 +155,8 @@ def expand(spec: SweepSpec) -> List[Variant]:
     for g, z, r in itertools.product(grid, rows, samples):
         settings = {**g, **z, **r}
         variants.append(Variant(settings, {k: spec.source_key[k] for k in settings}))
-    return cross(variants, spec.scale) if spec.scale is not None else variants
+    variants = cross(variants, spec.scale) if spec.scale is not None else variants
+    return cross_suite(variants, spec.suite) if spec.suite is not None else variants
 
 
 def _samples(spec: SweepSpec) -> List[Dict[str, Any]]:

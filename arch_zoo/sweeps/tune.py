@@ -1,4 +1,6 @@
-"""Per-variant tuning: ``tune: {key, values | {min, max, n, log}, seeds, select}`` in a sweep spec.
+"""Per-variant tuning: ``tune: {key, values | {min, max, n, log}, seeds, select}`` in a sweep spec, or
+``tune: {grid: {train.lr: [...], train.weight_decay: [...]}, seeds, select}``: every combination of several
+keys' values (MAD's lr x weight-decay grid), one tuned value being a tuple of them.
 
 A tuned sweep runs in two planned stages of one store. Stage 1 trains every variant at every value of
 ``key`` on the tuning ``seeds``; stage 2 trains each variant at its own best value (by ``select``, a
@@ -13,6 +15,7 @@ them into runs; ``runner.py`` and ``rungs.py`` read stage 1's results from the s
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -23,7 +26,7 @@ from .fields import GOALS, SweepSpec, TuneSpec, Variant, _axis_key, _check_keys,
 from .halving import parse_halving
 from ..rundir import STAGE_EVAL, STAGE_TUNE  # noqa: F401  (run.json's tune.stage; sweeps name them from here)
 
-TUNE_KEYS = ("key", "values", "seeds", "select", "halving")
+TUNE_KEYS = ("key", "values", "grid", "seeds", "select", "halving")
 RANGE_KEYS = ("min", "max", "n", "log")
 
 
@@ -32,15 +35,10 @@ def parse_tune(value: Any, spec: SweepSpec) -> TuneSpec:
     seeds must not be evaluation seeds)."""
     t = _mapping(value, "tune")
     _check_keys(t, TUNE_KEYS, "tune.")
-    if "key" not in t:
-        raise ConfigError("tune.key", "missing: name the config key to tune, e.g. key: train.lr")
-    key = _axis_key(t["key"], "tune.key")
-    if key in spec.source_key:
-        raise ConfigError("tune.key", f"{key} is also varied by {spec.source_key[key]}; a key is either compared "
-                          "(an axis) or tuned per variant, not both")
-    if "values" not in t:
-        raise ConfigError("tune.values", "missing: give a list, or {min, max, n, log: true}")
-    values = _range(t["values"]) if isinstance(t["values"], Mapping) else tuple(_values(t["values"], "tune.values"))
+    if "grid" in t:
+        key, values, grid = _grid(t, spec)
+    else:
+        key, values, grid = _one_key(t, spec) + ((),)
     if "seeds" not in t:
         raise ConfigError("tune.seeds", "missing: list the tuning seeds (they must differ from the sweep's 'seeds')")
     raw = t["seeds"]
@@ -52,7 +50,60 @@ def parse_tune(value: Any, spec: SweepSpec) -> TuneSpec:
                           "must be judged on seeds the choice never saw")
     select, goal = _select(t.get("select", "val/loss"))
     halving = parse_halving(t["halving"]) if t.get("halving") is not None else None
-    return TuneSpec(key, values, seeds, select, goal, halving)
+    return TuneSpec(key, values, seeds, select, goal, halving, grid)
+
+
+def _one_key(t: Mapping, spec: SweepSpec) -> Tuple[str, Tuple[Any, ...]]:
+    if "key" not in t:
+        raise ConfigError("tune.key", "missing: name the config key to tune, e.g. key: train.lr (or give a grid: "
+                          "{train.lr: [...], train.weight_decay: [...]})")
+    key = _free_key(t["key"], "tune.key", spec)
+    if "values" not in t:
+        raise ConfigError("tune.values", "missing: give a list, or {min, max, n, log: true}")
+    values = _range(t["values"]) if isinstance(t["values"], Mapping) else tuple(_values(t["values"], "tune.values"))
+    return key, values
+
+
+def _free_key(raw: Any, where: str, spec: SweepSpec) -> str:
+    key = _axis_key(raw, where)
+    if key in spec.source_key:
+        raise ConfigError(where, f"{key} is also varied by {spec.source_key[key]}; a key is either compared "
+                          "(an axis) or tuned per variant, not both")
+    return key
+
+
+def _grid(t: Mapping, spec: SweepSpec) -> Tuple[str, Tuple[Any, ...], Tuple[Tuple[str, Tuple[Any, ...]], ...]]:
+    """``tune.grid``: every combination of the keys' values, the first key's slowest; each value a tuple."""
+    for k in ("key", "values"):
+        if k in t:
+            raise ConfigError(f"tune.{k}", "give either key and values (one key) or grid (several), not both")
+    g = _mapping(t["grid"], "tune.grid")
+    if len(g) < 2:
+        raise ConfigError("tune.grid", "a grid tunes two or more keys together; for one, give key and values")
+    grid = []
+    for raw, vals in g.items():
+        key = _free_key(raw, f"tune.grid.{raw}", spec)
+        if isinstance(vals, Mapping):
+            raise ConfigError(f"tune.grid.{raw}", "expected a list of values (a grid's keys are lists)")
+        grid.append((key, tuple(_values(vals, f"tune.grid.{raw}"))))
+    return " x ".join(k for k, _ in grid), tuple(itertools.product(*(v for _, v in grid))), tuple(grid)
+
+
+def tuned_value(tune: TuneSpec, settings: Mapping[str, Any]) -> Any:
+    """A run's tuned value: its setting of the key, or the tuple of a grid's keys."""
+    return tuple(settings[k] for k in tune.keys) if tune.grid else settings[tune.key]
+
+
+def assignment(tune: TuneSpec, value: Any) -> Dict[str, Any]:
+    """The settings a tuned value stands for."""
+    return dict(zip(tune.keys, value)) if tune.grid else {tune.key: value}
+
+
+def shown(tune: TuneSpec, value: Any) -> str:
+    """train.lr=0.001 (one key) or train.lr=0.001, train.weight_decay=0.1 (a grid)."""
+    from ..run_names import plain
+
+    return ", ".join(f"{k}={plain(v)}" for k, v in assignment(tune, value).items())
 
 
 def _select(value: Any) -> Tuple[str, str]:
@@ -119,8 +170,9 @@ def stage_one_spec(spec: SweepSpec) -> SweepSpec:
         from .scale import smallest_only
 
         scale = smallest_only(scale)
-    return dataclasses.replace(spec, grid={**spec.grid, t.key: list(t.values)}, seeds=list(t.seeds),
-                               source_key={**spec.source_key, t.key: "tune"}, scale=scale)
+    axes = {k: list(v) for k, v in t.grid} if t.grid else {t.key: list(t.values)}
+    return dataclasses.replace(spec, grid={**spec.grid, **axes}, seeds=list(t.seeds),
+                               source_key={**spec.source_key, **{k: "tune" for k in axes}}, scale=scale)
 
 
 def stage_two_spec(spec: SweepSpec) -> SweepSpec:
@@ -128,20 +180,23 @@ def stage_two_spec(spec: SweepSpec) -> SweepSpec:
     return dataclasses.replace(stage_one_spec(spec), seeds=spec.seeds, scale=spec.scale)
 
 
-def base_settings(settings: Mapping[str, Any], key: str) -> Dict[str, Any]:
-    return {k: v for k, v in settings.items() if k != key}
+def base_settings(settings: Mapping[str, Any], keys) -> Dict[str, Any]:
+    """The settings without the tuned key(s) (``keys``: one key, or a tuple of a grid's)."""
+    keys = (keys,) if isinstance(keys, str) else tuple(keys)
+    return {k: v for k, v in settings.items() if k not in keys}
 
 
-def stage_two_variants(variants: Sequence[Variant], key: str, chosen: Mapping[Any, Any],
+def stage_two_variants(variants: Sequence[Variant], tune: TuneSpec, chosen: Mapping[Any, Any],
                        lookup: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None) -> List[Variant]:
-    """Each variant (by its settings without ``key``) at its chosen value; variants with no choice
+    """Each variant (by its settings without the tuned keys) at its chosen value; variants with no choice
     (every value failed) are left out. ``lookup``: the settings whose choice a variant takes (a ladder
     transferring its smallest rung's value), if not its own."""
     out = []
     for v in variants:
         label = variant_key(lookup(v.settings) if lookup else v.settings)
         if label in chosen:
-            out.append(Variant({**v.settings, key: chosen[label]}, {**v.sources, key: "tune"}))
+            picked = assignment(tune, chosen[label])
+            out.append(Variant({**v.settings, **picked}, {**v.sources, **{k: "tune" for k in picked}}))
     return out
 
 
@@ -165,9 +220,9 @@ def choose(tune: TuneSpec, results: Sequence[Tuple[Dict[str, Any], int, str, Opt
     reach); ties go to the value tried first."""
     by_variant: Dict[str, Dict[Any, List[Optional[float]]]] = {}
     for settings, _seed, status, value in results:
-        label = variant_key(base_settings(settings, tune.key))
+        label = variant_key(base_settings(settings, tune.keys))
         ok = status == "completed" and isinstance(value, (int, float)) and math.isfinite(value)
-        by_variant.setdefault(label, {}).setdefault(settings[tune.key], []).append(value if ok else None)
+        by_variant.setdefault(label, {}).setdefault(tuned_value(tune, settings), []).append(value if ok else None)
     out = {}
     for label, per_value in by_variant.items():
         scores = {v: (sum(xs) / len(xs) if len(xs) == len(tune.seeds) and None not in xs else None)

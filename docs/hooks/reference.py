@@ -54,10 +54,12 @@ def sweep_keys() -> Dict[str, Tuple[str, ...]]:
     """The spec's keys, as the parser checks them: section -> allowed keys."""
     from arch_zoo.sweeps.halving import HALVING_KEYS
     from arch_zoo.sweeps.spec import NATIVE_KEYS, RANDOM_KEYS
+    from arch_zoo.sweeps.suite import SUITE_KEYS, TASK_KEYS
     from arch_zoo.sweeps.tune import RANGE_KEYS, TUNE_KEYS
 
     return {"": NATIVE_KEYS, "random.": RANDOM_KEYS, "tune.": TUNE_KEYS, "tune.values.": RANGE_KEYS,
-            "tune.halving.": HALVING_KEYS, "budget.": ("match", "tolerance")}
+            "tune.halving.": HALVING_KEYS, "budget.": ("match", "tolerance"), "suite.": SUITE_KEYS,
+            "suite.tasks[].": TASK_KEYS}
 
 
 # ----------------------------------------------------------------------------- config keys
@@ -265,10 +267,25 @@ SWEEP_MEANINGS = {
     "metric": "the metric that ranks variants: `{name, goal}`; goal defaults to the metric's declared direction",
     "match_params": "`true` or `{tolerance: 0.01}`: the same as `budget: {match: params}`",
     "budget": "what every variant gets the same amount of: `tokens` (default), `params` or `flops`",
-    "tune": "per-variant tuning of one key before the comparison ([a tuned sweep](../how-to/tuned-sweep.md))",
+    "tune": "per-variant tuning of one key (or a `grid` of several) before the comparison ([a tuned sweep](../how-to/tuned-sweep.md))",
     "scale": "a size ladder: every variant at several sizes (`sizes` or a width `rule`), each with its budget "
              "(`budget: {tokens_per_param: K}` or IsoFLOP `flops`), `lr: tune | transfer`, `warmup_fraction` "
              "([size ladders](../how-to/sweeps.md#size-ladders-does-it-hold-at-scale))",
+    "suite": "a probe suite: every variant trained on every (task, options) entry, scored per task and on "
+             "average; a shipped suite's name (`mad`) or `{name, tasks}` "
+             "([probe suites](../how-to/sweeps.md#probe-suites))",
+    "suite.name": "the suite's name in the report (default `suite`)",
+    "suite.description": "free text about the suite",
+    "suite.tasks": "the suite's tasks: a list of `{task, options, vary, label, overrides}`",
+    "suite.tasks[].task": "a registered task's name (`arch-zoo components`)",
+    "suite.tasks[].options": "the task's options at its baseline level; the task's defaults elsewhere (the base's "
+                             "task is replaced whole)",
+    "suite.tasks[].vary": "`{option: [values]}`: one more entry per value, each the baseline with that one option "
+                          "changed (MAD's difficulty levels)",
+    "suite.tasks[].label": "the entry's name in run ids and tables (default: the task's name)",
+    "suite.tasks[].overrides": "other config keys for this task's entries, e.g. `{train.max_steps: 2000}`",
+    "tune.grid": "instead of `key` and `values`: `{key: [values], key2: [values]}`, every combination tuned "
+                 "(e.g. MAD's lr x weight decay)",
     "random.n": "how many distinct samples",
     "random.seed": "fixes the samples (not the runs' seeds)",
     "random.parameters": "`{key: {min, max, scale}}` (scale `linear` or `log`) or `{key: {values: [...]}}`",

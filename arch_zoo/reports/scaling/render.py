@@ -9,6 +9,7 @@ from typing import Callable, List
 import pandas as pd
 
 from ...formatting import number
+from ..frames import write_frames
 from .analysis import Scaling
 
 HEADLINE = "Scaling: loss against training compute, L(C) = E + A * C^-alpha"
@@ -111,12 +112,4 @@ def latex(s: Scaling, escape: Callable[[str], str]) -> str:
 
 def write(s: Scaling, out: Path, formats) -> List[Path]:
     """scaling_fits and compute_multipliers as CSV and Parquet, at full precision."""
-    written = []
-    for name, frame in (("scaling_fits", s.fits), ("compute_multipliers", s.multipliers)):
-        if "csv" in formats:
-            frame.to_csv(out / f"{name}.csv", index=False)
-            written.append(out / f"{name}.csv")
-        if "parquet" in formats:
-            frame.to_parquet(out / f"{name}.parquet", index=False)
-            written.append(out / f"{name}.parquet")
-    return written
+    return write_frames({"scaling_fits": s.fits, "compute_multipliers": s.multipliers}, out, formats)
