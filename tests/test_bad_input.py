@@ -439,6 +439,7 @@ def corpora(tmp_path_factory):
     (ws / "good.txt").write_text("The quick brown fox jumps over the lazy dog.\n" * 2000)
     (ws / "docs.jsonl").write_text(json.dumps({"body": "a document"}) + "\n")
     pq.write_table(pa.table({"body": ["a document"]}), ws / "docs.parquet")
+    (ws / "prompts.jsonl").write_text(json.dumps({"prompt": "2+2=", "answer": "4"}) + "\n")
     (ws / "not_a_tokenizer.json").write_text(json.dumps({"vocab": ["a", "b"]}))
     big = Tokenizer(models.WordLevel({f"w{i}": i for i in range(70_000)} | {"</s>": 70_000}, unk_token="w0"))
     big.save(str(ws / "big_vocab.json"))
@@ -464,6 +465,20 @@ PREPARE_CASES = [
      "task.files[0]: {ws}/latin1.txt is not UTF-8 text"),
     ("max-chars-not-a-count", "prepare {ws}/exp.yaml task.max_chars=lots",
      "task.max_chars: expected a number of characters, null (all) or auto"),
+    # issue 30: windows that start at documents, prompt-completion records
+    ("windows-documents-without-document-splits", "prepare {ws}/exp.yaml task.windows=documents",
+     "task.windows: documents needs split_by: documents"),
+    ("windows-documents-on-a-non-corpus-task", "prepare {ws}/exp.yaml task.name=copy task.windows=documents",
+     "task.windows: unknown option"),
+    ("scored-completion-without-a-prompt-field",
+     "prepare {ws}/exp.yaml task.files=[{ws}/docs.jsonl] task.split_by=documents task.scored=completion",
+     "task.prompt_field: 'prompt' is not a field of {ws}/docs.jsonl (line 1)"),
+    ("scored-completion-without-a-completion-field",
+     "prepare {ws}/exp.yaml task.files=[{ws}/prompts.jsonl] task.split_by=documents task.scored=completion",
+     "task.completion_field: 'completion' is not a field of {ws}/prompts.jsonl (line 1)"),
+    ("scored-completion-of-plain-text",
+     "prepare {ws}/exp.yaml task.files=[{ws}/good.txt] task.split_by=documents task.scored=completion",
+     "task.files[0]: {ws}/good.txt is plain text; scored: completion reads records"),
     # issue 26 §2: prepare FILE... without a config names the flag or the file at fault
     ("files-missing", "prepare {ws}/nope.txt", "files[0]: file not found: {ws}/nope.txt"),
     ("files-non-utf8", "prepare {ws}/good.txt {ws}/latin1.txt", "files[1]: {ws}/latin1.txt is not UTF-8 text"),
