@@ -111,6 +111,12 @@ CASES = [
      "model.positon: unknown key (did you mean 'position'?)"),
     ("describe-override-bad-type", "describe {ws}/exp.yaml model.d_model=big",
      "model.d_model: expected an integer, got 'big'"),
+    ("describe-attention-diagnostics-every-without-the-switch",
+     "describe {ws}/exp.yaml train.attention_diagnostics_every=10",
+     "train.attention_diagnostics_every: records training steps only with train.attention_diagnostics: true"),
+    ("describe-attention-diagnostics-between-rows",
+     "describe {ws}/exp.yaml train.attention_diagnostics=true train.attention_diagnostics_every=15",
+     "train.attention_diagnostics_every: must be a multiple of train.log_every (10), got 15"),
     ("describe-unknown-precision", "describe {ws}/exp.yaml train.precision=bf17-mixed",
      "train.precision: unknown precision 'bf17-mixed' (did you mean 'bf16-mixed'?); choices: 16, 16-mixed, 16-true, "
      "32, 32-true, 64, 64-true, bf16, bf16-mixed, bf16-true, transformer-engine, transformer-engine-float16"),
