@@ -156,14 +156,29 @@ def test_val_loss_counts_only_the_completion_tokens(tmp_path):
 
 def test_store_keys_change_only_for_prompt_completion_stores(tmp_path):
     files = [write_jsonl(tmp_path / "sft.jsonl", RECORDS)]
-    plain = TASKS.parse({"name": "char_lm", "files": files, "split_by": "documents"}, "task").options
+    plain = TASKS.parse({"name": "char_lm", "files": files, "split_by": "documents", "text_field": "prompt"},
+                        "task").options
     scored = TASKS.parse({"name": "char_lm", "files": files, "split_by": "documents", "scored": "completion"},
                          "task").options
-    windows = TASKS.parse({"name": "char_lm", "files": files, "split_by": "documents", "windows": "documents",
-                           "long_documents": "split"}, "task").options
+    windows = TASKS.parse({"name": "char_lm", "files": files, "split_by": "documents", "text_field": "prompt",
+                           "windows": "documents", "long_documents": "split"}, "task").options
     assert "fields" not in recipe(plain).identity() and recipe(windows).key() == recipe(plain).key()
     assert recipe(scored).key() != recipe(plain).key()
     store = prepare(plain, tmp_path / "cache")
     assert store.score_starts("train") is None and "score_starts" not in store.manifest["splits"]["train"]
     starts = prepare(scored, tmp_path / "cache").score_starts("train")
     assert starts is not None and np.all(np.diff(starts) > 0)
+
+
+def test_parquet_columns_hold_prompts_and_completions_too(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"q": [r["prompt"] for r in RECORDS], "a": [r["completion"] for r in RECORDS]}),
+                   tmp_path / "sft.parquet")
+    _, data = build([str(tmp_path / "sft.parquet")], windows="documents", scored="completion", prompt_field="q",
+                    completion_field="a")
+    windows = all_windows(data)
+    assert len(windows) > 100
+    for e in windows:
+        assert e.labels == expected_labels(data.tokenizer, e.input_ids)[1][:len(e.input_ids)]
