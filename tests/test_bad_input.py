@@ -117,6 +117,12 @@ CASES = [
      "model.positon: unknown key (did you mean 'position'?)"),
     ("describe-override-bad-type", "describe {ws}/exp.yaml model.d_model=big",
      "model.d_model: expected an integer, got 'big'"),
+    ("describe-attention-diagnostics-every-without-the-switch",
+     "describe {ws}/exp.yaml train.attention_diagnostics_every=10",
+     "train.attention_diagnostics_every: records training steps only with train.attention_diagnostics: true"),
+    ("describe-attention-diagnostics-between-rows",
+     "describe {ws}/exp.yaml train.attention_diagnostics=true train.attention_diagnostics_every=15",
+     "train.attention_diagnostics_every: must be a multiple of train.log_every (10), got 15"),
     ("describe-unknown-precision", "describe {ws}/exp.yaml train.precision=bf17-mixed",
      "train.precision: unknown precision 'bf17-mixed' (did you mean 'bf16-mixed'?); choices: 16, 16-mixed, 16-true, "
      "32, 32-true, 64, 64-true, bf16, bf16-mixed, bf16-true, transformer-engine, transformer-engine-float16"),
@@ -453,6 +459,7 @@ def corpora(tmp_path_factory):
     (ws / "good.txt").write_text("The quick brown fox jumps over the lazy dog.\n" * 2000)
     (ws / "docs.jsonl").write_text(json.dumps({"body": "a document"}) + "\n")
     pq.write_table(pa.table({"body": ["a document"]}), ws / "docs.parquet")
+    (ws / "prompts.jsonl").write_text(json.dumps({"prompt": "2+2=", "answer": "4"}) + "\n")
     (ws / "not_a_tokenizer.json").write_text(json.dumps({"vocab": ["a", "b"]}))
     big = Tokenizer(models.WordLevel({f"w{i}": i for i in range(70_000)} | {"</s>": 70_000}, unk_token="w0"))
     big.save(str(ws / "big_vocab.json"))
@@ -478,6 +485,20 @@ PREPARE_CASES = [
      "task.files[0]: {ws}/latin1.txt is not UTF-8 text"),
     ("max-chars-not-a-count", "prepare {ws}/exp.yaml task.max_chars=lots",
      "task.max_chars: expected a number of characters, null (all) or auto"),
+    # issue 30: windows that start at documents, prompt-completion records
+    ("windows-documents-without-document-splits", "prepare {ws}/exp.yaml task.windows=documents",
+     "task.windows: documents needs split_by: documents"),
+    ("windows-documents-on-a-non-corpus-task", "prepare {ws}/exp.yaml task.name=copy task.windows=documents",
+     "task.windows: unknown option"),
+    ("scored-completion-without-a-prompt-field",
+     "prepare {ws}/exp.yaml task.files=[{ws}/docs.jsonl] task.split_by=documents task.scored=completion",
+     "task.prompt_field: 'prompt' is not a field of {ws}/docs.jsonl (line 1)"),
+    ("scored-completion-without-a-completion-field",
+     "prepare {ws}/exp.yaml task.files=[{ws}/prompts.jsonl] task.split_by=documents task.scored=completion",
+     "task.completion_field: 'completion' is not a field of {ws}/prompts.jsonl (line 1)"),
+    ("scored-completion-of-plain-text",
+     "prepare {ws}/exp.yaml task.files=[{ws}/good.txt] task.split_by=documents task.scored=completion",
+     "task.files[0]: {ws}/good.txt is plain text; scored: completion reads records"),
     # issue 26 §2: prepare FILE... without a config names the flag or the file at fault
     ("files-missing", "prepare {ws}/nope.txt", "files[0]: file not found: {ws}/nope.txt"),
     ("files-non-utf8", "prepare {ws}/good.txt {ws}/latin1.txt", "files[1]: {ws}/latin1.txt is not UTF-8 text"),

@@ -46,11 +46,12 @@ class Backend:
         raise TypeError("Backend is abstract; use a registered backend")
 
 
-def explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, dropout: float,
-                       scale: Optional[float], softcap: Optional[float]) -> Tuple[Tensor, Tensor]:
+def attention_logits(q: Tensor, k: Tensor, mask: AttentionMask, scale: Optional[float],
+                     softcap: Optional[float]) -> Tensor:
+    """The float32 pre-softmax scores as the model applies them: scale, soft-cap, score biases, and
+    -inf where a query may not attend (the explicit kernel's, and the attention diagnostics')."""
     if k.shape[1] != q.shape[1]:
-        groups = q.shape[1] // k.shape[1]
-        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     scores = (q @ k.transpose(-2, -1)).float() * scale
     if softcap is not None:
@@ -61,7 +62,14 @@ def explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, dro
             scores = scores.masked_fill(~allowed, float("-inf"))
         else:
             scores = scores + allowed.float()
-    weights = scores.softmax(dim=-1).to(q.dtype)
+    return scores
+
+
+def explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, dropout: float,
+                       scale: Optional[float], softcap: Optional[float]) -> Tuple[Tensor, Tensor]:
+    if v.shape[1] != q.shape[1]:
+        v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
+    weights = attention_logits(q, k, mask, scale, softcap).softmax(dim=-1).to(q.dtype)
     if dropout > 0:
         weights = F.dropout(weights, dropout)
     return weights @ v, weights
@@ -199,6 +207,7 @@ class MultiHeadAttention(nn.Module):
         self.q_norm = qk_norm(q_dim) if qk_norm is not None else None
         self.k_norm = qk_norm(k_dim) if qk_norm is not None else None
         self.last_weights: Optional[Tensor] = None
+        self.recorder: Optional[Callable] = None  # attention_diagnostics.AttentionRecorder while it records
 
     def value_and_output_weights(self) -> List[Tensor]:
         """The value rows of the fused projection and the output projection's weight (views, for
@@ -268,6 +277,8 @@ class MultiHeadAttention(nn.Module):
                 mask = mask.last_keys(k.shape[-2])
         if need_weights and not self.backend.returns_weights:
             raise ValueError("attention weights need the 'explicit' attention kernel")
+        if self.recorder is not None:  # (None but while diagnostics record: nothing else in the hot path)
+            self.recorder(self, q, k, mask)
         out, weights = self.backend(q, k, v, mask, self.shape.dropout if self.training else 0.0)
         self.last_weights = weights if need_weights else None
         if not self.cross and cache is not None and (keep := self.pattern.cache_keep()) is not None:

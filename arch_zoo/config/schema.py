@@ -114,6 +114,8 @@ class TrainConfig:
     val_batches: Optional[int] = None  # cap on batches per evaluation split
     exact_match_samples: int = 256  # held-out examples decoded greedily for exact match
     log_every: int = 10  # steps between training-metric rows in metrics.csv
+    attention_diagnostics: bool = False  # per layer attention entropy and largest attention logit on evaluation batches (val/attn_entropy/layer_0, val/attn_max_logit/layer_0, ...)
+    attention_diagnostics_every: int = 0  # with attention_diagnostics, also every N training steps (train/attn_...; N a multiple of log_every); 0: evaluation only
     progress_bar: bool = True  # Lightning's progress bar
     num_workers: int = 0  # data loader processes (0: in the training process)
 

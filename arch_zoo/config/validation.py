@@ -155,8 +155,15 @@ def validate_train(t: TrainConfig, key: str = "train") -> None:
     for name in ("max_steps", "batch_size", "eval_batch_size", "accumulate_grad_batches", "val_every", "log_every",
                  "val_batches"):
         _positive(f"{key}.{name}", getattr(t, name))
-    for name in ("warmup_steps", "weight_decay", "exact_match_samples", "num_workers", "grad_clip", "group_by_length"):
+    for name in ("warmup_steps", "weight_decay", "exact_match_samples", "num_workers", "grad_clip", "group_by_length",
+                 "attention_diagnostics_every"):
         _positive(f"{key}.{name}", getattr(t, name), allow_zero=True)
+    if t.attention_diagnostics_every and not t.attention_diagnostics:
+        raise ConfigError(f"{key}.attention_diagnostics_every", "records training steps only with "
+                          f"{key}.attention_diagnostics: true")
+    if t.attention_diagnostics_every % t.log_every:  # a training row is written every log_every steps, no other
+        raise ConfigError(f"{key}.attention_diagnostics_every", f"must be a multiple of {key}.log_every "
+                          f"({t.log_every}), got {t.attention_diagnostics_every}")
     _positive(f"{key}.lr", t.lr)
     if len(t.betas) != 2 or not all(0 <= b < 1 for b in t.betas):
         raise ConfigError(f"{key}.betas", f"expected two numbers in [0, 1), got {t.betas}")

@@ -7,7 +7,9 @@
    split_by: documents), and -- for tokenizers whose tokens depend on context (BPE) -- only where the
    text reads ``X\\nY`` with X and Y not whitespace: the byte-level pre-tokenizer always starts a new
    piece there, so the ids equal those of encoding the whole split in one call (what a run tokenized
-   before the store existed)."""
+   before the store existed). Prompt-completion records (``fields`` a pair) are also cut where the
+   prompt ends, so the completion's first token starts exactly there; each split records, per
+   document, the token where scoring starts (``score_starts``)."""
 from __future__ import annotations
 
 import hashlib
@@ -18,7 +20,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from .sources import Input, stream
+from .sources import Fields, Input, stream
 from .unigram import entropy
 
 FRACTIONS = (0.9, 0.05)  # train, val; test gets the rest
@@ -46,7 +48,7 @@ def doc_split(digest: bytes) -> int:
     return 0 if u < FRACTIONS[0] else 1 if u < sum(FRACTIONS) else 2
 
 
-def scan(inputs: List[Input], text_field: str, max_chars: Optional[int], by_documents: bool,
+def scan(inputs: List[Input], text_field: Fields, max_chars: Optional[int], by_documents: bool,
          tick=lambda n: None) -> Scan:
     out = Scan()
     doc = hashlib.blake2b(digest_size=8)
@@ -81,26 +83,35 @@ def safe_cut(text: str, context_free: bool, limit: Optional[int] = None) -> int:
     return 0
 
 
-Segment = Tuple[int, str, bool, bool]  # (split index, text, starts a document, ends a document)
+Segment = Tuple[int, str, bool, bool, bool]  # (split index, text, starts a document, ends it, is scored)
 
 
-def segments(inputs: List[Input], text_field: str, max_chars: Optional[int], sc: Scan, by_documents: bool,
+def segments(inputs: List[Input], text_field: Fields, max_chars: Optional[int], sc: Scan, by_documents: bool,
              context_free: bool, tick=lambda n: None) -> Iterator[Segment]:
     a, b = sc.bounds()
     pos, doc = 0, 0
     buf: List[str] = []
-    size, split, starts = 0, 0, True
+    prompts = not isinstance(text_field, str)  # records of a prompt (not scored) and a completion
+    size, split, starts, scored = 0, 0, True, not prompts
+
+    def prompt_end() -> Segment:  # a hard cut: the completion is encoded on its own, its tokens start here
+        nonlocal buf, size, starts, scored
+        seg = (split, "".join(buf), starts, False, False)
+        buf, size, starts, scored = [], 0, False, True
+        return seg
 
     def flush(final: bool):
-        nonlocal buf, size, starts
+        nonlocal buf, size, starts, scored
         text = "".join(buf)
         # about SEGMENT characters: a batch then holds several segments, and every core gets an equal share
         cut = len(text) if final else safe_cut(text, context_free, SEGMENT) or safe_cut(text, context_free)
         if not final and cut == 0 and size < 8 * SEGMENT:  # no safe place yet: read on (a hard cut only past 8 segments)
             return None
         cut = cut or len(text)
-        seg = (split, text[:cut], starts, final)
+        seg = (split, text[:cut], starts, final, scored)
         buf, size, starts = ([text[cut:]] if cut < len(text) else []), len(text) - cut, final
+        if final:
+            scored = not prompts  # the next record starts with its prompt
         return seg
 
     def full() -> Iterator[Segment]:  # while the buffer holds a segment's worth
@@ -120,6 +131,8 @@ def segments(inputs: List[Input], text_field: str, max_chars: Optional[int], sc:
             if end:  # the document's last segment (empty when the text ended at a cut, or an empty document)
                 yield flush(True)
                 doc += 1
+            elif prompts:  # (every record is exactly a prompt piece, then a completion piece: sources.py)
+                yield prompt_end()
             continue
         while piece:
             split = 0 if pos < a else 1 if pos < b else 2
@@ -175,8 +188,12 @@ def encoded(encode_batch: Callable[[List[str]], List[np.ndarray]],
 class ShardWriter:
     """Appends one split's ids to ``{split}.NNN.bin`` shards, hashing as it writes."""
 
-    def __init__(self, root: Path, split: str, dtype: np.dtype, unk_id: int, vocab_size: int):
+    def __init__(self, root: Path, split: str, dtype: np.dtype, unk_id: int, vocab_size: int,
+                 scores: bool = False):
         self.root, self.split, self.dtype, self.unk_id = root, split, dtype, unk_id
+        self.scores = scores  # record each document's first scored token (prompt-completion records)
+        self.score_starts: List[int] = []
+        self._awaiting = False  # the current document's first scored token is not written yet
         self.counts = np.zeros(vocab_size, dtype=np.int64)  # how often each id occurs: the unigram loss
         self.shards: List[Dict[str, object]] = []
         self.tokens = self.unk = 0
@@ -189,9 +206,19 @@ class ShardWriter:
         self._hash = hashlib.sha256()
         self.shards.append({"file": name, "tokens": 0, "sha256": None})
 
-    def write(self, ids: np.ndarray, starts_document: bool = False) -> None:
+    def _end_document(self) -> None:
+        if self._awaiting:  # a document cut inside its prompt (max_chars): nothing of it is scored
+            self.score_starts.append(self.tokens)
+            self._awaiting = False
+
+    def write(self, ids: np.ndarray, starts_document: bool = False, scored: bool = True) -> None:
         if starts_document:
+            self._end_document()
             self.doc_starts.append(self.tokens)
+            self._awaiting = self.scores
+        if scored and self._awaiting:
+            self.score_starts.append(self.tokens)
+            self._awaiting = False
         self.unk += int(np.count_nonzero(ids == self.unk_id))
         if ids.size:
             self.counts += np.bincount(ids, minlength=len(self.counts))[: len(self.counts)]
@@ -217,9 +244,13 @@ class ShardWriter:
         if not self.shards:
             self._open()  # an empty split still has its (empty) shard, so every split reads alike
         self._close()
+        self._end_document()
         entry = {"tokens": self.tokens, "unk_tokens": self.unk, "shards": self.shards, "doc_starts": None,
                  "documents": len(self.doc_starts) or None, "unigram_loss": entropy(self.counts)}
         if self.doc_starts:
             entry["doc_starts"] = f"{self.split}.docs.npy"
             np.save(self.root / entry["doc_starts"], np.asarray(self.doc_starts, dtype=np.int64))
+        if self.scores:  # (only such stores have the key: every other manifest reads as it always did)
+            entry["score_starts"] = f"{self.split}.scored.npy"
+            np.save(self.root / entry["score_starts"], np.asarray(self.score_starts, dtype=np.int64))
         return entry

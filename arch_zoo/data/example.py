@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Union
 
+IGNORE = -100  # a label that is not scored (padding, a prompt, an unmasked mlm token)
+
 
 @dataclass(frozen=True)
 class Example:

@@ -53,6 +53,14 @@ class Recipe:
         return self.options.split_by == "documents"
 
     @property
+    def fields(self):
+        """What a record holds (sources.Fields): its text field, or (prompt, completion) with scored: completion."""
+        o = self.options
+        if getattr(o, "scored", "all") == "completion":
+            return (o.prompt_field, o.completion_field)
+        return o.text_field
+
+    @property
     def max_chars(self) -> Optional[int]:
         """The cut in characters (None: none), with ``auto`` resolved."""
         limit = self.options.max_chars
@@ -66,10 +74,13 @@ class Recipe:
         if tok.get("name") == "pretrained":  # the file's content, not only its name
             tok["sha256"] = file_sha256(tokenizer_file(tok["path"]))
         inputs = json.dumps([[str(i.path), i.kind] for i in self.inputs])
-        return {"version": VERSION, "inputs_sha256": hashlib.sha256(inputs.encode()).hexdigest(),
-                "n_inputs": len(self.inputs), "corpus": self.origin,
-                "text_field": o.text_field, "max_chars": self.max_chars, "split_by": o.split_by, "dtype": o.dtype,
-                "fractions": list(FRACTIONS), "tokenizer": tok}
+        out = {"version": VERSION, "inputs_sha256": hashlib.sha256(inputs.encode()).hexdigest(),
+               "n_inputs": len(self.inputs), "corpus": self.origin,
+               "text_field": o.text_field, "max_chars": self.max_chars, "split_by": o.split_by, "dtype": o.dtype,
+               "fractions": list(FRACTIONS), "tokenizer": tok}
+        if not isinstance(self.fields, str):  # only such stores: every other key stays what it was
+            out["fields"] = list(self.fields)
+        return out
 
     def key(self) -> str:
         return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:20]
@@ -174,8 +185,7 @@ def _cleanup(tmp: Path, root: Path):
 
 def _fit_sample(r: Recipe, sc, tok):
     budget = tok.fit_chars if tok.fit_chars is not None else float("inf")
-    for split, text, _, _ in segments(r.inputs, r.options.text_field, r.max_chars, sc, r.by_documents,
-                                      tok.context_free):
+    for split, text, *_ in segments(r.inputs, r.fields, r.max_chars, sc, r.by_documents, tok.context_free):
         if budget <= 0:
             return
         if split == 0:
@@ -208,7 +218,7 @@ def _build(r: Recipe, key: str, tmp: Path, progress: bool, log: Log) -> None:
         return round(clock[-1][0] - clock[-2][0], 3)
 
     bar = Progress(progress, total, "scan", log)
-    sc = scan(r.inputs, o.text_field, r.max_chars, r.by_documents, bar.tick)
+    sc = scan(r.inputs, r.fields, r.max_chars, r.by_documents, bar.tick)
     bar.close()
     if sc.chars == 0:
         what = f"the files {list(o.files)}" if o.files else f"the default corpus ({r.origin})"
@@ -217,19 +227,20 @@ def _build(r: Recipe, key: str, tmp: Path, progress: bool, log: Log) -> None:
     tok = _fit(r, sc, progress, log)
     seconds["fit"] = lap()
     dtype = _dtype(o.dtype, tok)
-    writers = [ShardWriter(tmp, s, dtype, tok.unk_id, tok.vocab_size) for s in SPLITS]
+    scores = not isinstance(r.fields, str)
+    writers = [ShardWriter(tmp, s, dtype, tok.unk_id, tok.vocab_size, scores) for s in SPLITS]
     chars = [0, 0, 0]
     bar = Progress(progress, total, "tokenize", log)
-    segs = segments(r.inputs, o.text_field, r.max_chars, sc, r.by_documents, tok.context_free, bar.tick)
+    segs = segments(r.inputs, r.fields, r.max_chars, sc, r.by_documents, tok.context_free, bar.tick)
     with closing(encoded(tok.encode_batch, batches(segs, BATCH))) as pipeline:  # closed now on an error
         for batch, ids_of in pipeline:
-            for (split, text, starts, ends), ids in zip(batch, ids_of):
+            for (split, text, starts, ends, scored), ids in zip(batch, ids_of):
                 if starts and ends and not text:  # an empty document (a blank dataset row): no eos of its own
                     continue
-                writers[split].write(ids, starts and r.by_documents)
+                writers[split].write(ids, starts and r.by_documents, scored)
                 chars[split] += len(text)
-                if ends and r.by_documents:
-                    writers[split].write(np.asarray([tok.eos_id]))
+                if ends and r.by_documents:  # (scored with the completion it ends: the model learns to stop)
+                    writers[split].write(np.asarray([tok.eos_id]), scored=scored)
                 bar.add_tokens(len(ids))
     bar.close()
     seconds["encode"] = lap()

@@ -5,7 +5,11 @@ glob (``data/*.jsonl``, ``**`` recursive), a Hugging Face ``save_to_disk`` direc
 (a dataset this machine loads without a download: cached by an earlier load, or local; its train
 split). Formats by suffix: ``.jsonl`` / ``.json`` (JSON Lines), ``.parquet``, anything else plain
 UTF-8 text. A plain file is one document; a JSON line, a Parquet row or a dataset row is one. Documents stream in pieces of at most ``PIECE`` bytes,
-so memory does not grow with a file's size."""
+so memory does not grow with a file's size.
+
+``fields`` names what a record holds: one text field (a string), or a (prompt, completion) pair of
+fields (TRL's prompt-completion records), which reads every record as exactly two pieces, the prompt
+(not ending the document) and the completion (ending it): ``encode.segments`` cuts between them."""
 from __future__ import annotations
 
 import codecs
@@ -16,13 +20,14 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple, Union
 
 from ..errors import ConfigError
 
 PIECE = 1 << 22  # bytes read at a time from a plain text file
 SKIP_DIRS = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
 HF_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
+Fields = Union[str, Tuple[str, str]]  # a text field, or (prompt field, completion field)
 
 
 @dataclass(frozen=True)
@@ -166,11 +171,32 @@ def _plain(inp: Input) -> Iterator[Piece]:
                 yield text, False
 
 
-def _field_error(inp: Input, field: str, where: str) -> ConfigError:
-    return ConfigError("task.text_field", f"'{field}' is not a field of {inp.path} ({where})")
+def _field_key(fields: Fields, missing: str) -> str:
+    """The config key that named a field: task.text_field, or task.prompt_field / task.completion_field."""
+    if isinstance(fields, str):
+        return "task.text_field"
+    return "task.prompt_field" if missing == fields[0] else "task.completion_field"
 
 
-def _jsonl(inp: Input, field: str) -> Iterator[Piece]:
+def _names(fields: Fields) -> Tuple[str, ...]:
+    return (fields,) if isinstance(fields, str) else tuple(fields)
+
+
+def _record(inp: Input, fields: Fields, record, n: int) -> Iterator[Piece]:
+    for name in _names(fields):
+        if not isinstance(record, dict) or name not in record:
+            raise ConfigError(_field_key(fields, name), f"'{name}' is not a field of {inp.path} (line {n})")
+        if not isinstance(record[name], str):
+            raise ConfigError(_field_key(fields, name), f"'{name}' in {inp.path} line {n} is "
+                              f"{type(record[name]).__name__}, not text")
+    if isinstance(fields, str):
+        yield record[fields], True
+    else:
+        yield record[fields[0]], False
+        yield record[fields[1]], True
+
+
+def _jsonl(inp: Input, fields: Fields) -> Iterator[Piece]:
     with open(inp.path, "rb") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -182,36 +208,41 @@ def _jsonl(inp: Input, field: str) -> Iterator[Piece]:
                                   f"{f.tell() - len(line) + exc.start}, line {n})") from None
             except json.JSONDecodeError as exc:
                 raise ConfigError(inp.where, f"{inp.path} line {n} is not JSON ({exc.msg})") from None
-            if not isinstance(record, dict) or field not in record:
-                raise _field_error(inp, field, f"line {n}")
-            value = record[field]
-            if not isinstance(value, str):
-                raise ConfigError("task.text_field", f"'{field}' in {inp.path} line {n} is "
-                                  f"{type(value).__name__}, not text")
-            yield value, True
+            yield from _record(inp, fields, record, n)
 
 
-def _columns(batches, inp: Input, field: str) -> Iterator[Piece]:
+def _columns(batches, fields: Fields) -> Iterator[Piece]:
     for batch in batches:
-        for value in batch.column(field).to_pylist():
-            if value is not None:
-                yield value, True
+        if isinstance(fields, str):
+            for value in batch.column(fields).to_pylist():
+                if value is not None:
+                    yield value, True
+            continue
+        for prompt, completion in zip(batch.column(fields[0]).to_pylist(), batch.column(fields[1]).to_pylist()):
+            if prompt is not None or completion is not None:  # (a row with neither is no record, as a null text)
+                yield prompt or "", False
+                yield completion or "", True
 
 
-def _parquet(inp: Input, field: str) -> Iterator[Piece]:
+def _check_columns(inp: Input, fields: Fields, names: List[str]) -> None:
+    for name in _names(fields):
+        if name not in names:
+            raise ConfigError(_field_key(fields, name), f"'{name}' is not a column of {inp.path}; columns: "
+                              f"{', '.join(names)}")
+
+
+def _parquet(inp: Input, fields: Fields) -> Iterator[Piece]:
     import pyarrow.parquet as pq
 
     try:
         pf = pq.ParquetFile(inp.path)
     except Exception as exc:  # noqa: BLE001 - pyarrow's errors for a file that is not Parquet
         raise ConfigError(inp.where, f"{inp.path} is not a Parquet file ({str(exc).splitlines()[0][:120]})") from None
-    if field not in pf.schema_arrow.names:
-        raise ConfigError("task.text_field", f"'{field}' is not a column of {inp.path}; columns: "
-                          f"{', '.join(pf.schema_arrow.names)}")
-    yield from _columns(pf.iter_batches(batch_size=4096, columns=[field]), inp, field)
+    _check_columns(inp, fields, pf.schema_arrow.names)
+    yield from _columns(pf.iter_batches(batch_size=4096, columns=list(_names(fields))), fields)
 
 
-def _hf(inp: Input, field: str) -> Iterator[Piece]:
+def _hf(inp: Input, fields: Fields) -> Iterator[Piece]:
     import datasets
 
     ds = datasets.load_from_disk(str(inp.path)) if inp.kind == "hf" else None
@@ -221,23 +252,24 @@ def _hf(inp: Input, field: str) -> Iterator[Piece]:
         if "train" not in ds:
             raise ConfigError(inp.where, f"{inp.path} holds splits {sorted(ds)}, none called 'train'")
         ds = ds["train"]
-    if field not in ds.column_names:
-        raise ConfigError("task.text_field", f"'{field}' is not a column of {inp.path}; columns: "
-                          f"{', '.join(ds.column_names)}")
-    yield from _columns(ds.data.table.select([field]).to_batches(4096), inp, field)
+    _check_columns(inp, fields, ds.column_names)
+    yield from _columns(ds.data.table.select(list(_names(fields))).to_batches(4096), fields)
 
 
-def pieces(inp: Input, text_field: str) -> Iterator[Piece]:
+def pieces(inp: Input, fields: Fields) -> Iterator[Piece]:
     if inp.kind in ("text", "stdlib"):
+        if not isinstance(fields, str):  # a plain file has no records to take a prompt and a completion from
+            raise ConfigError(inp.where, f"{inp.path} is plain text; scored: completion reads records with "
+                              f"'{fields[0]}' and '{fields[1]}' fields (JSON Lines, Parquet or a dataset)")
         return _plain(inp)
     if inp.kind == "jsonl":
-        return _jsonl(inp, text_field)
+        return _jsonl(inp, fields)
     if inp.kind == "parquet":
-        return _parquet(inp, text_field)
-    return _hf(inp, text_field)
+        return _parquet(inp, fields)
+    return _hf(inp, fields)
 
 
-def stream(inputs: List[Input], text_field: str, max_chars: Optional[int], used: Optional[list] = None,
+def stream(inputs: List[Input], text_field: Fields, max_chars: Optional[int], used: Optional[list] = None,
            rest: Optional[list] = None, tick=lambda n: None) -> Iterator[Tuple[str, bool, int]]:
     """(piece, ends a document, input index) over all inputs, cut at ``max_chars`` characters.
     ``used`` collects the inputs actually read. ``rest`` (a one-item list) gets the characters past

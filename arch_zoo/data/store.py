@@ -1,7 +1,8 @@
 """A prepared token store: one directory per (corpus, tokenizer, split options), read by memmap.
 
 Layout: ``manifest.json`` (sources with size, mtime and sha256; the tokenizer and its hash; per
-split its token and character counts, document starts and shards), ``tokenizer.json``, and per
+split its token and character counts, document starts (and, for prompt-completion records, where
+each document's completion starts) and shards), ``tokenizer.json``, and per
 split one or more raw shards ``{split}.{n:03d}.bin`` of ``uint16`` or ``uint32`` ids. A store is
 only ever complete: it is built elsewhere and renamed into place (see ``prepare``)."""
 from __future__ import annotations
@@ -132,6 +133,12 @@ class TokenStore:
     def doc_starts(self, name: str) -> Optional[np.ndarray]:
         """Token offsets where the split's documents start (split_by: documents), else None."""
         f = self.manifest["splits"][name].get("doc_starts")
+        return np.load(self.root / f, mmap_mode="r") if f else None
+
+    def score_starts(self, name: str) -> Optional[np.ndarray]:
+        """Per document (aligned with ``doc_starts``), the token where its scored part starts: its
+        completion, with ``scored: completion``; None for a store that scores every token."""
+        f = self.manifest["splits"][name].get("score_starts")
         return np.load(self.root / f, mmap_mode="r") if f else None
 
     def changed_source(self) -> Optional[str]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from contextlib import contextmanager, nullcontext
 from itertools import islice
 from typing import Dict, List, Optional
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
+from ..components.attention_diagnostics import AttentionRecorder
 from ..config import ExperimentConfig
 from ..config.loading import to_yaml
 from ..data.tasks.base import TaskData
@@ -47,10 +49,16 @@ class ArchZooModule(pl.LightningModule):
         self.optimizer_groups: List[Dict[str, object]] = []  # each group's part, lr, decay and parameters (summary.json)
         self._lr_group = 0  # a group at train.lr times the schedule: the one logged as `lr`
         self.diverged_at: Optional[int] = None
+        self._attention: Dict[str, AttentionRecorder] = {}  # train.attention_diagnostics: per split, this evaluation's
 
     # ----------------------------------------------------------------------------- training
     def training_step(self, batch, batch_idx):
-        logits, labels = self.objective.forward(self.compiled or self.model, batch)
+        every = self.cfg.train.attention_diagnostics_every  # (+1: the steps whose row Lightning writes)
+        with self._recording(batch, "train") if every and (self.global_step + 1) % every == 0 else nullcontext() as model:
+            logits, labels = self.objective.forward(model or self.compiled or self.model, batch)
+        if every and "train" in self._attention:
+            for k, v in self._attention.pop("train").results().items():
+                self.log(f"train/{k}", v, prog_bar=False, batch_size=labels.shape[0])
         loss = objectives.loss_fn(logits, labels, self.cfg.train.label_smoothing)
         self.log("train/loss", loss, prog_bar=True, batch_size=labels.shape[0])  # the task's alone: comparable
         if self.cfg.train.z_loss:  # weighted as the task loss is, per scored position
@@ -75,8 +83,18 @@ class ArchZooModule(pl.LightningModule):
     def _split(self, dataloader_idx: int, stage: str) -> str:
         return self.eval_splits[dataloader_idx] if stage == "val" else "test"
 
+    @contextmanager
+    def _recording(self, batch, split: str):
+        """The attention diagnostics of the forward run inside, added to ``split``'s; it runs the eager
+        model (a compiled graph would not call the recorder)."""
+        recorder = self._attention.setdefault(split, AttentionRecorder(self.model))
+        with recorder.recording(self.objective.stack_masks(batch)):
+            yield self.model
+
     def _accumulate(self, batch, split: str) -> None:
-        logits, labels = self.objective.forward(self.compiled or self.model, batch)
+        diagnose = self.cfg.train.attention_diagnostics
+        with self._recording(batch, split) if diagnose else nullcontext() as model:
+            logits, labels = self.objective.forward(model or self.compiled or self.model, batch)
         sums = self._sums.setdefault(split, defaultdict(float))
         for k, v in self.objective.metric_sums(logits, labels).items():
             sums[k] += v
@@ -93,7 +111,9 @@ class ArchZooModule(pl.LightningModule):
             cpt = self.chars_per_token.get(split.split("@")[0] if stage == "val" else "test", 0.0)
             for k, v in self.objective.finish(sums, cpt).items():
                 metrics[f"{split}/{k}"] = v
-        self._sums = {}
+        for split, recorder in self._attention.items():
+            metrics.update({f"{split}/{k}": v for k, v in recorder.results().items()})
+        self._sums, self._attention = {}, {}
         examples = self.generation[stage]
         if examples:
             tok = self.tokenizer
@@ -111,7 +131,7 @@ class ArchZooModule(pl.LightningModule):
 
     def on_validation_epoch_end(self):
         if self.trainer.sanity_checking:
-            self._sums = {}
+            self._sums, self._attention = {}, {}
             return
         metrics = self._finish_eval("val")
         self.log_dict(metrics, prog_bar=False, sync_dist=False)

@@ -26,12 +26,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 
 from ...registry import Registry
-from ..example import Example
+from ..example import IGNORE, Example
 from ..tokenizers import Tokenizer
 
 TASKS = Registry("tasks", "task")
-
-IGNORE = -100
 OBJECTIVES = ("lm", "seq2seq", "mlm", "classification", "token_classification")
 
 

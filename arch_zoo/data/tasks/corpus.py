@@ -8,7 +8,9 @@ summary.json's ``task``, the report). It is tokenized once into a token store
 (``arch_zoo.data.prepare``) that every run with the same corpus, tokenizer and split options
 shares; a run reads its windows of ``seq_len`` tokens from it by offset. ``split_by: text`` cuts
 the text contiguously 90/5/5 into train/val/test; ``split_by: documents`` sends whole documents,
-each followed by the eos token, to a split chosen by their content hash. The tokenizer is fitted
+each followed by the eos token, to a split chosen by their content hash. ``windows: documents``
+starts every window at a document (padded by the batch), and ``scored: completion`` (char_lm) reads
+prompt-completion records and scores only the completions (``windows.py``). The tokenizer is fitted
 on the train part. ``TaskData.info`` records the files, a sha256 of the text, the store and each
 split's characters per token (bits per character = loss / ln 2 / chars_per_token)."""
 from __future__ import annotations
@@ -27,12 +29,15 @@ from ..prepare import prepare as prepare_store
 from ..progress import interactive, quiet, stderr_log
 from ..sources import sorted_py_files
 from ..tokenizers import SPECIALS
-from ..windows import LMExample, Windows
+from ..windows import DocumentWindows, LMExample, ScoredSpans, Windows
 from .base import IGNORE, TASKS, Example, Task, TaskData
 from .common import check_fits, check_tokenizer, positive, validate_tokenizer
 
 KEEPS_EVERY_CHARACTER = " (it needs every character kept)"
 SPLIT_BY = ("text", "documents")
+WINDOWS = ("stream", "documents")
+LONG_DOCUMENTS = ("truncate", "split")
+SCORED = ("all", "completion")
 EVAL_MASK_SEED = 1234  # mlm: val/test masks are the same for every run, so runs evaluate alike
 _sorted_py_files = sorted_py_files  # (the name tests and older code import)
 
@@ -50,6 +55,8 @@ class CorpusOptions:
     text_field: str = "text"  # JSON Lines, Parquet and datasets: the field holding each document's text
     split_by: str = "text"  # text: contiguous 90/5/5 of the joined text; documents: whole documents by content hash
     dtype: str = "auto"  # token store ids: auto (uint16 when the vocabulary fits), uint16, uint32
+    windows: str = "stream"  # stream: seq_len windows across documents from a seeded offset; documents: each window starts at a document, padded (needs split_by: documents)
+    long_documents: str = "truncate"  # windows: documents, a document longer than seq_len: truncate (its first seq_len tokens) or split (into seq_len windows, the last shorter)
 
     def __post_init__(self):
         if not isinstance(self.files, (list, tuple)) or not all(isinstance(f, str) for f in self.files):
@@ -67,6 +74,12 @@ class CorpusOptions:
             raise ConfigError("split_by", f"unknown split '{self.split_by}'; choices: {', '.join(SPLIT_BY)}")
         if self.dtype not in DTYPES:
             raise ConfigError("dtype", f"unknown dtype '{self.dtype}'; choices: {', '.join(DTYPES)}")
+        for key, choices in (("windows", WINDOWS), ("long_documents", LONG_DOCUMENTS)):
+            if getattr(self, key) not in choices:
+                raise ConfigError(key, f"unknown choice '{getattr(self, key)}'; choices: {', '.join(choices)}")
+        if self.windows == "documents" and self.split_by != "documents":
+            raise ConfigError("windows", "documents needs split_by: documents (only a store split by documents "
+                              "records where each document starts)")
         validate_tokenizer(self.tokenizer, keeps_every_character, KEEPS_EVERY_CHARACTER)
 
 
@@ -109,25 +122,40 @@ class CorpusTask(Task):
         tok = store.tokenizer
         ids = {name: store.split(name) for name in ("train", "val", "test")}
         n = len(ids["train"])
-        offset = random.Random(self.seed).randrange(self.seq_len) if n >= 2 * self.seq_len else 0
+        by_docs = self.options.windows == "documents"
+        offset = random.Random(self.seed).randrange(self.seq_len) if n >= 2 * self.seq_len and not by_docs else 0
         make = self.example_maker(tok)
-        splits = {"train": Windows(ids["train"], self.seq_len, make("train", 0), offset)}
+        splits = {"train": self.split_windows(store, ids["train"], "train", self.seq_len, make("train", 0), offset)}
         if not splits["train"]:
             raise ConfigError("task.files", f"the corpus is too small: its train part has {n} tokens, less than "
                               f"one window of seq_len={self.seq_len}")
         for i, name in enumerate(("val", "test"), 1):
-            splits[name] = Windows(ids[name], self.seq_len, make(name, i), keep_tail=True)
-        splits.update(self.extra_splits(ids["val"], make))
+            splits[name] = self.split_windows(store, ids[name], name, self.seq_len, make(name, i), keep_tail=True)
+        splits.update(self.extra_splits(store, ids["val"], make))
         tokens, chars = store.counts("tokens"), store.counts("chars")
         info = store.info()
         info.update(
             tokenizer=tok.name, vocab_size=tok.vocab_size, seq_len=self.seq_len, train_offset=offset, tokens=tokens,
             unk_tokens=store.counts("unk_tokens"), sizes={name: len(rows) for name, rows in splits.items()},
             chars_per_token={name: chars[name.split("@")[0]] / tokens[name.split("@")[0]] for name in splits},
+            windows=self.options.windows, scored=getattr(self.options, "scored", "all"),
         )
+        if by_docs:  # what happened to documents longer than a window (summary.json's task)
+            info["long_documents"] = {name: {"documents": rows.documents, "longer_than_window": rows.long,
+                                             "handled": self.options.long_documents}
+                                      for name, rows in splits.items()}
         return TaskData(tok, self.objective, splits, metrics=self.metrics, info=info)
 
-    def extra_splits(self, val_ids, make) -> Dict[str, Windows]:
+    def split_windows(self, store, ids, split: str, length: int, make, offset: int = 0, keep_tail: bool = False):
+        """A split's windows as ``task.windows`` says, with the store's scored spans where it has them."""
+        split = split.split("@")[0]
+        doc_starts, score_starts = store.doc_starts(split), store.score_starts(split)
+        scored = ScoredSpans(doc_starts, score_starts) if score_starts is not None else None
+        if self.options.windows == "documents":
+            return DocumentWindows(ids, doc_starts, length, make, self.options.long_documents == "split", scored)
+        return Windows(ids, length, make, offset, keep_tail, scored)
+
+    def extra_splits(self, store, val_ids, make) -> Dict[str, Windows]:
         return {}
 
     def example_maker(self, tokenizer):
@@ -138,9 +166,23 @@ class CorpusTask(Task):
 @dataclass(frozen=True)
 class CharLMOptions(CorpusOptions):
     eval_lengths: List[int] = field(default_factory=list)  # extra eval splits val@L: val text in L-token windows
+    scored: str = "all"  # all: every token; completion: records hold prompt_field and completion_field (TRL's format), only the completion and its eos are scored (needs split_by: documents)
+    prompt_field: str = "prompt"  # scored: completion, the field holding each record's prompt (read, never scored)
+    completion_field: str = "completion"  # scored: completion, the field holding each record's completion (scored)
 
     def __post_init__(self):
         super().__post_init__()
+        if self.scored not in SCORED:
+            raise ConfigError("scored", f"unknown choice '{self.scored}'; choices: {', '.join(SCORED)}")
+        if self.scored == "completion" and self.split_by != "documents":
+            raise ConfigError("scored", "completion needs split_by: documents (each record is one document, "
+                              "sent whole to one split)")
+        for key in ("prompt_field", "completion_field"):
+            if not isinstance(getattr(self, key), str) or not getattr(self, key):
+                raise ConfigError(key, f"must name a field, got {getattr(self, key)!r}")
+        if self.prompt_field == self.completion_field:
+            raise ConfigError("completion_field", f"is the prompt_field too ('{self.prompt_field}'); a record "
+                              "needs two fields")
         for length in self.eval_lengths:
             positive("eval_lengths[]", length, 2)
         if len(set(self.eval_lengths)) != len(self.eval_lengths):
@@ -153,10 +195,10 @@ class CharLMTask(CorpusTask):
     objective = "lm"
     metrics = ("bpc",)
 
-    def extra_splits(self, val_ids, make):
+    def extra_splits(self, store, val_ids, make):
         out = {}
         for length in self.options.eval_lengths:
-            rows = Windows(val_ids, length, make(f"val@{length}", 0))
+            rows = self.split_windows(store, val_ids, f"val@{length}", length, make(f"val@{length}", 0))
             if not rows:
                 raise ConfigError("task.eval_lengths", f"the val text has {len(val_ids)} tokens, fewer than one "
                                   f"window of {length}; use more text or shorter eval_lengths")

@@ -1,0 +1,118 @@
+"""Attention diagnostics: per layer, the attention entropy and the largest attention logit.
+
+Wortsman et al. (2023) trace one high-learning-rate instability to attention logits that grow until
+each query puts all its weight on one key (entropy collapse); QK-norm prevents it. Both signals are
+invisible in the loss until it is too late, so ``train.attention_diagnostics`` records them on the
+evaluation batches (and ``train.attention_diagnostics_every`` on training steps).
+
+While recording, every attention module hands its q, k and mask to the recorder, which computes the
+scores again explicitly (``attention_logits``: the scale, soft-cap and score biases the model applies),
+so the sdpa kernel's output is untouched and a model that does not record does no extra work. Per
+layer it reports, over the real queries of the batch (padded queries and queries with nothing to
+attend excluded), all heads alike:
+
+* ``attn_entropy``: the mean over queries and heads of -sum_k p log p (nats), over the keys the
+  query may attend (a masked key has p = 0 and adds nothing);
+* ``attn_max_logit``: the largest pre-softmax score any query gives a key it may attend.
+
+The explicit scores cost (batch, heads, q_len, k_len) floats per layer while recording."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from .attention import MultiHeadAttention, attention_logits
+from .masks import AttentionMask
+
+STACKS = ("encoder", "decoder")
+
+
+def attention_layers(model: nn.Module) -> List[Tuple[str, str, MultiHeadAttention]]:
+    """(name, stack, module) of every attention module: ``layer_{i}`` (and ``layer_{i}.cross``) in a
+    one-stack model, ``encoder.layer_{i}`` / ``decoder.layer_{i}[.cross]`` in an encoder-decoder."""
+    stacks = [name for name in STACKS if isinstance(getattr(model, name, None), nn.Module)]
+    out = []
+    for stack in stacks:
+        prefix = f"{stack}." if len(stacks) > 1 else ""
+        for i, layer in enumerate(stack_layers(getattr(model, stack))):
+            for m in layer.modules():
+                if isinstance(m, MultiHeadAttention):
+                    out.append((f"{prefix}layer_{i}" + (".cross" if m.cross else ""), stack, m))
+    return out
+
+
+def stack_layers(stack: nn.Module) -> List[nn.Module]:
+    return list(getattr(stack, "layers", []))
+
+
+class AttentionRecorder:
+    """Sums per layer over the batches recorded since ``reset``; ``results()`` gives the metrics."""
+
+    def __init__(self, model: nn.Module):
+        self.layers = attention_layers(model)
+        self._names = {id(m): (name, stack) for name, stack, m in self.layers}
+        self.query_masks: Mapping[str, Optional[Tensor]] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        self.entropy: Dict[str, float] = {}
+        self.queries: Dict[str, float] = {}
+        self.max_logit: Dict[str, float] = {}
+
+    @contextmanager
+    def recording(self, query_masks: Mapping[str, Optional[Tensor]]) -> Iterator["AttentionRecorder"]:
+        """Record the forwards run inside; ``query_masks``: each stack's (B, L) real-token mask (or None)."""
+        self.query_masks = query_masks
+        for _, _, m in self.layers:
+            m.recorder = self
+        try:
+            yield self
+        finally:
+            for _, _, m in self.layers:
+                m.recorder = None
+            self.query_masks = {}
+
+    @torch.no_grad()
+    def __call__(self, module: MultiHeadAttention, q: Tensor, k: Tensor, mask: AttentionMask) -> None:
+        name, stack = self._names[id(module)]
+        scores = attention_logits(q.detach(), k.detach(), mask, module.backend.scale, module.backend.softcap)
+        (total, count), top = entropy_and_max(scores, self._real_queries(stack, mask, q.shape[-2], q.shape[0], q.device))
+        self.entropy[name] = self.entropy.get(name, 0.0) + total
+        self.queries[name] = self.queries.get(name, 0.0) + count
+        if top is not None:
+            self.max_logit[name] = max(self.max_logit.get(name, float("-inf")), top)
+
+    def _real_queries(self, stack: str, mask: AttentionMask, q_len: int, batch: int, device) -> Tensor:
+        """(B, q_len) bool: queries that are real tokens (the last q_len of the stack's mask: a cached
+        step's new ones) and have something to attend (``keep``)."""
+        given = self.query_masks.get(stack)
+        real = (given[:, -q_len:].to(device).bool() if given is not None
+                else torch.ones(batch, q_len, dtype=torch.bool, device=device))
+        if mask.keep is not None:
+            real = real & mask.keep[:, 0, :, 0].bool()
+        return real
+
+    def results(self) -> Dict[str, float]:
+        """``attn_entropy/NAME`` and ``attn_max_logit/NAME`` per layer recorded."""
+        out: Dict[str, float] = {}
+        for name, _, _ in self.layers:
+            if self.queries.get(name):
+                out[f"attn_entropy/{name}"] = self.entropy[name] / self.queries[name]
+            if name in self.max_logit:
+                out[f"attn_max_logit/{name}"] = self.max_logit[name]
+        return out
+
+
+def entropy_and_max(scores: Tensor, real: Tensor) -> Tuple[Tuple[float, float], Optional[float]]:
+    """((sum of entropies, number of (query, head) rows), largest allowed score) over the ``real``
+    (B, Lq) queries of (B, H, Lq, Lk) scores with -inf where a key is masked."""
+    p = scores.softmax(-1)
+    rows = torch.special.entr(p).sum(-1)  # (B, H, Lq); entr(0) = 0: masked keys add nothing
+    use = real[:, None, :].expand_as(rows)
+    if not use.any():
+        return (0.0, 0.0), None
+    top = scores.amax(-1)[use].max()
+    return (float(rows[use].sum()), float(use.sum())), float(top)

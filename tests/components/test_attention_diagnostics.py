@@ -1,0 +1,174 @@
+"""Attention diagnostics (issue 30): per layer attention entropy and largest attention logit, checked
+against attention probabilities rebuilt by hand from each layer's input and weights."""
+import csv
+import math
+
+import pytest
+import torch
+
+from arch_zoo.components.attention import MultiHeadAttention, explicit_attention
+from arch_zoo.components.attention_diagnostics import AttentionRecorder
+from arch_zoo.components.masks import AttentionMask
+from arch_zoo.components.positions import alibi_slopes
+from arch_zoo.models import build_model
+from tests.conftest import tiny
+
+HEADS, D = 2, 16
+
+
+def model(**kw):
+    torch.manual_seed(0)
+    m = build_model(tiny(n_layers=2, n_heads=HEADS, d_model=D, max_seq_len=16, **kw), vocab_size=20).eval()
+    with torch.no_grad():  # larger q/k weights than the init: logits far from zero, entropies far from log(L)
+        for layer in m.decoder.layers:
+            layer.self_attn.sublayer.qkv.weight.mul_(4)
+    return m
+
+
+def inputs():
+    ids = torch.randint(0, 20, (3, 10), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = 0  # right padding: keys (and queries) 6.. of row 1 are not real
+    mask[2, 3:] = 0
+    return ids, mask
+
+
+def by_hand(m, ids, mask, bias=None):
+    """Per layer (mean entropy, max logit) over real queries, from the layer's input x: q, k = x W_q, x W_k
+    (no rotation), scores q.k / sqrt(head_dim) (+ bias), causal and padding masks, softmax."""
+    xs = []
+    hooks = [layer.self_attn.sublayer.register_forward_pre_hook(lambda mod, args: xs.append(args[0]))
+             for layer in m.decoder.layers]
+    with torch.no_grad():
+        m(ids, attention_mask=mask)
+    xs = [x.detach() for x in xs]
+    for h in hooks:
+        h.remove()
+    out = []
+    L, d = ids.shape[1], D // HEADS
+    for layer, x in zip(m.decoder.layers, xs):
+        w = layer.self_attn.sublayer.qkv.weight.detach().double()
+        b = layer.self_attn.sublayer.qkv.bias
+        qkv = x.double() @ w.T + (b.detach().double() if b is not None else 0)
+        q, k = qkv[..., :D], qkv[..., D:2 * D]
+        ent, rows, top = 0.0, 0, -math.inf
+        for r in range(ids.shape[0]):
+            for h in range(HEADS):
+                s = q[r, :, h * d:(h + 1) * d] @ k[r, :, h * d:(h + 1) * d].T / math.sqrt(d)
+                if bias is not None:
+                    s = s + bias[h]
+                for i in range(L):
+                    if not mask[r, i]:
+                        continue  # a padded query
+                    keys = [j for j in range(i + 1) if mask[r, j]]
+                    logits = s[i, keys]
+                    p = logits.softmax(-1)
+                    ent -= float((p * p.log()).sum())
+                    rows += 1
+                    top = max(top, float(logits.max()))
+        out.append((ent / rows, top))
+    return out
+
+
+def recorded(m, ids, mask):
+    rec = AttentionRecorder(m)
+    with torch.no_grad(), rec.recording({"decoder": mask}):
+        m(ids, attention_mask=mask)
+    return rec.results()
+
+
+@pytest.mark.parametrize("kernel", ["sdpa", "explicit"])
+def test_entropy_and_max_logit_equal_a_computation_by_hand(kernel):
+    m = model(position="none", attention_kernel=kernel)
+    ids, mask = inputs()
+    got = recorded(m, ids, mask)
+    for i, (entropy, top) in enumerate(by_hand(m, ids, mask)):
+        assert got[f"attn_entropy/layer_{i}"] == pytest.approx(entropy, rel=1e-5)
+        assert got[f"attn_max_logit/layer_{i}"] == pytest.approx(top, rel=1e-5)
+    assert set(got) == {f"attn_{k}/layer_{i}" for k in ("entropy", "max_logit") for i in range(2)}
+    assert 0.1 < got["attn_entropy/layer_0"] < math.log(10) - 0.1  # neither uniform nor collapsed
+
+
+def test_the_max_logit_counts_score_biases_and_the_softcap():
+    m = model(position="alibi")
+    ids, mask = inputs()
+    pos = torch.arange(ids.shape[1], dtype=torch.float64)
+    bias = -alibi_slopes(HEADS).double().view(-1, 1, 1) * (pos[None, :] - pos[:, None]).abs()
+    got = recorded(m, ids, mask)
+    for i, (entropy, top) in enumerate(by_hand(m, ids, mask, bias)):
+        assert got[f"attn_entropy/layer_{i}"] == pytest.approx(entropy, rel=1e-5)
+        assert got[f"attn_max_logit/layer_{i}"] == pytest.approx(top, rel=1e-5)
+    capped = recorded(model(position="none", attn_logit_softcap=0.2), ids, mask)  # (the same weights: same seed)
+    top = by_hand(model(position="none"), ids, mask)[0][1]  # layer 0: its input is the cap's alone; tanh is monotonic
+    assert capped["attn_max_logit/layer_0"] == pytest.approx(0.2 * math.tanh(top / 0.2), rel=1e-5)
+
+
+def test_padded_keys_and_queries_are_left_out():
+    """A padded batch gives what its rows give unpadded, one by one (counted per real query)."""
+    m = model(position="rope")
+    ids, mask = inputs()
+    whole = recorded(m, ids, mask)
+    rec = AttentionRecorder(m)
+    for r in range(ids.shape[0]):
+        n = int(mask[r].sum())
+        with torch.no_grad(), rec.recording({"decoder": None}):
+            m(ids[r:r + 1, :n])
+    alone = rec.results()
+    assert whole.keys() == alone.keys()
+    for k in whole:
+        assert whole[k] == pytest.approx(alone[k], rel=1e-5), k
+
+
+def old_explicit_attention(q, k, v, mask, dropout, scale, softcap):
+    """The explicit kernel as it read before the diagnostics shared its score computation."""
+    if k.shape[1] != q.shape[1]:
+        groups = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    scores = (q @ k.transpose(-2, -1)).float() * scale
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    allowed = mask.materialize(q.shape[-2], k.shape[-2], q.device)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf")) if allowed.dtype == torch.bool else scores + allowed.float()
+    weights = scores.softmax(dim=-1).to(q.dtype)
+    return weights @ v, weights
+
+
+def test_outputs_are_bit_identical_with_diagnostics_off_on_and_after():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = torch.randn(2, 4, 5, 8, generator=g), torch.randn(2, 2, 5, 8, generator=g), torch.randn(2, 2, 5, 8, generator=g)
+    for mask, cap in ((AttentionMask(is_causal=True), None), (AttentionMask(torch.randn(1, 4, 5, 5, generator=g)), 2.0)):
+        new, old = explicit_attention(q, k, v, mask, 0.0, None, cap), old_explicit_attention(q, k, v, mask, 0.0, None, cap)
+        assert torch.equal(new[0], old[0]) and torch.equal(new[1], old[1])
+    for kernel in ("sdpa", "explicit"):
+        m = model(position="rope", attention_kernel=kernel)
+        ids, mask = inputs()
+        with torch.no_grad():
+            before = m(ids, attention_mask=mask).logits
+            rec = AttentionRecorder(m)
+            with rec.recording({"decoder": mask}):
+                during = m(ids, attention_mask=mask).logits
+            after = m(ids, attention_mask=mask).logits
+        assert torch.equal(before, during) and torch.equal(before, after)
+        assert all(mod.recorder is None for mod in m.modules() if isinstance(mod, MultiHeadAttention))
+
+
+def test_diagnostics_land_in_metrics_csv_per_layer(tmp_path):
+    from arch_zoo.config.loading import load
+    from arch_zoo.training.run import run_one
+
+    cfg = load({"name": "t", "model": tiny(n_layers=2, max_seq_len=32),
+                "task": {"name": "char_lm", "max_chars": 20000, "seq_len": 32},
+                "train": {"max_steps": 4, "batch_size": 4, "val_every": 2, "val_batches": 2, "log_every": 2,
+                          "progress_bar": False, "exact_match_samples": 0, "attention_diagnostics": True,
+                          "attention_diagnostics_every": 2}})
+    result = run_one(cfg, tmp_path / "run", quiet=True)
+    assert result.status == "completed"
+    rows = list(csv.DictReader((tmp_path / "run" / "metrics.csv").open()))
+    for stage in ("val", "train"):
+        for kind in ("attn_entropy", "attn_max_logit"):
+            for i in range(2):
+                values = [float(r[f"{stage}/{kind}/layer_{i}"]) for r in rows if r.get(f"{stage}/{kind}/layer_{i}")]
+                assert len(values) == 2 and all(math.isfinite(x) for x in values), (stage, kind, i)
+    assert all(0 < float(r["val/attn_entropy/layer_0"]) <= math.log(32) for r in rows if r.get("val/attn_entropy/layer_0"))
