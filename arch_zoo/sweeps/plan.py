@@ -8,17 +8,15 @@ the spec key (``grid.model.position: unknown position scheme 'ropee' ...``)."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from ..config import ExperimentConfig
-from ..config.coerce import to_dict
 from ..config.loading import load
-from ..data.lengths import split_lengths
 from ..errors import ConfigError
 from .costs import tokens_per_step, training_flops
 from .halving import check_budgets
+from .sizer import Sizer
 from .scale import FLOPS_KEY, SIZE_KEY, size_overrides, transfer_lookup
 from .scale_plan import check_increasing, check_transfer, ladder_steps, references, scale_record, size_blame, \
     warmup_override
@@ -64,104 +62,6 @@ class Plan:
     runs: List[RunPlan]
     axes: List[str]
     names: Dict[str, str] = field(default_factory=dict)  # axis key -> short name
-
-
-class _Sizer:
-    """Parameter counts, building each distinct task's data once (for its vocabulary) and each
-    distinct model once."""
-
-    def __init__(self):
-        self.vocab: Dict[str, int] = {}
-        self.data: Dict[str, Any] = {}  # the TaskData behind each vocabulary
-        self.counts: Dict[Tuple[str, int, str], Tuple[int, float, int]] = {}
-        self.split_lengths: Dict[str, Tuple[Dict[Tuple[int, int], int], Dict[str, Any]]] = {}
-
-    def vocab_size(self, cfg: ExperimentConfig, blame: Callable[[ConfigError], ConfigError]) -> int:
-        if cfg.model.vocab_size is not None and cfg.task is None:
-            return cfg.model.vocab_size
-        key = self._key(cfg)
-        if key not in self.vocab:
-            from ..training.run import prepare
-
-            try:
-                self.data[key] = prepare(cfg)
-            except ConfigError as exc:
-                raise blame(exc) from None
-            self.vocab[key] = self.data[key].tokenizer.vocab_size
-        return self.vocab[key]
-
-    def val_metrics(self, cfg: ExperimentConfig, blame) -> List[str]:
-        """The validation metrics a run of ``cfg`` logs (as the training module names them)."""
-        from ..training import objectives
-
-        self.vocab_size(cfg, blame)
-        data = self.data.get(self._key(cfg))
-        if data is None:  # no task: nothing to validate on
-            return []
-        cpt = data.info.get("chars_per_token") or {}
-        task_objective = objectives.objective(data.objective)
-        out = [f"{split}/{name}" for split in data.eval_splits
-               for name in task_objective.metric_names(cpt.get(split.split("@")[0], 0.0))]
-        if "exact_match" in data.metrics and cfg.train.exact_match_samples > 0:
-            out.append("val/exact_match")
-        return out
-
-    @staticmethod
-    def _key(cfg: ExperimentConfig) -> str:
-        return json.dumps([to_dict(cfg.task), cfg.seed, cfg.model.kind, cfg.model.max_seq_len,
-                           to_dict(cfg.model.head), cfg.model.vocab_size], sort_keys=True, default=str)
-
-    def count(self, cfg: ExperimentConfig, blame: Callable[[ConfigError], ConfigError]) -> int:
-        return self._measure(cfg, blame)[0]
-
-    def flops_per_token(self, cfg: ExperimentConfig, blame: Callable[[ConfigError], ConfigError]) -> float:
-        """Forward FLOPs per token at the lengths trained, as summary.json counts them."""
-        return self._measure(cfg, blame)[1]
-
-    def lengths(self, cfg: ExperimentConfig, blame) -> Tuple[Dict[Tuple[int, int], int], Dict[str, Any]]:
-        """The lengths a run of ``cfg`` trains at, and what run.json says about them: its task's train
-        split, every example at its own length; without a task, ``model.max_seq_len``."""
-        self.vocab_size(cfg, blame)
-        key = self._key(cfg)
-        if key not in self.split_lengths:
-            data = self.data.get(key)
-            seq2seq = cfg.model.kind == "encoder_decoder"
-            if data is None:
-                n = cfg.model.max_seq_len
-                self.split_lengths[key] = ({(n, n if seq2seq else 0): 1},
-                                           {"lengths": f"model.max_seq_len ({n}): no task"})
-            else:
-                train = split_lengths(data.splits["train"])
-                self.split_lengths[key] = (train.counts, train.record("train", seq2seq))
-        return self.split_lengths[key]
-
-    def tokens_per_example(self, cfg: ExperimentConfig, blame) -> float:
-        counts, _ = self.lengths(cfg, blame)
-        return sum(n * (a + b) for (a, b), n in counts.items()) / sum(counts.values())
-
-    def non_embedding(self, cfg: ExperimentConfig, blame: Callable[[ConfigError], ConfigError]) -> int:
-        """Parameters less the token and position embeddings (``summary.non_embedding_parameters``)."""
-        return self._measure(cfg, blame)[2]
-
-    def tokens_per_step(self, cfg: ExperimentConfig, blame) -> float:
-        """Real training tokens per optimizer step at the lengths ``cfg`` trains at."""
-        return tokens_per_step(cfg, self.tokens_per_example(cfg, blame))
-
-    def _measure(self, cfg: ExperimentConfig, blame) -> Tuple[int, float, int]:
-        vocab = self.vocab_size(cfg, blame)
-        key = (json.dumps(to_dict(cfg.model), sort_keys=True, default=str), vocab, self._key(cfg))
-        if key not in self.counts:
-            import torch
-
-            from ..models import build_model
-            from ..models.flops import FlopCounter
-            from ..models.summary import count_parameters, non_embedding_parameters
-
-            with torch.random.fork_rng(devices=[]):  # counting must not move anyone's random state
-                model = build_model(cfg.model, vocab)
-            per_token = FlopCounter(model).per_token(self.lengths(cfg, blame)[0])["total"]
-            self.counts[key] = (count_parameters(model), per_token, non_embedding_parameters(model))
-        return self.counts[key]
 
 
 class _Configs:
@@ -278,7 +178,7 @@ def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
     loaded = [configs.load(v) for v in variants]  # every variant checked before anything is built
     baseline = _baseline(spec, variants, names)
     refs = references(variants, baseline)  # each variant's reference: its rung's baseline variant
-    sizer = _Sizer()
+    sizer = Sizer()
     if spec.suite is None:
         sizer.vocab_size(configs.base, configs.base_error)  # the task's own problems are the base's
         if spec.tune is not None:
@@ -341,7 +241,7 @@ def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
     return Plan(spec, runs, spec.axes, names)
 
 
-def _budget(spec: SweepSpec, cfg: ExperimentConfig, sizer: _Sizer, blame, ref_flops: float) -> Dict[str, Any]:
+def _budget(spec: SweepSpec, cfg: ExperimentConfig, sizer: Sizer, blame, ref_flops: float) -> Dict[str, Any]:
     """What this run will spend, as recorded in run.json and shown by --dry-run and the report;
     ``flops_vs_baseline`` is the relative mismatch left by whole steps."""
     steps, tokens = cfg.train.max_steps, tokens_per_step(cfg, sizer.tokens_per_example(cfg, blame))
@@ -368,7 +268,7 @@ def _baseline(spec: SweepSpec, variants: List[Variant], names: Dict[str, str]) -
     return hits
 
 
-def _match(cfg: ExperimentConfig, target: int, tolerance: float, sizer: _Sizer, blame, name: str,
+def _match(cfg: ExperimentConfig, target: int, tolerance: float, sizer: Sizer, blame, name: str,
            key: str = "match_params") -> int:
     """The d_ff that brings this variant's parameter count nearest to ``target``. Parameters are
     affine in d_ff for every feed-forward kind (gated ones just have a steeper slope), so two
