@@ -126,6 +126,11 @@ CASES = [
     ("describe-unknown-precision", "describe {ws}/exp.yaml train.precision=bf17-mixed",
      "train.precision: unknown precision 'bf17-mixed' (did you mean 'bf16-mixed'?); choices: 16, 16-mixed, 16-true, "
      "32, 32-true, 64, 64-true, bf16, bf16-mixed, bf16-true, transformer-engine, transformer-engine-float16"),
+    ("describe-probe-too-many-pairs", 'describe {ws}/exp.yaml task={{"name":"mqar","seq_len":30,"num_kv_pairs":8}}',
+     "task.num_kv_pairs: 8 key-value pairs need 4 x 8 = 32 tokens (each pair, and a query slot of two), more than "
+     "seq_len 30 holds"),
+    ("describe-probe-longer-than-the-model", 'describe {ws}/exp.yaml task={{"name":"in_context_recall","seq_len":64}}',
+     "task.seq_len: the examples (seq_len 64) need 64 tokens, more than the model's max_seq_len 32"),
     ("describe-qk-norm-scope-without-qk-norm", "describe {ws}/exp.yaml model.qk_norm_scope=projection",
      "model.qk_norm_scope: refines model.qk_norm, which is not set"),
     ("describe-moe-aux-loss-layers", "describe {ws}/exp.yaml model.ffn=moe model.ffn.aux_loss_layers=pool",

@@ -1,8 +1,9 @@
-"""Position-wise feed-forward networks: plain two-layer MLPs and gated (GLU-family) variants."""
+"""Position-wise feed-forward networks: plain two-layer MLPs, gated (GLU-family) variants, and
+``none`` (no feed-forward sublayer: attention-only models, as mechanistic studies use)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Union
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +21,12 @@ def is_gated(spec: ComponentSpec) -> bool:
     answer depends on its options (an MoE, by its expert) says so through ``gated_for(options)``."""
     factory = FEEDFORWARD.get(spec.name).factory
     return factory.gated_for(spec.options) if hasattr(factory, "gated_for") else factory.gated
+
+
+def has_sublayer(spec: Union[ComponentSpec, str]) -> bool:
+    """Whether the choice (a spec or a name) puts a sublayer in the layer at all; ``none`` does not, so
+    the layer builds no slot for it: no residual branch, no norm, no parameters, no FLOPs."""
+    return getattr(FEEDFORWARD.get(getattr(spec, "name", spec)).factory, "sublayer", True)
 
 
 @dataclass(frozen=True)
@@ -153,3 +160,19 @@ class ReGLU(GatedMLP):
     @staticmethod
     def act_backward(buffer: Tensor, g: Tensor) -> Tensor:
         return torch.ops.aten.threshold_backward.grad_input(buffer, g, 0, grad_input=buffer)
+
+
+@FEEDFORWARD.register("none", NoOptions, "no feed-forward sublayer: attention-only layers (no parameters, "
+                                         "no residual branch or norm for it)")
+class NoFeedForward(nn.Module):
+    """Declares ``sublayer = False``: the layer asks ``has_sublayer`` and builds no slot, so a
+    placement never sees a branch for it. Called directly it adds nothing to the residual."""
+
+    sublayer = False
+    gated = False  # d_ff's default is computed but unused
+
+    def __init__(self, options, ctx: FFNContext):
+        super().__init__()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.zeros_like(x)

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import ConfigError, choice_error
-from .feedforward import FEEDFORWARD, FFNContext
+from .feedforward import FEEDFORWARD, FFNContext, has_sublayer
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class MoEOptions:
             raise ConfigError("n_experts", f"must be positive, got {self.n_experts}")
         if not 1 <= self.top_k <= self.n_experts:
             raise ConfigError("top_k", f"must be between 1 and n_experts ({self.n_experts}), got {self.top_k}")
-        experts = [n for n in FEEDFORWARD.choices() if n != "moe"]
+        experts = [n for n in FEEDFORWARD.choices() if n != "moe" and has_sublayer(n)]
         if self.expert not in experts:
             raise choice_error("expert", "feed-forward for an expert", self.expert, experts)
         if self.aux_loss_weight < 0:

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from ..components.attention import KVCache, MultiHeadAttention
 from ..components.context import LayerContext
-from ..components.feedforward import FEEDFORWARD, FFNContext
+from ..components.feedforward import FEEDFORWARD, FFNContext, has_sublayer
 from ..components.init import mark_residual_out
 from ..components.masks import AttentionMask, cross_attention_mask, self_attention_mask
 from ..components.norms import NORMS
@@ -59,8 +59,10 @@ class TransformerLayer(nn.Module):
 
         self.self_attn = slot(0, _attention(cfg, cross=False))
         self.cross_attn = slot(1, _attention(cfg, cross=True)) if ctx.cross else None
-        ffn = FEEDFORWARD.build(cfg.ffn, FFNContext(cfg.d_model, cfg.d_ff, cfg.bias, cfg.dropout))  # marks its own output
-        self.ffn = slot(2 if ctx.cross else 1, ffn)
+        self.ffn = None  # ffn: none -- attention-only: no slot, so no branch and no norm for it
+        if has_sublayer(cfg.ffn):
+            ffn = FEEDFORWARD.build(cfg.ffn, FFNContext(cfg.d_model, cfg.d_ff, cfg.bias, cfg.dropout))  # marks its own output
+            self.ffn = slot(2 if ctx.cross else 1, ffn)
 
     def slots(self) -> List[Slot]:
         return [s for s in (self.self_attn, self.cross_attn, self.ffn) if s is not None]
@@ -78,7 +80,8 @@ class TransformerLayer(nn.Module):
         def ffn(h):
             return self.ffn.dropout(self.ffn.sublayer(h))
 
-        branches = [self_attn, cross_attn, ffn] if self.cross_attn is not None else [self_attn, ffn]
+        branches = [b for b, s in ((self_attn, self.self_attn), (cross_attn, self.cross_attn), (ffn, self.ffn))
+                    if s is not None]
         return self.placement.forward(x, self.slots(), branches)
 
 

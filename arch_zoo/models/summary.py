@@ -38,7 +38,8 @@ def parameter_breakdown(model: TransformerModel) -> Dict[str, int]:
         if any(l.cross_attn is not None for l in layers):
             parts[f"{name} cross-attention"] = _count(
                 (p for l in layers for p in l.cross_attn.sublayer.parameters()), seen)
-        parts[f"{name} feed-forward"] = _count((p for l in layers for p in l.ffn.sublayer.parameters()), seen)
+        parts[f"{name} feed-forward"] = _count((p for l in layers if l.ffn is not None for p in l.ffn.sublayer.parameters()),
+                                               seen)
         parts[f"{name} placement"] = _count((p for l in layers for p in l.placement.parameters()), seen)
         parts[f"{name} norms"] = _count(stack.parameters(), seen)  # what is left: the norms
     parts["head"] = _count(model.head.parameters(), seen)
