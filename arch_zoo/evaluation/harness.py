@@ -67,11 +67,14 @@ def check_kinds(run_dirs: Sequence[Path]) -> None:
         check_scorable(str(kind), str(run_dir))
 
 
-def evaluate(lm: ArchZooLM, tasks: Dict[str, object], limit: Optional[float], num_fewshot: Optional[int],
+def evaluate(lm: ArchZooLM, tasks: Dict[str, object], manager, limit: Optional[float], num_fewshot: Optional[int],
              seed: int = 0) -> Dict[str, Any]:
+    """lm_eval on tasks already loaded; ``manager`` is passed on, else lm_eval indexes its ~15,000
+    built-in task files again (tens of seconds) whatever the tasks are."""
     import lm_eval
 
-    return lm_eval.simple_evaluate(model=lm, tasks=list(tasks.values()), limit=limit, num_fewshot=num_fewshot,
+    return lm_eval.simple_evaluate(model=lm, tasks=list(tasks.values()), task_manager=manager, limit=limit,
+                                   num_fewshot=num_fewshot,
                                    log_samples=False, bootstrap_iters=1000, random_seed=seed, numpy_random_seed=seed,
                                    torch_random_seed=seed, fewshot_random_seed=seed, verbosity="ERROR")
 
@@ -88,11 +91,12 @@ def evaluate_runs(path, task_names: Sequence[str], limit: Optional[float] = None
     found = runs_of(path)
     check_kinds(found.runs)
     first = ArchZooLM(run=str(found.runs[0]), restored=restore(found.runs[0]), **dict(model_args or {}))
-    tasks = load_tasks(task_names, task_manager(task_names, include_path, builtin_tasks))
+    manager = task_manager(task_names, include_path, builtin_tasks)
+    tasks = load_tasks(task_names, manager)
     for run_dir in found.runs:
         lm = first if run_dir == found.runs[0] else ArchZooLM(run=str(run_dir), restored=restore(run_dir),
                                                               **dict(model_args or {}))
-        results = evaluate(lm, tasks, limit, num_fewshot)
+        results = evaluate(lm, tasks, manager, limit, num_fewshot)
         state = rundir.resume_state(run_dir) or {}
         context = {"checkpoint": rundir.CHECKPOINT, "step": state.get("step"), "limit": limit,
                    "max_length": lm.max_length, "lm_eval": lm_eval.__version__, "evaluated": rundir.now()}

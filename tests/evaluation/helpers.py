@@ -31,17 +31,24 @@ def in_task_dir():
                 os.environ[k] = v
 
 
-def tiny_gpt2(directory: Path, n_positions: int = 64, seed: int = 0) -> Path:
-    """A 2-layer GPT-2 and its tokenizer, saved as a Hugging Face checkpoint directory."""
-    import torch
+def bpe_tokenizer():
+    """A GPT-2 style byte-level BPE (300 tokens, <|endoftext|>) fitted on the tasks' words."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator(TEXT, trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return tok
+
+
+def tiny_gpt2(directory: Path, n_positions: int = 64, seed: int = 0) -> Path:
+    """A 2-layer GPT-2 and its tokenizer, saved as a Hugging Face checkpoint directory."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    tok = bpe_tokenizer()
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
     torch.manual_seed(seed)
     eot = tok.token_to_id("<|endoftext|>")
@@ -61,3 +68,21 @@ def import_run(hf_dir: Path, out: Path) -> Path:
 
     model = load_hf_checkpoint(hf_dir)
     return save_as_run(model, PretrainedTokenizer(PretrainedOptions(path=str(hf_dir))), out, source=str(hf_dir))
+
+
+def tiny_run(out: Path, position: str = "rope", seed: int = 0) -> Path:
+    """A random arch_zoo decoder with the BPE tokenizer, as a run directory (no transformers)."""
+    import torch
+
+    from arch_zoo.data.pretrained import PretrainedOptions, PretrainedTokenizer
+    from arch_zoo.interop.as_run import save_as_run
+    from arch_zoo.models import build_model
+
+    out.mkdir(parents=True, exist_ok=True)
+    bpe_tokenizer().save(str(out / "bpe.json"))
+    tokenizer = PretrainedTokenizer(PretrainedOptions(path=str(out / "bpe.json")))
+    (out / "bpe.json").unlink()
+    torch.manual_seed(seed)
+    model = build_model({"kind": "decoder", "d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64,
+                         "max_seq_len": 64, "position": position}, tokenizer.vocab_size)
+    return save_as_run(model.eval(), tokenizer, out)
