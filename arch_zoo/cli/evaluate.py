@@ -28,11 +28,26 @@ def _print(run_dir, records) -> None:
             print(f"{run_dir}  {record['task']}  {name}  {value:.4f}" + (f" ± {err:.4f}" if err is not None else ""))
 
 
+def _check_device(name: str) -> None:
+    import torch
+
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise ConfigError("--device", f"{name!r} is not a torch device ({exc})") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device", f"{name} asked for, but torch sees no CUDA device (this torch: "
+                          f"{torch.__version__}); use --device cpu")
+
+
 def _eval(args) -> int:
     if importlib.util.find_spec("lm_eval") is None:
         raise ConfigError("eval", "lm-evaluation-harness is not installed; install it with: "
                           "pip install 'arch-zoo[eval]'")
     from ..evaluation import evaluate_runs
+
+    if args.device:
+        _check_device(args.device)
 
     names = [t.strip() for t in args.tasks.split(",") if t.strip()]
     model_args = {k: v for k, v in (("batch_size", args.batch_size), ("device", args.device),

@@ -14,7 +14,7 @@ from ..errors import ConfigError
 from ..training.restore import restore
 from .lm import ArchZooLM, check_scorable
 from .results import task_records, write_records
-from .tasks import load_tasks, task_manager
+from .tasks import check_tasks, task_manager
 
 
 @dataclass
@@ -67,13 +67,13 @@ def check_kinds(run_dirs: Sequence[Path]) -> None:
         check_scorable(str(kind), str(run_dir))
 
 
-def evaluate(lm: ArchZooLM, tasks: Dict[str, object], manager, limit: Optional[float], num_fewshot: Optional[int],
+def evaluate(lm: ArchZooLM, tasks: Sequence[str], manager, limit: Optional[float], num_fewshot: Optional[int],
              seed: int = 0) -> Dict[str, Any]:
-    """lm_eval on tasks already loaded; ``manager`` is passed on, else lm_eval indexes its ~15,000
-    built-in task files again (tens of seconds) whatever the tasks are."""
+    """lm_eval on ``tasks``; ``manager`` is passed on, else lm_eval indexes its ~15,000 built-in task
+    files again (tens of seconds) whatever the tasks are."""
     import lm_eval
 
-    return lm_eval.simple_evaluate(model=lm, tasks=list(tasks.values()), task_manager=manager, limit=limit,
+    return lm_eval.simple_evaluate(model=lm, tasks=list(tasks), task_manager=manager, limit=limit,
                                    num_fewshot=num_fewshot,
                                    log_samples=False, bootstrap_iters=1000, random_seed=seed, numpy_random_seed=seed,
                                    torch_random_seed=seed, fewshot_random_seed=seed, verbosity="ERROR")
@@ -92,11 +92,11 @@ def evaluate_runs(path, task_names: Sequence[str], limit: Optional[float] = None
     check_kinds(found.runs)
     first = ArchZooLM(run=str(found.runs[0]), restored=restore(found.runs[0]), **dict(model_args or {}))
     manager = task_manager(task_names, include_path, builtin_tasks)
-    tasks = load_tasks(task_names, manager)
+    check_tasks(task_names, manager)
     for run_dir in found.runs:
         lm = first if run_dir == found.runs[0] else ArchZooLM(run=str(run_dir), restored=restore(run_dir),
                                                               **dict(model_args or {}))
-        results = evaluate(lm, tasks, manager, limit, num_fewshot)
+        results = evaluate(lm, task_names, manager, limit, num_fewshot)
         state = rundir.resume_state(run_dir) or {}
         context = {"checkpoint": rundir.CHECKPOINT, "step": state.get("step"), "limit": limit,
                    "max_length": lm.max_length, "lm_eval": lm_eval.__version__, "evaluated": rundir.now()}

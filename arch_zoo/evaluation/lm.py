@@ -8,6 +8,7 @@ loglikelihoods come from ``scoring`` (batched, each context run once into a key/
 generations from ``arch_zoo.generation.generate`` (cached decoding)."""
 from __future__ import annotations
 
+import logging
 from typing import List, Optional, Tuple
 
 import torch
@@ -32,6 +33,17 @@ def check_scorable(kind: str, where: str) -> None:
     if kind != "decoder":
         raise ConfigError("run", f"{where} is a model of kind '{kind}', which cannot score loglikelihoods or "
                           "generate for lm_eval; evaluation needs a 'decoder' (causal language model) run")
+
+
+def _device(name: Optional[str]) -> torch.device:
+    """lm_eval's command line asks for 'cuda' by default; without CUDA that means the CPU, as for its
+    ``hf`` model (``arch-zoo eval --device`` is checked before it gets here)."""
+    if name is None or (str(name).startswith("cuda") and not torch.cuda.is_available()):
+        if name is not None:
+            logging.getLogger(__name__).warning("device %s asked for, but torch sees no CUDA device: using the CPU",
+                                                name)
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
 
 
 def _positive(key: str, value) -> int:
@@ -63,7 +75,7 @@ class ArchZooLM(TemplateLM):
         cfg, model, tokenizer = restored
         check_scorable(cfg.model.kind, str(run or "the run"))
         self.config, self.tokenizer_ = cfg, tokenizer
-        self._device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self._device = _device(device)
         self.model: DecoderModel = model.to(self._device).eval()
         self.batch_size = 16 if str(batch_size).startswith("auto") else _positive("batch_size", batch_size)
         self.max_length = _positive("max_length", max_length if max_length is not None else cfg.model.max_seq_len)

@@ -3,7 +3,7 @@ cannot be read is one line naming it, and nothing is evaluated."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from ..errors import ConfigError, did_you_mean
 
@@ -42,27 +42,17 @@ def _unknown(names: Sequence[str], known: List[str], where: str) -> None:
                           "list them with: lm_eval ls tasks")
 
 
-def load_tasks(names: Sequence[str], manager) -> Dict[str, object]:
-    """{name: lm_eval Task}, each task's data read now (a missing file fails here, naming the task)."""
-    from lm_eval.tasks import get_task_dict
-
-    tasks: Dict[str, object] = {}
+def check_tasks(names: Sequence[str], manager) -> None:
+    """Build each task once, its data read, so that a missing file fails here, naming the task, before
+    any model runs (lm_eval builds them again for each run: a group then keeps its aggregate)."""
     for name in names:
         try:
-            loaded = get_task_dict([name], manager)
+            if hasattr(manager, "load"):  # lm_eval >= 0.4.10; get_task_dict before
+                manager.load([name])
+            else:
+                from lm_eval.tasks import get_task_dict
+
+                get_task_dict([name], manager)
         except Exception as exc:  # noqa: BLE001 - datasets' and lm_eval's errors: all mean "cannot read this task"
             raise ConfigError("--tasks", f"{name}: cannot load the task's data ({type(exc).__name__}: "
                               f"{_first_line(exc)})") from None
-        tasks.update(_leaves(loaded))
-    return tasks
-
-
-def _leaves(tree: dict) -> Dict[str, object]:
-    """A group's tasks (lm_eval nests them under their group) as one flat {name: Task}."""
-    out: Dict[str, object] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(_leaves(value))
-        else:
-            out[getattr(value, "task_name", None) or str(key)] = value
-    return out
