@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e '.[test,bench,ray,docs]'
+	$(PY) -m pip install --quiet -e '.[test,bench,ray,docs,eval]'
 	touch $@
 
 install: $(VENV)/.installed

@@ -13,6 +13,9 @@
     checkpoints/last.ckpt
     checkpoints/best.ckpt  a sweep's runs: the weights at the best validation by the sweep's metric
                      (summary.json's ``best_checkpoint`` says which step, and its value)
+    eval/<task>.json an lm_eval task's results (``arch-zoo eval``): metrics, their standard errors and
+                     goals, how many examples, the checkpoint and step; reports read them as
+                     metrics named ``eval/<task>/<metric>``
     plugins/<sha256[:16]>-<file name>  a copy of each plugin file the run imported (status.json's
                      ``plugins`` records name them by sha256): ``restore`` uses it when the original moved
 
@@ -42,6 +45,7 @@ BEST_CHECKPOINT = f"{CHECKPOINTS}/best.ckpt"
 PLUGINS = "plugins"
 TOKENIZER = "tokenizer.json"
 ERROR = "error.txt"  # the traceback of a run that crashed outside training
+EVAL = "eval"  # eval/<task>.json: downstream results (arch_zoo/evaluation)
 # a sweep's directory, and the sweep's record inside each of its run directories
 RUN_JSON, LOCK, INDEX, SPEC, INVOCATIONS = "run.json", ".lock", "index.csv", "sweep.yaml", "invocations.jsonl"
 FINISHED = ("completed", "diverged")  # never trained again
@@ -78,6 +82,25 @@ def read_json(path: Path) -> Optional[Dict[str, Any]]:
         return json.loads(path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
+
+
+def eval_metrics(run_dir: Path) -> tuple:
+    """({'eval/<task>/<metric>': value}, {that name: 'min' | 'max'}) from a run's eval/*.json; a
+    file that cannot be read (being written, damaged) is left out, as a report leaves out any."""
+    metrics: Dict[str, float] = {}
+    goals: Dict[str, str] = {}
+    for path in sorted((Path(run_dir) / EVAL).glob("*.json")):
+        record = read_json(path)
+        if not isinstance(record, dict) or not isinstance(record.get("metrics"), dict):
+            continue
+        task = record.get("task") or path.stem
+        for name, value in record["metrics"].items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                metrics[f"{EVAL}/{task}/{name}"] = float(value)
+                goal = (record.get("goals") or {}).get(name)
+                if goal in ("min", "max"):
+                    goals[f"{EVAL}/{task}/{name}"] = goal
+    return metrics, goals
 
 
 def set_status(run_dir: Path, status: str, **extra) -> None:

@@ -95,7 +95,19 @@ def ws(tmp_path_factory):
     ckpt.write_bytes(ckpt.read_bytes()[:1000])
     shutil.copytree(ws / "run", ws / "no_tokenizer")
     (ws / "no_tokenizer" / "tokenizer.json").unlink()
+    shutil.copytree(Path(__file__).parent / "evaluation" / "tasks", ws / "tasks")  # lm_eval task files (arch-zoo eval)
+    _encoder_run(ws / "run", ws / "encoder_run")
     return ws
+
+
+def _encoder_run(decoder_run: Path, out: Path) -> None:
+    """A run directory holding an encoder (a model that cannot score loglikelihoods)."""
+    from arch_zoo.data.tokenizers import load_tokenizer
+    from arch_zoo.interop.as_run import save_as_run
+    from arch_zoo.models import build_model
+
+    tokenizer = load_tokenizer(decoder_run)
+    save_as_run(build_model({**MODEL, "kind": "encoder", "head": "mlm"}, tokenizer.vocab_size), tokenizer, out)
 
 
 # (id, argv with {ws} for the workspace, text the error line must contain)
@@ -284,6 +296,20 @@ CASES = [
      "--best: none of the 10 completed runs of {ws}/sweep has both val/loss (the sweep's metric) and a checkpoint"),
     ("generate-a-sweep-without-best", "generate {ws}/sweep --prompt a",
      "run: {ws}/sweep is a sweep, not a run: add --best (best=True) for its best run"),
+    # lm_eval tasks and the runs they evaluate (eval)
+    ("eval-unknown-task", "eval {ws}/run --tasks zoo_choise --include-path {ws}/tasks --no-builtin-tasks",
+     "--tasks: unknown lm_eval task 'zoo_choise' (did you mean 'zoo_choice'?) under {ws}/tasks"),
+    ("eval-task-data-missing", "eval {ws}/run --tasks zoo_missing --include-path {ws}/tasks --no-builtin-tasks",
+     "--tasks: zoo_missing: cannot load the task's data"),
+    ("eval-encoder-run", "eval {ws}/encoder_run --tasks zoo_choice --include-path {ws}/tasks",
+     "run: {ws}/encoder_run is a model of kind 'encoder', which cannot score loglikelihoods"),
+    ("eval-missing-run", "eval {ws}/nope --tasks zoo_choice", "run: {ws}/nope does not exist"),
+    ("eval-sweep-without-completed-runs", "eval {ws}/sweep_unfinished --tasks zoo_choice",
+     "run: {ws}/sweep_unfinished has no completed run to evaluate (1 failed, 1 interrupted)"),
+    ("eval-include-path-not-a-dir", "eval {ws}/run --tasks zoo_choice --include-path {ws}/file.txt",
+     "--include-path: {ws}/file.txt is not a directory of lm_eval task files"),
+    ("eval-unknown-device", "eval {ws}/run --tasks zoo_choice --device gpu0", "--device: 'gpu0' is not a torch device"),
+    ("eval-zero-limit", "eval {ws}/run --tasks zoo_choice --limit 0", "argument --limit: must be positive, got 0"),
     # report dirs and --out targets (report, compare)
     ("report-missing-dir", "report {ws}/nope --out {ws}/rep", "{ws}/nope does not exist"),
     ("report-not-a-sweep", "report {ws}/a_dir --out {ws}/rep", "{ws}/a_dir is not a sweep directory"),

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 from ..metrics import DIRECTIONS
-from ..rundir import CONFIG, INDEX, INVOCATIONS, RUN_JSON, SPEC, STATUS, SUMMARY
+from ..rundir import CONFIG, INDEX, INVOCATIONS, RUN_JSON, SPEC, STATUS, SUMMARY, eval_metrics
 
 
 def _json(path: Path) -> Optional[Dict[str, Any]]:
@@ -147,6 +147,9 @@ def read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
     row["_config"] = flatten(cfg)
     row["_metrics"] = {k: float(v) for k, v in (summary.get("final") or {}).items()
                        if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    evaluated, goals = eval_metrics(run_dir)  # arch-zoo eval's eval/<task>.json, as eval/<task>/<metric>
+    row["_metrics"].update(evaluated)
+    row["_goals"].update(goals)
     return row
 
 

@@ -1,0 +1,36 @@
+"""An imported model as a run directory, so that what reads runs (``restore``, ``generate``,
+``arch-zoo eval``, reports) reads it too: config.yaml (the model's config, no task), the tokenizer,
+checkpoints/last.ckpt (the weights as a trained run stores them) and a completed status.json."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from .. import rundir
+from ..config import ExperimentConfig
+from ..config.loading import save
+from ..errors import ConfigError
+
+
+def save_as_run(model: torch.nn.Module, tokenizer, out, name: Optional[str] = None, source: str = "") -> Path:
+    """Write ``model`` (an arch_zoo model, e.g. from ``from_hf``) and ``tokenizer`` (an arch_zoo
+    tokenizer, e.g. ``pretrained`` on the checkpoint's tokenizer.json) as run directory ``out``.
+    ``source`` (e.g. the checkpoint's path) is recorded in status.json."""
+    out = Path(out)
+    if (out / rundir.CHECKPOINT).exists():
+        raise ConfigError("out", f"{out} already holds a run ({rundir.CHECKPOINT})")
+    if tokenizer.vocab_size != model.vocab_size:  # restore sizes the model by its tokenizer
+        raise ConfigError("tokenizer", f"has {tokenizer.vocab_size} tokens; the model's vocabulary has "
+                          f"{model.vocab_size}")
+    (out / rundir.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
+    save(ExperimentConfig(name=name or out.name, model=model.config), out / rundir.CONFIG)
+    tokenizer.save(out)
+    state = {"state_dict": {f"model.{k}": v.detach().cpu() for k, v in model.state_dict().items()},
+             "global_step": 0}
+    tmp = out / f"{rundir.CHECKPOINT}.tmp"
+    torch.save(state, tmp)
+    tmp.replace(out / rundir.CHECKPOINT)
+    rundir.set_status(out, "completed", reason=f"imported{' from ' + source if source else ''}", step=0)
+    return out

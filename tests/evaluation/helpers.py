@@ -1,0 +1,88 @@
+"""What the evaluation tests share: the task files they ship, a tiny Hugging Face GPT-2 built from a
+config (random weights, a byte-level BPE fitted here: no download), and that model imported into an
+arch_zoo run directory."""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+TASKS = Path(__file__).parent / "tasks"
+TEXT = ["the cat sat on the mat", "a dog ran in the park", "paris is the capital of france",
+        "two plus two is four", "the sun rises in the east", "water is wet"] * 4
+OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+@contextmanager
+def in_task_dir():
+    """The task files name their JSON Lines data relative to the working directory, as lm_eval reads them."""
+    before = {k: os.environ.get(k) for k in OFFLINE}
+    os.environ.update(OFFLINE)
+    cwd = os.getcwd()
+    os.chdir(TASKS)
+    try:
+        yield TASKS
+    finally:
+        os.chdir(cwd)
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def bpe_tokenizer():
+    """A GPT-2 style byte-level BPE (300 tokens, <|endoftext|>) fitted on the tasks' words."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(TEXT, trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return tok
+
+
+def tiny_gpt2(directory: Path, n_positions: int = 64, seed: int = 0) -> Path:
+    """A 2-layer GPT-2 and its tokenizer, saved as a Hugging Face checkpoint directory."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    tok = bpe_tokenizer()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+    torch.manual_seed(seed)
+    eot = tok.token_to_id("<|endoftext|>")
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=tok.get_vocab_size(), n_positions=n_positions, n_embd=32,
+                                       n_layer=2, n_head=2, bos_token_id=eot, eos_token_id=eot)).eval()
+    model.save_pretrained(directory)
+    fast.save_pretrained(directory)
+    return directory
+
+
+def import_run(hf_dir: Path, out: Path) -> Path:
+    """The checkpoint as an arch_zoo run: weights through ``load_hf_checkpoint``, its tokenizer.json
+    as the run's ``pretrained`` tokenizer."""
+    from arch_zoo.data.pretrained import PretrainedOptions, PretrainedTokenizer
+    from arch_zoo.interop import load_hf_checkpoint
+    from arch_zoo.interop.as_run import save_as_run
+
+    model = load_hf_checkpoint(hf_dir)
+    return save_as_run(model, PretrainedTokenizer(PretrainedOptions(path=str(hf_dir))), out, source=str(hf_dir))
+
+
+def tiny_run(out: Path, position: str = "rope", seed: int = 0) -> Path:
+    """A random arch_zoo decoder with the BPE tokenizer, as a run directory (no transformers)."""
+    import torch
+
+    from arch_zoo.data.pretrained import PretrainedOptions, PretrainedTokenizer
+    from arch_zoo.interop.as_run import save_as_run
+    from arch_zoo.models import build_model
+
+    out.mkdir(parents=True, exist_ok=True)
+    bpe_tokenizer().save(str(out / "bpe.json"))
+    tokenizer = PretrainedTokenizer(PretrainedOptions(path=str(out / "bpe.json")))
+    (out / "bpe.json").unlink()
+    torch.manual_seed(seed)
+    model = build_model({"kind": "decoder", "d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64,
+                         "max_seq_len": 64, "position": position}, tokenizer.vocab_size)
+    return save_as_run(model.eval(), tokenizer, out)
