@@ -9,7 +9,8 @@ with width d_model and width multiplier m = d_model / base_width:
 * hidden matrices (every ``nn.Linear`` weight but the head's readout): init variance / m, and under
   an Adam-family update learning rate / m (weight decay * m, so that lr * wd stays as at base width);
 * embeddings, the readout, biases and norm gains: init, learning rate and decay as at base width;
-* the head's logits * 1 / m; an ``model.scale_embeddings`` multiplier held at sqrt(base_width);
+* the readout's product * 1 / m (W x / m + b, as mup's MuReadout: the bias keeps its scale); a
+  ``model.scale_embeddings`` multiplier held at sqrt(base_width);
 * attention scores q.k / head_dim instead of / sqrt(head_dim), unless ``model.attention_scale`` is set.
 
 At d_model = base_width it is ``standard`` apart from that attention scale.

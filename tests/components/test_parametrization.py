@@ -79,6 +79,19 @@ def test_mup_scales_hidden_init_logits_and_adam_lrs_by_the_width_multiplier():
             assert g["lr"] == 1e-3, name
 
 
+def test_mup_multiplies_the_readouts_product_not_its_bias():
+    """Tensor Programs V (Table 3: all biases train at a width-independent Adam lr, multiplier 1) and
+    mup's MuReadout (logits = W (x / m) + b): the 1/m is the readout weight's. On the whole logits it
+    would also shrink the bias's effect, and so its effective Adam lr, by m."""
+    mu = build(d_model=64, tie_embeddings=False, head={"name": "lm", "bias": True}, parametrization=mup(16))
+    with torch.no_grad():
+        mu.head.proj.bias.normal_()  # zero at init: give it a value the logits must carry whole
+        ids = torch.randint(1, VOCAB, (2, 5))
+        h = mu.decoder(mu.embed(ids))
+        b = mu.head.proj.bias
+        torch.testing.assert_close(mu(ids).logits, (mu.head(h) - b) / 4 + b)
+
+
 def test_mup_holds_fan_scaled_init_of_embeddings_at_the_base_width():
     """Xavier's std shrinks with fan-in + fan-out; mup keeps embeddings and the readout at the
     std Xavier draws at base width (sqrt(2 / (vocab + base_width))) and the hidden matrices as drawn."""
