@@ -7,7 +7,8 @@ of the model config, and the optimizer factory asks it for each group's learning
 with width d_model and width multiplier m = d_model / base_width:
 
 * hidden matrices (every ``nn.Linear`` weight but the head's readout): init variance / m, and under
-  an Adam-family update learning rate / m (weight decay * m, so that lr * wd stays as at base width);
+  an Adam-family update learning rate / m (weight decay * m, so that lr * wd stays as at base width),
+  under Muon's original scale learning rate as at base width, under its match_rms_adamw scale / sqrt(m);
 * embeddings, the readout, biases and norm gains: init, learning rate and decay as at base width;
 * the readout's product * 1 / m (W x / m + b, as mup's MuReadout: the bias keeps its scale); a
   ``model.scale_embeddings`` multiplier held at sqrt(base_width);
@@ -39,8 +40,10 @@ ROLES = (HIDDEN, INPUT, OUTPUT, VECTOR)
 
 # How an optimizer's step scales with the gradient, which decides how its learning rate must scale
 # with width: "adam" normalises each entry (Adam, AdamW, Muon's AdamW part), "sgd" follows the raw
-# gradient, "orthogonal" is an orthogonalised matrix update already scaled by the matrix's shape (Muon).
-UPDATES = ("adam", "sgd", "orthogonal")
+# gradient, "orthogonal" is an orthogonalised matrix update whose spectral norm the matrix's shape
+# already sets (Muon's original scale), "orthogonal_rms" one scaled to a fixed entry RMS (Muon's
+# match_rms_adamw: spectral norm 0.2 sqrt(max(rows, cols)), so growing as sqrt(width), not as Adam's).
+UPDATES = ("adam", "sgd", "orthogonal", "orthogonal_rms")
 
 
 def readout(model: nn.Module) -> Optional[nn.Linear]:
@@ -153,7 +156,7 @@ class MuP(Parametrization):
                               "(base_width / d_model); set scale_input false")
 
     def supports(self, update: str) -> bool:
-        return update in ("adam", "orthogonal")
+        return update in ("adam", "orthogonal", "orthogonal_rms")
 
     def attention_scale(self, head_dim: int) -> Optional[float]:
         return 1.0 / head_dim  # q.k of correlated (trained) q and k grows as head_dim, not sqrt(head_dim)
@@ -172,11 +175,16 @@ class MuP(Parametrization):
             return math.sqrt(sum(shape) / sum(base))
         return 1.0
 
+    # A hidden matrix's step must move its output coordinates by O(1) at any width: Adam's (entries
+    # O(lr), aligned with the input) moves them by lr * fan_in, an RMS-matched orthogonal step by
+    # lr * sqrt(fan_in), the original orthogonal step by lr. Decay keeps lr * decay as at base width.
+    _HIDDEN_LR_POWER = {"adam": -1.0, "orthogonal_rms": -0.5}
+
     def lr_multiplier(self, role: str, update: str) -> float:
-        return 1.0 / self.m if role == HIDDEN and update == "adam" else 1.0
+        return self.m ** self._HIDDEN_LR_POWER.get(update, 0.0) if role == HIDDEN else 1.0
 
     def weight_decay_multiplier(self, role: str, update: str) -> float:
-        return self.m if role == HIDDEN and update == "adam" else 1.0
+        return self.m ** -self._HIDDEN_LR_POWER.get(update, 0.0) if role == HIDDEN else 1.0
 
     def describe(self) -> str:
         return (f"mup at width multiplier {self.m:g} (d_model {self.d_model} / base_width {self.base}): hidden "

@@ -84,8 +84,10 @@ class Muon(OptimizerRecipe):
 
     @property
     def matrix_update(self) -> str:
-        """match_rms_adamw gives the update AdamW's RMS, so its lr scales with width as Adam's does."""
-        return "adam" if self.options.adjust_lr_fn == "match_rms_adamw" else "orthogonal"
+        """match_rms_adamw gives the update AdamW's entry RMS but not its spectral norm (an orthogonal
+        update is spread over every direction, Adam's follows the gradient's few), so it has its own
+        width rule (parametrization.UPDATES)."""
+        return "orthogonal_rms" if self.options.adjust_lr_fn == "match_rms_adamw" else "orthogonal"
 
     def updates(self):
         return (self.matrix_update, "adam")

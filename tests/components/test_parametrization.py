@@ -167,3 +167,31 @@ def test_describe_says_the_parametrization_and_its_attention_scale(capsys):
     model = model_config("preset:decoder-small")
     assert f"q.k scaled by {1 / model.dim_per_head:g} (the parametrization's, mup)" in out
     assert f"parametrization mup(base_width=64): mup at width multiplier {model.d_model / 64:g}" in out
+
+
+@pytest.mark.parametrize("adjust", [None, "match_rms_adamw"])
+def test_under_mup_a_muon_step_moves_a_hidden_layers_output_alike_at_every_width(adjust):
+    """The µP condition on an update (Yang et al. 2022; spectral form: Yang, Simon & Bernstein 2023):
+    a hidden matrix's step changes its output coordinates by an amount independent of width. One
+    torch.optim.Muon step on an n x n matrix with a rank-one gradient u x^T (x with O(1) entries), at
+    train.lr times mup's multiplier for the update kind the muon recipe declares: |dW x| / |x| must
+    not change from width 32 to 256. Independent arithmetic: original Muon's step has spectral norm
+    lr (sqrt(max(1, rows/cols)) = 1 for a square matrix), so its multiplier is 1; match_rms_adamw's
+    has 0.2 sqrt(n) lr, so it needs 1/sqrt(m), not Adam's 1/m."""
+    from arch_zoo.components.parametrization import PARAMETRIZATIONS
+    from arch_zoo.recipes import optimizer_recipe
+
+    train = from_dict(TrainConfig, {"optimizer": {"name": "muon", "adjust_lr_fn": adjust}, "lr": 1e-2}, "train")
+    update = optimizer_recipe(train).matrix_update
+    moved = []
+    for n in (32, 256):
+        cfg = model_config(tiny(d_model=n, n_heads=4, parametrization=mup(32)))
+        rule = PARAMETRIZATIONS.build(cfg.parametrization, cfg)
+        g = torch.Generator().manual_seed(n)
+        x, u = torch.randn(n, generator=g), torch.randn(n, generator=g)
+        w = nn.Parameter(torch.zeros(n, n))
+        w.grad = torch.outer(u, x)
+        torch.optim.Muon([w], lr=1e-2 * rule.lr_multiplier(HIDDEN, update), weight_decay=0.0, momentum=0.0,
+                         nesterov=False, adjust_lr_fn=adjust).step()
+        moved.append(float((w.detach() @ x).norm() / x.norm()))
+    assert moved[1] / moved[0] == pytest.approx(1.0, rel=0.1), moved
