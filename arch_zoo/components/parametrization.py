@@ -170,9 +170,9 @@ class MuP(Parametrization):
     def init_multiplier(self, role: str, shape: Tuple[int, ...], std_follows_fan: bool) -> float:
         if role == HIDDEN:  # variance / m: a fixed std scaled down; Xavier's 2/(fan_in+fan_out) already is
             return 1.0 if std_follows_fan else self.m ** -0.5
-        if role in (INPUT, OUTPUT) and std_follows_fan and len(shape) == 2:  # back to the base width's std
-            base = [self.base if n == self.d_model else n for n in shape]
-            return math.sqrt(sum(shape) / sum(base))
+        if role in (INPUT, OUTPUT) and std_follows_fan and len(shape) == 2 and shape[-1] == self.d_model:
+            # back to the base width's std; the width is the last side (a vocabulary may be as long)
+            return math.sqrt(sum(shape) / (shape[0] + self.base))
         return 1.0
 
     # A hidden matrix's step must move its output coordinates by O(1) at any width: Adam's (entries

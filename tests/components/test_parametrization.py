@@ -104,6 +104,16 @@ def test_mup_holds_fan_scaled_init_of_embeddings_at_the_base_width():
     assert torch.equal(mu.decoder.layers[0].ffn.sublayer.up.weight, std.decoder.layers[0].ffn.sublayer.up.weight)
 
 
+def test_mup_rescales_only_the_width_side_of_a_table_as_long_as_the_width():
+    """A table's width side is its last (nn.Embedding (rows, d_model), a readout (vocab, d_model)); a
+    vocabulary (or a learned position table) exactly d_model long is not a width, so the table keeps
+    Xavier's base-width std sqrt(2 / (rows + base_width)), not sqrt(2 / (2 base_width))."""
+    width, base = 256, 16
+    torch.manual_seed(0)
+    mu = build_model(tiny(d_model=width, init="xavier", parametrization=mup(base)), width)
+    assert mu.embed.weight.std().item() == pytest.approx(math.sqrt(2 / (width + base)), rel=0.02)
+
+
 def test_mup_with_scale_embeddings_holds_the_multiplier_at_sqrt_base_width():
     mu = build(d_model=64, scale_embeddings=True, parametrization=mup(16))
     assert mu.embed.multiplier == 4.0 and build(d_model=64, scale_embeddings=True).embed.multiplier == 8.0
