@@ -36,7 +36,6 @@ HIDDEN = "hidden"  # a matrix both of whose sides grow with width: every nn.Line
 INPUT = "input"  # a looked-up table (token, position, token-type embeddings), the tied readout included
 OUTPUT = "output"  # the head's readout (``readout``): onto classes or the vocabulary, which do not grow
 VECTOR = "vector"  # biases, norm gains, anything else
-ROLES = (HIDDEN, INPUT, OUTPUT, VECTOR)
 
 # How an optimizer's step scales with the gradient, which decides how its learning rate must scale
 # with width: "adam" normalises each entry (Adam, AdamW, Muon's AdamW part), "sgd" follows the raw
@@ -132,7 +131,7 @@ class MuPOptions:
 
 
 @PARAMETRIZATIONS.register("mup", MuPOptions, "maximal update (Yang et al. 2022): per-group init and Adam/Muon "
-                           "learning rates by width, logits * base_width/d_model, q.k / head_dim")
+                           "learning rates by width, readout W x * base_width/d_model, q.k / head_dim")
 class MuP(Parametrization):
     example_options = {"base_width": 8}  # for the test grid (arch_zoo.testing): below its d_model of 16
 
@@ -188,5 +187,5 @@ class MuP(Parametrization):
 
     def describe(self) -> str:
         return (f"mup at width multiplier {self.m:g} (d_model {self.d_model} / base_width {self.base}): hidden "
-                f"init var and Adam lr / {self.m:g}, logits * {1 / self.m:g}, q.k / head_dim "
+                f"init var and Adam lr / {self.m:g}, readout W x * {1 / self.m:g} (not its bias), q.k / head_dim "
                 "(standard: / sqrt(head_dim), so it differs from standard even at base width)")
