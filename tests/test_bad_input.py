@@ -54,7 +54,8 @@ def ws(tmp_path_factory):
                                                                     "tune": {**tune, **bad}}))
     for name, scale in (("key", {"sizes": [{"d_model": 16, "lr": 0.1}]}),
                         ("order", {"sizes": [{"d_model": 32}, {"d_model": 16}]}),
-                        ("budget", {"sizes": [{"d_model": 16}], "budget": {"tokens_per_param": 20, "flops": [1e9]}})):
+                        ("budget", {"sizes": [{"d_model": 16}], "budget": {"tokens_per_param": 20, "flops": [1e9]}}),
+                        ("warmup", {"sizes": [{"d_model": 16}], "warmup_fraction": 0.1})):
         (ws / f"spec_scale_{name}.yaml").write_text(yaml.safe_dump({"name": f"l{name}", **spec, "scale": scale}))
     write_sweep(ws / "sweep")
     write_sweep(ws / "tb_blocked", seeds=(0,))  # a file where its TensorBoard log dir would go
@@ -208,6 +209,9 @@ CASES = [
      "before it (d32: 6,528)"),
     ("sweep-scale-two-budgets", "sweep {ws}/spec_scale_budget.yaml --out {ws}/store",
      "scale.budget: give tokens_per_param (a budget that grows with size) or flops"),
+    ("sweep-scale-warmup-without-a-budget", "sweep {ws}/spec_scale_warmup.yaml --dry-run --out {ws}/store",
+     "scale.warmup_fraction: sets warmup from each rung's steps, which only a budget (tokens_per_param or flops) "
+     "gives"),
     ("report-extrapolate-inside-the-ladder", "report {ws}/ladder --out {ws}/rep --extrapolate-to 1e3",
      "--extrapolate-to: 1e+03 FLOPs is not beyond the largest rung's training compute (6.4e+13)"),
     ("report-extrapolate-without-a-ladder", "report {ws}/sweep --out {ws}/rep --extrapolate-to 1e20",

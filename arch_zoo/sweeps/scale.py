@@ -199,6 +199,10 @@ def parse_scale(value: Any, spec: SweepSpec) -> ScaleSpec:
     warmup = s.get("warmup_fraction")
     if warmup is not None and not (0 <= _number(warmup, "scale.warmup_fraction", positive=False) < 1):
         raise ConfigError("scale.warmup_fraction", f"expected a fraction in [0, 1), got {warmup!r}")
+    if warmup is not None and not budget:  # every rung trains train.max_steps: train.warmup_steps says it all
+        raise ConfigError("scale.warmup_fraction", "sets warmup from each rung's steps, which only a budget "
+                          "(tokens_per_param or flops) gives; without one every rung trains train.max_steps, so "
+                          "set train.warmup_steps")
     return ScaleSpec(tuple(sizes), budget.get("tokens_per_param"), budget.get("per", "total"), budget.get("flops", ()),
                      lr, warmup)
 
