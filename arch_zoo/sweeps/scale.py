@@ -6,7 +6,7 @@
       rule: {widths: [32, 64, 128], aspect_ratio: 16, head_dim: 16, ffn_ratio: 4}
       budget: {tokens_per_param: 20}      # or {flops: [1.0e12, 3.0e12, 1.0e13]} (IsoFLOP); default: max_steps
       lr: tune                            # with ``tune``: tune | transfer (tune the smallest rung only)
-      warmup_fraction: 0.1                # optional: train.warmup_steps as a fraction of each rung's steps
+      warmup_fraction: 0.1                # optional, with a budget: train.warmup_steps as a fraction of each rung's steps
 
 A ladder is a sweep: ``expand`` crosses every variant with the sizes (and the FLOPs budgets of an
 IsoFLOP ladder) as one more axis, ``scale.size`` (and ``scale.flops``), so names, run ids, the
