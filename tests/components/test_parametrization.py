@@ -205,3 +205,16 @@ def test_under_mup_a_muon_step_moves_a_hidden_layers_output_alike_at_every_width
                          nesterov=False, adjust_lr_fn=adjust).step()
         moved.append(float((w.detach() @ x).norm() / x.norm()))
     assert moved[1] / moved[0] == pytest.approx(1.0, rel=0.1), moved
+
+
+@pytest.mark.parametrize("adjust, factor", [(None, 1.0), ("match_rms_adamw", 2.0)])
+def test_the_muon_recipe_gives_its_hidden_groups_mups_rule_and_the_rest_adams(adjust, factor):
+    """Width 4x base: the Muon part's lr / 1 (original) or / sqrt(4) (match_rms_adamw), decay * the same
+    factor; the AdamW part (embeddings, readout, vectors) at train.lr, as at base width."""
+    mu = build(d_model=64, tie_embeddings=False, parametrization=mup(16))
+    train = from_dict(TrainConfig, {"optimizer": {"name": "muon", "adjust_lr_fn": adjust}, "lr": 1e-2,
+                                    "weight_decay": 0.1}, "train")
+    groups = build_optimizer(mu, train).groups
+    assert [(g["lr"], g["weight_decay"]) for g in groups if g["part"] == "muon"] == \
+        [(pytest.approx(1e-2 / factor), pytest.approx(0.1 * factor))]
+    assert {g["lr"] for g in groups if g["part"] == "adamw"} == {1e-2}
