@@ -65,8 +65,8 @@ class MuonOptions:
     adamw_eps: float = 1e-8
 
     def __post_init__(self):
-        if self.momentum < 0:
-            raise ConfigError("momentum", f"must be >= 0, got {self.momentum}")
+        if not 0 <= self.momentum < 1:  # at 1 the buffer never takes a gradient: every step would be zero
+            raise ConfigError("momentum", f"must be in [0, 1), got {self.momentum}")
         if not 1 <= self.ns_steps < 100:
             raise ConfigError("ns_steps", f"must be in [1, 100), got {self.ns_steps}")
         for name in ("eps", "adamw_eps", "adamw_lr"):
