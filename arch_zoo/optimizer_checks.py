@@ -107,17 +107,6 @@ def optimizer_resumes(train: TrainConfig, model_cfg: Mapping[str, Any] = MODEL, 
                         f"from an unbroken run's in {differ[:3]}")
 
 
-class _Logits(torch.nn.Module):
-    """DDP wraps a module returning tensors; the model returns a ModelOutput."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids):
-        return self.model(ids)
-
-
 def _ddp_rank(spec_path: str, rank: int) -> None:
     """One rank of ``optimizer_survives_ddp``, in its own interpreter (``python -c``: no main module
     to re-import, as multiprocessing's spawn would)."""
@@ -129,7 +118,7 @@ def _ddp_rank(spec_path: str, rank: int) -> None:
     try:
         train = from_dict(TrainConfig, spec["train"], "train")
         model, optimizer, scheduler = _fresh(spec["model"], train)
-        ddp = torch.nn.parallel.DistributedDataParallel(_Logits(model))
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
         _steps(model, optimizer, scheduler, _ids()[rank::2], train.max_steps, forward=ddp)
         torch.save(model.state_dict(), Path(spec_path).with_name(f"rank{rank}.pt"))
     finally:

@@ -54,7 +54,8 @@ def ws(tmp_path_factory):
                                                                     "tune": {**tune, **bad}}))
     for name, scale in (("key", {"sizes": [{"d_model": 16, "lr": 0.1}]}),
                         ("order", {"sizes": [{"d_model": 32}, {"d_model": 16}]}),
-                        ("budget", {"sizes": [{"d_model": 16}], "budget": {"tokens_per_param": 20, "flops": [1e9]}})):
+                        ("budget", {"sizes": [{"d_model": 16}], "budget": {"tokens_per_param": 20, "flops": [1e9]}}),
+                        ("warmup", {"sizes": [{"d_model": 16}], "warmup_fraction": 0.1})):
         (ws / f"spec_scale_{name}.yaml").write_text(yaml.safe_dump({"name": f"l{name}", **spec, "scale": scale}))
     small = {"n_train": 16, "n_val": 4, "n_test": 4}
     for name, entry in (("task", {"task": "copyy"}), ("option", {"task": "copy", "options": {"n_symbolz": 3}}),
@@ -245,6 +246,9 @@ CASES = [
      "suite.tasks[1]: max_len (4) must be >= min_len (9) (variant position=rope,task=copy)"),
     ("sweep-suite-unknown-shipped-suite", "sweep {ws}/spec_suite_shipped.yaml --dry-run --out {ws}/store",
      "suite: unknown suite 'madd' (did you mean 'mad'?)"),
+    ("sweep-scale-warmup-without-a-budget", "sweep {ws}/spec_scale_warmup.yaml --dry-run --out {ws}/store",
+     "scale.warmup_fraction: sets warmup from each rung's steps, which only a budget (tokens_per_param or flops) "
+     "gives"),
     ("report-extrapolate-inside-the-ladder", "report {ws}/ladder --out {ws}/rep --extrapolate-to 1e3",
      "--extrapolate-to: 1e+03 FLOPs is not beyond the largest rung's training compute (6.4e+13)"),
     ("report-extrapolate-without-a-ladder", "report {ws}/sweep --out {ws}/rep --extrapolate-to 1e20",

@@ -7,9 +7,11 @@ of the model config, and the optimizer factory asks it for each group's learning
 with width d_model and width multiplier m = d_model / base_width:
 
 * hidden matrices (every ``nn.Linear`` weight but the head's readout): init variance / m, and under
-  an Adam-family update learning rate / m (weight decay * m, so that lr * wd stays as at base width);
+  an Adam-family update learning rate / m (weight decay * m, so that lr * wd stays as at base width),
+  under Muon's original scale learning rate as at base width, under its match_rms_adamw scale / sqrt(m);
 * embeddings, the readout, biases and norm gains: init, learning rate and decay as at base width;
-* the head's logits * 1 / m; an ``model.scale_embeddings`` multiplier held at sqrt(base_width);
+* the readout's product * 1 / m (W x / m + b, as mup's MuReadout: the bias keeps its scale); a
+  ``model.scale_embeddings`` multiplier held at sqrt(base_width);
 * attention scores q.k / head_dim instead of / sqrt(head_dim), unless ``model.attention_scale`` is set.
 
 At d_model = base_width it is ``standard`` apart from that attention scale.
@@ -34,12 +36,13 @@ HIDDEN = "hidden"  # a matrix both of whose sides grow with width: every nn.Line
 INPUT = "input"  # a looked-up table (token, position, token-type embeddings), the tied readout included
 OUTPUT = "output"  # the head's readout (``readout``): onto classes or the vocabulary, which do not grow
 VECTOR = "vector"  # biases, norm gains, anything else
-ROLES = (HIDDEN, INPUT, OUTPUT, VECTOR)
 
 # How an optimizer's step scales with the gradient, which decides how its learning rate must scale
 # with width: "adam" normalises each entry (Adam, AdamW, Muon's AdamW part), "sgd" follows the raw
-# gradient, "orthogonal" is an orthogonalised matrix update already scaled by the matrix's shape (Muon).
-UPDATES = ("adam", "sgd", "orthogonal")
+# gradient, "orthogonal" is an orthogonalised matrix update whose spectral norm the matrix's shape
+# already sets (Muon's original scale), "orthogonal_rms" one scaled to a fixed entry RMS (Muon's
+# match_rms_adamw: spectral norm 0.2 sqrt(max(rows, cols)), so growing as sqrt(width), not as Adam's).
+UPDATES = ("adam", "sgd", "orthogonal", "orthogonal_rms")
 
 
 def readout(model: nn.Module) -> Optional[nn.Linear]:
@@ -128,7 +131,7 @@ class MuPOptions:
 
 
 @PARAMETRIZATIONS.register("mup", MuPOptions, "maximal update (Yang et al. 2022): per-group init and Adam/Muon "
-                           "learning rates by width, logits * base_width/d_model, q.k / head_dim")
+                           "learning rates by width, readout W x * base_width/d_model, q.k / head_dim")
 class MuP(Parametrization):
     example_options = {"base_width": 8}  # for the test grid (arch_zoo.testing): below its d_model of 16
 
@@ -152,7 +155,7 @@ class MuP(Parametrization):
                               "(base_width / d_model); set scale_input false")
 
     def supports(self, update: str) -> bool:
-        return update in ("adam", "orthogonal")
+        return update in ("adam", "orthogonal", "orthogonal_rms")
 
     def attention_scale(self, head_dim: int) -> Optional[float]:
         return 1.0 / head_dim  # q.k of correlated (trained) q and k grows as head_dim, not sqrt(head_dim)
@@ -166,18 +169,23 @@ class MuP(Parametrization):
     def init_multiplier(self, role: str, shape: Tuple[int, ...], std_follows_fan: bool) -> float:
         if role == HIDDEN:  # variance / m: a fixed std scaled down; Xavier's 2/(fan_in+fan_out) already is
             return 1.0 if std_follows_fan else self.m ** -0.5
-        if role in (INPUT, OUTPUT) and std_follows_fan and len(shape) == 2:  # back to the base width's std
-            base = [self.base if n == self.d_model else n for n in shape]
-            return math.sqrt(sum(shape) / sum(base))
+        if role in (INPUT, OUTPUT) and std_follows_fan and len(shape) == 2 and shape[-1] == self.d_model:
+            # back to the base width's std; the width is the last side (a vocabulary may be as long)
+            return math.sqrt(sum(shape) / (shape[0] + self.base))
         return 1.0
 
+    # A hidden matrix's step must move its output coordinates by O(1) at any width: Adam's (entries
+    # O(lr), aligned with the input) moves them by lr * fan_in, an RMS-matched orthogonal step by
+    # lr * sqrt(fan_in), the original orthogonal step by lr. Decay keeps lr * decay as at base width.
+    _HIDDEN_LR_POWER = {"adam": -1.0, "orthogonal_rms": -0.5}
+
     def lr_multiplier(self, role: str, update: str) -> float:
-        return 1.0 / self.m if role == HIDDEN and update == "adam" else 1.0
+        return self.m ** self._HIDDEN_LR_POWER.get(update, 0.0) if role == HIDDEN else 1.0
 
     def weight_decay_multiplier(self, role: str, update: str) -> float:
-        return self.m if role == HIDDEN and update == "adam" else 1.0
+        return self.m ** -self._HIDDEN_LR_POWER.get(update, 0.0) if role == HIDDEN else 1.0
 
     def describe(self) -> str:
         return (f"mup at width multiplier {self.m:g} (d_model {self.d_model} / base_width {self.base}): hidden "
-                f"init var and Adam lr / {self.m:g}, logits * {1 / self.m:g}, q.k / head_dim "
+                f"init var and Adam lr / {self.m:g}, readout W x * {1 / self.m:g} (not its bias), q.k / head_dim "
                 "(standard: / sqrt(head_dim), so it differs from standard even at base width)")

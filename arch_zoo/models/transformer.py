@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from ..components.heads import EMBEDDING, HEADS, HeadContext
 from ..components.init import INITS
-from ..components.parametrization import PARAMETRIZATIONS
+from ..components.parametrization import PARAMETRIZATIONS, readout
 from ..config import ExperimentConfig, ModelConfig
 from ..config.loading import model_config
 from ..errors import ConfigError
@@ -105,11 +105,14 @@ class TransformerModel(nn.Module):
         return self.embed
 
     def logits(self, hidden: Tensor, attention_mask: Optional[Tensor] = None) -> Tensor:
-        """The head's output (times the parametrization's multiplier, mup's base_width / d_model),
-        soft-capped to (-cap, cap) when model.final_logit_softcap is set (Gemma 2)."""
+        """The head's output (its readout's product times the parametrization's multiplier, mup's
+        base_width / d_model), soft-capped to (-cap, cap) when model.final_logit_softcap is set (Gemma 2)."""
         out = self.head(hidden, attention_mask)
         if self.logit_multiplier is not None:
             out = out * self.logit_multiplier
+            bias = getattr(readout(self), "bias", None)
+            if bias is not None:  # as mup's MuReadout, W (x / m) + b: a bias scaled too would learn m times slower
+                out = out + bias * (1.0 - self.logit_multiplier)
         cap = self.config.final_logit_softcap
         return out if cap is None else torch.tanh(out / cap) * cap
 

@@ -65,8 +65,8 @@ class MuonOptions:
     adamw_eps: float = 1e-8
 
     def __post_init__(self):
-        if self.momentum < 0:
-            raise ConfigError("momentum", f"must be >= 0, got {self.momentum}")
+        if not 0 <= self.momentum < 1:  # at 1 the buffer never takes a gradient: every step would be zero
+            raise ConfigError("momentum", f"must be in [0, 1), got {self.momentum}")
         if not 1 <= self.ns_steps < 100:
             raise ConfigError("ns_steps", f"must be in [1, 100), got {self.ns_steps}")
         for name in ("eps", "adamw_eps", "adamw_lr"):
@@ -84,8 +84,10 @@ class Muon(OptimizerRecipe):
 
     @property
     def matrix_update(self) -> str:
-        """match_rms_adamw gives the update AdamW's RMS, so its lr scales with width as Adam's does."""
-        return "adam" if self.options.adjust_lr_fn == "match_rms_adamw" else "orthogonal"
+        """match_rms_adamw gives the update AdamW's entry RMS but not its spectral norm (an orthogonal
+        update is spread over every direction, Adam's follows the gradient's few), so it has its own
+        width rule (parametrization.UPDATES)."""
+        return "orthogonal_rms" if self.options.adjust_lr_fn == "match_rms_adamw" else "orthogonal"
 
     def updates(self):
         return (self.matrix_update, "adam")

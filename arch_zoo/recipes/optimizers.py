@@ -62,7 +62,7 @@ def param_groups(named: Named, parametrization: Parametrization, update: str, lr
 
 class OptimizerRecipe:
     """Builds the torch optimizer for a model. ``update``: how its step scales with the gradient
-    ("adam", "sgd" or "orthogonal"), which decides the parametrization's learning-rate rule."""
+    (one of components.parametrization.UPDATES), which decides the parametrization's learning-rate rule."""
 
     update = "adam"
 

@@ -46,10 +46,12 @@ def ladder_table(plan: Plan, estimates: Dict[str, float], workers: Optional[int]
     numeric = ("rung", "FLOPs budget", "params", "non-emb params", "steps", "tokens", "train FLOPs", "runs",
                "est. per run", "est. runs")
     text = "\nladder:\n" + _table(header, rows, right=tuple(i for i, h in enumerate(header) if h in numeric))
-    budget = {"steps": "every rung trains train.max_steps",
-              "tokens_per_param": f"{scale.tokens_per_param:g} tokens per {scale.per.replace('_', '-')} parameter "
-                                  "of each rung's baseline",
-              "flops": "every size at every FLOPs budget (IsoFLOP), on the tokens that budget buys"}[scale.budget]
+    if scale.budget == "tokens_per_param":
+        budget = f"{scale.tokens_per_param:g} tokens per {scale.per.replace('_', '-')} parameter of each rung's baseline"
+    elif scale.budget == "flops":
+        budget = "every size at every FLOPs budget (IsoFLOP), on the tokens that budget buys"
+    else:
+        budget = "every rung trains train.max_steps"
     text += f"budget: {budget}" + (f"; warmup {scale.warmup_fraction:g} of each rung's steps"
                                    if scale.warmup_fraction is not None else "") + "\n"
     if scale.lr is not None:

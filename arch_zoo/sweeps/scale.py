@@ -6,7 +6,7 @@
       rule: {widths: [32, 64, 128], aspect_ratio: 16, head_dim: 16, ffn_ratio: 4}
       budget: {tokens_per_param: 20}      # or {flops: [1.0e12, 3.0e12, 1.0e13]} (IsoFLOP); default: max_steps
       lr: tune                            # with ``tune``: tune | transfer (tune the smallest rung only)
-      warmup_fraction: 0.1                # optional: train.warmup_steps as a fraction of each rung's steps
+      warmup_fraction: 0.1                # optional, with a budget: train.warmup_steps as a fraction of each rung's steps
 
 A ladder is a sweep: ``expand`` crosses every variant with the sizes (and the FLOPs budgets of an
 IsoFLOP ladder) as one more axis, ``scale.size`` (and ``scale.flops``), so names, run ids, the
@@ -199,6 +199,10 @@ def parse_scale(value: Any, spec: SweepSpec) -> ScaleSpec:
     warmup = s.get("warmup_fraction")
     if warmup is not None and not (0 <= _number(warmup, "scale.warmup_fraction", positive=False) < 1):
         raise ConfigError("scale.warmup_fraction", f"expected a fraction in [0, 1), got {warmup!r}")
+    if warmup is not None and not budget:  # every rung trains train.max_steps: train.warmup_steps says it all
+        raise ConfigError("scale.warmup_fraction", "sets warmup from each rung's steps, which only a budget "
+                          "(tokens_per_param or flops) gives; without one every rung trains train.max_steps, so "
+                          "set train.warmup_steps")
     return ScaleSpec(tuple(sizes), budget.get("tokens_per_param"), budget.get("per", "total"), budget.get("flops", ()),
                      lr, warmup)
 

@@ -79,6 +79,19 @@ def test_mup_scales_hidden_init_logits_and_adam_lrs_by_the_width_multiplier():
             assert g["lr"] == 1e-3, name
 
 
+def test_mup_multiplies_the_readouts_product_not_its_bias():
+    """Tensor Programs V (Table 3: all biases train at a width-independent Adam lr, multiplier 1) and
+    mup's MuReadout (logits = W (x / m) + b): the 1/m is the readout weight's. On the whole logits it
+    would also shrink the bias's effect, and so its effective Adam lr, by m."""
+    mu = build(d_model=64, tie_embeddings=False, head={"name": "lm", "bias": True}, parametrization=mup(16))
+    with torch.no_grad():
+        mu.head.proj.bias.normal_()  # zero at init: give it a value the logits must carry whole
+        ids = torch.randint(1, VOCAB, (2, 5))
+        h = mu.decoder(mu.embed(ids))
+        b = mu.head.proj.bias
+        torch.testing.assert_close(mu(ids).logits, (mu.head(h) - b) / 4 + b)
+
+
 def test_mup_holds_fan_scaled_init_of_embeddings_at_the_base_width():
     """Xavier's std shrinks with fan-in + fan-out; mup keeps embeddings and the readout at the
     std Xavier draws at base width (sqrt(2 / (vocab + base_width))) and the hidden matrices as drawn."""
@@ -89,6 +102,16 @@ def test_mup_holds_fan_scaled_init_of_embeddings_at_the_base_width():
     std = build_model(tiny(d_model=width, init="xavier"), vocab)
     assert mu.embed.weight.std().item() == pytest.approx(math.sqrt(2 / (vocab + base)), rel=0.02)
     assert torch.equal(mu.decoder.layers[0].ffn.sublayer.up.weight, std.decoder.layers[0].ffn.sublayer.up.weight)
+
+
+def test_mup_rescales_only_the_width_side_of_a_table_as_long_as_the_width():
+    """A table's width side is its last (nn.Embedding (rows, d_model), a readout (vocab, d_model)); a
+    vocabulary (or a learned position table) exactly d_model long is not a width, so the table keeps
+    Xavier's base-width std sqrt(2 / (rows + base_width)), not sqrt(2 / (2 base_width))."""
+    width, base = 256, 16
+    torch.manual_seed(0)
+    mu = build_model(tiny(d_model=width, init="xavier", parametrization=mup(base)), width)
+    assert mu.embed.weight.std().item() == pytest.approx(math.sqrt(2 / (width + base)), rel=0.02)
 
 
 def test_mup_with_scale_embeddings_holds_the_multiplier_at_sqrt_base_width():
@@ -154,3 +177,44 @@ def test_describe_says_the_parametrization_and_its_attention_scale(capsys):
     model = model_config("preset:decoder-small")
     assert f"q.k scaled by {1 / model.dim_per_head:g} (the parametrization's, mup)" in out
     assert f"parametrization mup(base_width=64): mup at width multiplier {model.d_model / 64:g}" in out
+
+
+@pytest.mark.parametrize("adjust", [None, "match_rms_adamw"])
+def test_under_mup_a_muon_step_moves_a_hidden_layers_output_alike_at_every_width(adjust):
+    """The µP condition on an update (Yang et al. 2022; spectral form: Yang, Simon & Bernstein 2023):
+    a hidden matrix's step changes its output coordinates by an amount independent of width. One
+    torch.optim.Muon step on an n x n matrix with a rank-one gradient u x^T (x with O(1) entries), at
+    train.lr times mup's multiplier for the update kind the muon recipe declares: |dW x| / |x| must
+    not change from width 32 to 256. Independent arithmetic: original Muon's step has spectral norm
+    lr (sqrt(max(1, rows/cols)) = 1 for a square matrix), so its multiplier is 1; match_rms_adamw's
+    has 0.2 sqrt(n) lr, so it needs 1/sqrt(m), not Adam's 1/m."""
+    from arch_zoo.components.parametrization import PARAMETRIZATIONS
+    from arch_zoo.recipes import optimizer_recipe
+
+    train = from_dict(TrainConfig, {"optimizer": {"name": "muon", "adjust_lr_fn": adjust}, "lr": 1e-2}, "train")
+    update = optimizer_recipe(train).matrix_update
+    moved = []
+    for n in (32, 256):
+        cfg = model_config(tiny(d_model=n, n_heads=4, parametrization=mup(32)))
+        rule = PARAMETRIZATIONS.build(cfg.parametrization, cfg)
+        g = torch.Generator().manual_seed(n)
+        x, u = torch.randn(n, generator=g), torch.randn(n, generator=g)
+        w = nn.Parameter(torch.zeros(n, n))
+        w.grad = torch.outer(u, x)
+        torch.optim.Muon([w], lr=1e-2 * rule.lr_multiplier(HIDDEN, update), weight_decay=0.0, momentum=0.0,
+                         nesterov=False, adjust_lr_fn=adjust).step()
+        moved.append(float((w.detach() @ x).norm() / x.norm()))
+    assert moved[1] / moved[0] == pytest.approx(1.0, rel=0.1), moved
+
+
+@pytest.mark.parametrize("adjust, factor", [(None, 1.0), ("match_rms_adamw", 2.0)])
+def test_the_muon_recipe_gives_its_hidden_groups_mups_rule_and_the_rest_adams(adjust, factor):
+    """Width 4x base: the Muon part's lr / 1 (original) or / sqrt(4) (match_rms_adamw), decay * the same
+    factor; the AdamW part (embeddings, readout, vectors) at train.lr, as at base width."""
+    mu = build(d_model=64, tie_embeddings=False, parametrization=mup(16))
+    train = from_dict(TrainConfig, {"optimizer": {"name": "muon", "adjust_lr_fn": adjust}, "lr": 1e-2,
+                                    "weight_decay": 0.1}, "train")
+    groups = build_optimizer(mu, train).groups
+    assert [(g["lr"], g["weight_decay"]) for g in groups if g["part"] == "muon"] == \
+        [(pytest.approx(1e-2 / factor), pytest.approx(0.1 * factor))]
+    assert {g["lr"] for g in groups if g["part"] == "adamw"} == {1e-2}

@@ -247,3 +247,15 @@ def test_an_isoflop_ladder_fits_the_best_size_at_each_budget(tmp_path):
     assert list(rungs["size"]) == ["d32"] * 4
     assert list(rungs["k"]) == pytest.approx([k_closed_form(VARIANT, BASE, c) for c in budgets], rel=1e-5)
     assert s.verdicts["ffn=swiglu"].startswith("better at every size")
+
+
+def test_an_interval_whose_end_falls_among_infinite_multipliers_is_infinite_not_huge():
+    """The 97.5th percentile of 1,000 values, 25 of them infinite, lies between the 975th value
+    (finite) and the 976th (infinite): linear interpolation makes it infinite, never a stand-in's
+    fraction such as 2.5e298. Finite samples keep numpy's own linear percentiles."""
+    v = np.r_[np.linspace(1.0, 2.0, 975), np.full(25, np.inf)]
+    low, high = interval(v)
+    assert high == math.inf and low == pytest.approx(np.quantile(v[:975], 0.025 * 999 / 974))
+    finite = np.random.default_rng(0).lognormal(size=37)
+    assert interval(finite) == pytest.approx(tuple(np.quantile(finite, [0.025, 0.975])))
+    assert interval(np.r_[finite, np.nan]) == pytest.approx(interval(finite))

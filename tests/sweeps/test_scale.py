@@ -174,3 +174,13 @@ def test_the_probe_times_real_steps(ladder_plan):
     cfg = plan.runs[0].config
     seconds = step_seconds(cfg, prepare(cfg), timed=2)
     assert 0 < seconds < 60
+
+
+def test_the_dry_run_of_a_ladder_without_a_budget_says_every_rung_trains_max_steps(spec_dir, tmp_path, capsys,
+                                                                                   monkeypatch):
+    from arch_zoo.sweeps import probe
+
+    monkeypatch.setattr(probe, "step_seconds", lambda cfg, data, timed=probe.TIMED_STEPS: 0.25)
+    spec = {**LADDER, "seeds": [0], "scale": {"sizes": SIZES[:2]}}
+    assert main(["sweep", str(write_spec(spec_dir, spec)), "--dry-run", "--out", str(tmp_path / "out")]) == 0
+    assert "budget: every rung trains train.max_steps\n" in capsys.readouterr().out

@@ -89,6 +89,14 @@ def test_muon_is_torch_muon_on_the_hidden_matrices_and_adamw_on_the_rest():
         assert torch.equal(a, b), name
 
 
+@pytest.mark.parametrize("momentum", [-0.1, 1.0])
+def test_muon_momentum_is_a_fraction_below_one(momentum):
+    """At 1 the buffer never takes a gradient (buf.lerp_(grad, 1 - momentum)): every step would be zero."""
+    with pytest.raises(ConfigError) as err:
+        train(optimizer={"name": "muon", "momentum": momentum})
+    assert err.value.key == "train.optimizer.momentum" and "[0, 1)" in err.value.message
+
+
 def test_muon_needs_a_hidden_matrix():
     with pytest.raises(ConfigError) as err:
         build_optimizer(nn.Sequential(nn.Embedding(5, 4), nn.LayerNorm(4)), train(optimizer="muon"))

@@ -51,14 +51,25 @@ class Curve:
 
 def interval(values: np.ndarray, confidence: float = CONFIDENCE) -> Tuple[float, float]:
     """A percentile interval that keeps infinite values (k with no finite answer) as infinite ends."""
-    v = np.asarray(values, dtype=float)
+    v = np.sort(np.asarray(values, dtype=float))
     v = v[~np.isnan(v)]
     if not len(v):
         return math.nan, math.nan
-    big = np.where(np.isinf(v), np.sign(v) * 1e300, v)
-    lo, hi = np.quantile(big, [(1 - confidence) / 2, (1 + confidence) / 2])
-    back = lambda q: math.copysign(math.inf, q) if abs(q) >= 1e299 else float(q)  # noqa: E731
-    return back(lo), back(hi)
+    return _percentile(v, (1 - confidence) / 2), _percentile(v, (1 + confidence) / 2)
+
+
+def _percentile(v: np.ndarray, q: float) -> float:
+    """numpy's linear percentile of sorted ``v``, written out because numpy's interpolation turns
+    inf - inf into NaN: a percentile between a finite value and an infinite one is infinite."""
+    pos = q * (len(v) - 1)
+    i = int(math.floor(pos))
+    j, t = min(i + 1, len(v) - 1), pos - i
+    a, b = float(v[i]), float(v[j])
+    if t == 0 or a == b:
+        return a
+    if math.isinf(a) or math.isinf(b):
+        return b if b == math.inf else a
+    return a + t * (b - a)
 
 
 def huber_delta(noise: Optional[float]) -> float:
