@@ -377,6 +377,18 @@ def test_a_dashboard_port_in_use_exits_2_with_one_line(ws, capsys, monkeypatch):
     assert tree(ws) == before
 
 
+def test_generate_compile_without_a_compiler_exits_2_with_one_line(ws, capsys, monkeypatch):
+    """`generate --compile` where inductor has no C++ compiler: one line naming the flag, before decoding."""
+    monkeypatch.chdir(ws)
+    monkeypatch.setenv("CXX", "no-such-cxx")
+    before = tree(ws)
+    capsys.readouterr()
+    code = main(["generate", str(ws / "run"), "--prompt", "a", "--compile"])
+    check_one_line(code, capsys.readouterr().err, "--compile: torch.compile on CPU needs a C++ compiler; "
+                   "'no-such-cxx' is not on PATH")
+    assert tree(ws) == before
+
+
 @pytest.mark.parametrize("form", ["{ws}/mlruns", "file://{ws}/mlruns"])
 def test_an_mlflow_file_store_without_mlflows_opt_in_exits_2_with_one_line(form, ws, capsys, monkeypatch):
     """A directory or file: URI is MLflow's file store, which MLflow 3 opens only under

@@ -113,6 +113,7 @@ class TrainConfig:
     val_every: int = 200  # steps between validations (and checkpoints)
     val_batches: Optional[int] = None  # cap on batches per evaluation split
     exact_match_samples: int = 256  # held-out examples decoded greedily for exact match
+    exact_match_decoding: str = "auto"  # eager, compiled (static cache + compiled step), auto: compiled where it pays
     log_every: int = 10  # steps between training-metric rows in metrics.csv
     progress_bar: bool = True  # Lightning's progress bar
     num_workers: int = 0  # data loader processes (0: in the training process)
