@@ -114,6 +114,8 @@ CASES = [
     ("describe-unknown-precision", "describe {ws}/exp.yaml train.precision=bf17-mixed",
      "train.precision: unknown precision 'bf17-mixed' (did you mean 'bf16-mixed'?); choices: 16, 16-mixed, 16-true, "
      "32, 32-true, 64, 64-true, bf16, bf16-mixed, bf16-true, transformer-engine, transformer-engine-float16"),
+    ("describe-unknown-exact-match-decoding", "describe {ws}/exp.yaml train.exact_match_decoding=fast",
+     "train.exact_match_decoding: unknown decoding path 'fast'; choices: auto, compiled, eager"),
     ("describe-qk-norm-scope-without-qk-norm", "describe {ws}/exp.yaml model.qk_norm_scope=projection",
      "model.qk_norm_scope: refines model.qk_norm, which is not set"),
     ("describe-moe-aux-loss-layers", "describe {ws}/exp.yaml model.ffn=moe model.ffn.aux_loss_layers=pool",

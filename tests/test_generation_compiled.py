@@ -11,6 +11,7 @@ import torch
 
 from arch_zoo.errors import ConfigError
 from arch_zoo.generation import generate
+from arch_zoo.generation import compiled
 from arch_zoo.generation.compiled import _STEPS, last_compiled
 from arch_zoo.models.transformer import build_model
 from tests.test_generation import GRID, PROMPTS, STEPS, VOCAB, model_for
@@ -47,24 +48,47 @@ def test_compiled_tokens_equal_eager(strategy):
 
 @pytest.mark.compiles
 def test_compiled_beam_equals_eager_and_shares_the_step():
+    from torch._dynamo.utils import counters
+
+    generate(model_for(CI_MODEL), PROMPTS, max_new_tokens=STEPS, compile=True)  # compiled here unless already
+    graphs = counters["stats"]["unique_graphs"]
     _same(CI_MODEL, ONE_PROMPT, **BEAM)
+    assert counters["stats"]["unique_graphs"] == graphs  # beams reorder the static cache in place: no re-trace
     step = last_compiled(model_for(CI_MODEL))
     assert step.fullgraph and step.fallback_reason is None and step.compile_s is not None
     assert (step.cache.batch, step.cache.columns) == (3, 64)
     # the greedy, sampled and beam runs above (whichever ran) all used this one compiled step
-    assert len(_STEPS[model_for(CI_MODEL)]) == 1
+    assert [k[:5] for k in _STEPS[model_for(CI_MODEL)] if k[4] == "inductor"] == [(3, 64, None, None, "inductor")]
     ring = step.cache.layers[0].self_kv
     assert ring.ring and ring.k.shape[-2] == 3  # the window's keys only, not 64 columns
 
 
+@pytest.fixture
+def backend(request, monkeypatch):
+    monkeypatch.setattr(compiled, "BACKEND", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("backend", [None], indirect=True, ids=["static-cache-uncompiled"])
+@pytest.mark.parametrize("name", sorted(GRID))
+def test_every_grid_model_decodes_the_same_over_the_static_cache(name, backend):
+    """The static cache's masks, rings, positions and cross-attention buffers, without the compiler's
+    cost: the compiled path's step run as plain Python, for every model of the grid."""
+    _same(name, PROMPTS, max_new_tokens=STEPS, return_logits=True)
+    _same(name, ONE_PROMPT, **BEAM)
+
+
 @pytest.mark.slow
 @pytest.mark.compiles
+@pytest.mark.parametrize("backend", ["eager", "inductor"], indirect=True)
 @pytest.mark.parametrize("name", sorted(GRID))
-def test_every_grid_model_decodes_the_same_compiled(name):
+def test_every_grid_model_decodes_the_same_compiled(name, backend):
+    """Dynamo captures every grid model's step as one graph (MoE's routing included), and inductor's code
+    for it decodes the eager path's tokens."""
     _same(name, PROMPTS, max_new_tokens=STEPS)
     _same(name, ONE_PROMPT, **BEAM)
     step = last_compiled(model_for(name))
-    assert step.fullgraph, step.fallback_reason
+    assert step.backend == backend and step.fullgraph, step.fallback_reason
 
 
 @pytest.mark.parametrize("kwargs, key, words", [

@@ -95,6 +95,7 @@ class CompiledStep:
         return out.logits[:, -1]
 
     def __call__(self, token: Tensor) -> Tensor:
+        token = token.contiguous()  # beam search feeds a column of its sequences: other strides would re-trace
         if self.compile_s is None:
             return self._first(token)
         if self.cudagraphs:
