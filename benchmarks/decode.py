@@ -15,7 +15,7 @@ Compiling is timed apart: the first call of each compiled contender (at the time
 median call is its compile time, and "pays after" is the number of new tokens at which compiling
 and then decoding fast beats decoding eagerly.
 
-Usage: python benchmarks/decode.py [--quick] [--device auto|cpu|cuda] [--batches 1 8] [--no-uncached]
+Usage: python benchmarks/decode.py [--quick] [--device auto|cpu|cuda] [--batches 1 8] [--no-uncached] [--profile]
                                    [--new-tokens 256] [--rounds 3] [--threads N] [--json PATH]
 """
 from __future__ import annotations
@@ -109,7 +109,8 @@ def contenders(ours, theirs, ids: torch.Tensor, new_tokens: int, uncached: bool
 COMPILED = ("compiled", "hf static")
 
 
-def measure(family: str, batch: int, new_tokens: int, rounds: int, device: torch.device, uncached: bool) -> dict:
+def measure(family: str, batch: int, new_tokens: int, rounds: int, device: torch.device, uncached: bool,
+            profile: bool = False) -> dict:
     torch.manual_seed(0)
     ours, theirs = (m.to(device).eval() for m in FAMILIES[family]())
     ids = torch.randint(1, VOCAB, (batch, PROMPT_LEN), generator=torch.Generator().manual_seed(batch)).to(device)
@@ -130,6 +131,7 @@ def measure(family: str, batch: int, new_tokens: int, rounds: int, device: torch
         sync(device)
         first[name] = time.perf_counter() - start
     times = round_robin(fns, device, warmup=0, rounds=rounds)
+    profiles = {name: op_shares(fns[name]) for name in (PROFILED if profile else ())}
     median = {name: summarize(t.wall)["median_s"] for name, t in times.items()}
     tps = {name: batch * new_tokens / median[name] for name in times}
     cpu = {name: summarize(t.cpu)["median_s"] for name, t in times.items()}
@@ -153,7 +155,24 @@ def measure(family: str, batch: int, new_tokens: int, rounds: int, device: torch
                 (not uncached or bool(torch.equal(outputs["cached"], outputs["uncached"]))),
                 params={"arch_zoo": sum(p.numel() for p in ours.parameters()),
                         "hf": sum(p.numel() for p in theirs.parameters())},
-                compile_s=compile_s, pays_after_tokens=pays_after, ratios=ratios, cpu_ratios=cpu_ratios)
+                compile_s=compile_s, pays_after_tokens=pays_after, ratios=ratios, cpu_ratios=cpu_ratios,
+                profiles=profiles)
+
+
+PROFILED = ("compiled", "hf static", "hf")
+MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear")
+
+
+def op_shares(fn) -> dict:
+    """Where one call's CPU time goes, by torch.profiler: self time per op, the matmuls summed."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn()
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    total = sum(e.self_cpu_time_total for e in events)
+    top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:8]
+    return {"total_ms": total / 1e3,
+            "matmul_share": sum(e.self_cpu_time_total for e in events if e.key in MATMULS) / total,
+            "top": [(e.key[:60], e.self_cpu_time_total / total, e.count) for e in top]}
 
 
 def report(rows: List[dict]) -> str:
@@ -189,6 +208,8 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--no-uncached", action="store_true", help="leave out the uncached row (the slowest)")
+    parser.add_argument("--profile", action="store_true", help="also profile one call of arch_zoo compiled, HF "
+                        "static and HF default after the timing: CPU time by op, the matmuls' share")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -205,7 +226,7 @@ def main(argv=None) -> int:
     rows = []
     for family in FAMILIES:
         for batch in args.batches:
-            rows.append(measure(family, batch, new_tokens, rounds, device, not args.no_uncached))
+            rows.append(measure(family, batch, new_tokens, rounds, device, not args.no_uncached, args.profile))
             speeds = ", ".join(f"{k} {v:,.0f} tok/s" for k, v in rows[-1]["tokens_per_s"].items())
             print(f"  {family} batch {batch}: {speeds}", flush=True)
     print()
@@ -216,6 +237,11 @@ def main(argv=None) -> int:
     print("(compile s: first call at the timed shape less the median call; pays after: new tokens per row at "
           "which compiling, then decoding compiled, beats decoding eagerly)")
     print()
+    for r in rows:
+        for name, prof in r.get("profiles", {}).items():
+            top = "; ".join(f"{k} {share:.0%} ({n} calls)" for k, share, n in prof["top"][:5])
+            print(f"profile {r['family']} batch {r['batch']} {name}: {prof['total_ms']:,.0f} ms CPU, matmuls "
+                  f"{prof['matmul_share']:.0%}; top: {top}")
     for family in FAMILIES:
         params = next(r["params"] for r in rows if r["family"] == family)
         print(f"parameters {family}: arch_zoo {params['arch_zoo']:,}, HF {params['hf']:,}")
