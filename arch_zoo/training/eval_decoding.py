@@ -19,7 +19,9 @@ from ..config import TrainConfig
 from ..errors import ConfigError
 
 # Decode steps (one token for every row of a batch) a run's evaluations must take before compiling
-# pays: ~20 s of compiling (warm inductor cache: a few s) against ~3 ms saved a step on the 2-core CPU.
+# pays. Measured on the loaded 2-core CPU (docs/benchmarks.md#decoding-compiled): 60-90 s to compile a
+# shape with a cold inductor cache, ~5 s warm, against 3-6 ms saved a step at batch 8, so it pays
+# after ~1,000 (warm) to ~15,000 (cold) steps; 5,000 lies between.
 AUTO_MIN_STEPS = 5000
 
 
