@@ -72,3 +72,14 @@ def test_compiled_decoding_without_a_compiler_is_refused_before_training(monkeyp
                      {"val": _examples(64, 9)})
     d.run(model_for("decoder-rope-mha"), lambda compile: compile)
     assert d.used == "eager" and "C++ compiler" in d.why
+
+
+def test_the_decoding_path_is_not_part_of_a_runs_identity():
+    """Eager and compiled decoding give the same tokens: two runs that differ only there are one run to a report."""
+    from arch_zoo.reports.grouping import identity
+
+    def row(path, asked):
+        return {"_config": {"model.position": "rope", "train.exact_match_decoding": asked}, "seed": 0, "run_dir": path}
+
+    assert identity(row("a", "eager")) == identity(row("b", "compiled"))
+    assert identity(row("a", "eager")) != identity({**row("a", "eager"), "seed": 1})
