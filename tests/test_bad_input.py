@@ -144,6 +144,8 @@ CASES = [
      "seq_len 30 holds"),
     ("describe-probe-longer-than-the-model", 'describe {ws}/exp.yaml task={{"name":"in_context_recall","seq_len":64}}',
      "task.seq_len: the examples (seq_len 64) need 64 tokens, more than the model's max_seq_len 32"),
+    ("describe-unknown-exact-match-decoding", "describe {ws}/exp.yaml train.exact_match_decoding=fast",
+     "train.exact_match_decoding: unknown decoding path 'fast'; choices: auto, compiled, eager"),
     ("describe-qk-norm-scope-without-qk-norm", "describe {ws}/exp.yaml model.qk_norm_scope=projection",
      "model.qk_norm_scope: refines model.qk_norm, which is not set"),
     ("describe-moe-aux-loss-layers", "describe {ws}/exp.yaml model.ffn=moe model.ffn.aux_loss_layers=pool",
@@ -429,6 +431,18 @@ def test_a_dashboard_port_in_use_exits_2_with_one_line(ws, capsys, monkeypatch):
         capsys.readouterr()
         code = main(["dashboard", str(ws / "sweep"), "--port", str(port)])
     check_one_line(code, capsys.readouterr().err, f"--port: port {port} on 127.0.0.1 is in use")
+    assert tree(ws) == before
+
+
+def test_generate_compile_without_a_compiler_exits_2_with_one_line(ws, capsys, monkeypatch):
+    """`generate --compile` where inductor has no C++ compiler: one line naming the flag, before decoding."""
+    monkeypatch.chdir(ws)
+    monkeypatch.setenv("CXX", "no-such-cxx")
+    before = tree(ws)
+    capsys.readouterr()
+    code = main(["generate", str(ws / "run"), "--prompt", "a", "--compile"])
+    check_one_line(code, capsys.readouterr().err, "--compile: torch.compile on CPU needs a C++ compiler; "
+                   "'no-such-cxx' is not on PATH")
     assert tree(ws) == before
 
 

@@ -80,6 +80,15 @@ def test_restore_gives_the_config_the_trained_weights_and_the_tokenizer(trained_
         restore(trained_run / "missing")
 
 
+def test_summary_records_how_exact_match_decoded(trained_run):
+    """summary.json says which path exact match decoded through (auto: eager for 4 samples) and its cost."""
+    import json
+
+    record = json.loads((trained_run / "summary.json").read_text())["exact_match_decoding"]
+    assert record["asked"] == "auto" and record["used"] == "eager" and record["why"].startswith("auto: ~")
+    assert record["decode_s"] > 0 and record["compile_s"] is None and record["compiled_shapes"] == []
+
+
 def test_restore_needs_no_lightning(trained_run):
     """README: restoring a run "needs torch and OmegaConf, not Lightning"."""
     code = f"""

@@ -49,11 +49,20 @@ def _generate(args) -> int:
         out = generate(model, [ids], strategy=args.strategy, max_new_tokens=args.max_new_tokens,
                        eos_token_id=tokenizer.eos_id, pad_token_id=tokenizer.pad_id, seed=args.seed,
                        decoder_start_token_id=tokenizer.bos_id if cfg.model.kind == "encoder_decoder" else None,
-                       **{k: v for k, v in extra.items() if v is not None})
+                       compile=args.compile, **{k: v for k, v in extra.items() if v is not None})
     except ConfigError as exc:  # the API's argument names -> this command's flags
-        flag = {dest: flag for flag, dest, _ in _STRATEGY_OPTIONS + (("--max-new-tokens", "max_new_tokens", ()),)}
+        flag = {dest: flag for flag, dest, _ in _STRATEGY_OPTIONS + (("--max-new-tokens", "max_new_tokens", ()),
+                                                                     ("--compile", "compile", ()))}
         raise ConfigError(flag.get(exc.key, exc.key), exc.message) from None
     print(tokenizer.decode(out.to_lists()[0][0]))
+    if args.compile:
+        from ..generation.compiled import last_compiled
+
+        step = last_compiled(model)
+        if step is not None and step.compile_s is not None:  # None: it ended before a second token
+            warn(f"--compile: the decode step compiled in {step.compile_s:.1f} s (batch {step.cache.batch}, "
+                 f"{step.cache.columns} cache columns); one short generation rarely repays that, so eager is "
+                 "the default")
     return 0
 
 
@@ -71,4 +80,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--beams", type=int, default=None, help="beam: beam size (default 4)")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--seed", type=int, default=None, help="seed for sampling")
+    p.add_argument("--compile", action="store_true", help="decode through a static cache and one compiled step "
+                   "(CUDA graphs on GPU); pays for long generations, not for a short one (it says the compile time)")
     p.set_defaults(func=_generate)

@@ -157,6 +157,17 @@ class KVCache:
         moved[:, :, :live] = buffer[:, :, self._start: self._len]
         return moved
 
+    def attend(self, k: Tensor, v: Tensor, mask: AttentionMask, pattern: AttentionPattern
+               ) -> Tuple[Tensor, Tensor, AttentionMask]:
+        """Append a step's k, v; every key the layer attends to comes back with the pattern's mask over
+        them (the stack's mask spans every key it has seen, a trimmed cache holds the newest only).
+        The cache is then trimmed to what the pattern keeps for the next step."""
+        mask = pattern.restrict(mask, k.shape[-2], mask_keys(mask, len(self) + k.shape[-2]), k.device)
+        k, v = self.append(k, v)
+        if (keep := pattern.cache_keep()) is not None:
+            self.trim(keep)  # k, v above are views already taken: the trim only moves where the next begins
+        return k, v, mask.last_keys(k.shape[-2])
+
     def trim(self, keep: int) -> None:
         """Keep only the newest ``keep`` keys."""
         self._start = max(self._start, self._len - keep)
@@ -269,20 +280,16 @@ class MultiHeadAttention(nn.Module):
                 # q and k are fresh tensors now, but v is still a view of the fused qkv output: kept for
                 # backward (or in the cache) it would keep all of it alive. Its own copy frees the rest.
                 v = v.contiguous()
-            # the stack's mask spans every key it has seen; a trimmed cache holds only the newest of them
-            full_keys = (len(cache) if cache is not None else 0) + q.shape[-2]
-            mask = self.pattern.restrict(mask, q.shape[-2], mask_keys(mask, full_keys), q.device)
-            if cache is not None:
-                k, v = cache.append(k, v)
-                mask = mask.last_keys(k.shape[-2])
+            if cache is not None:  # the cache's policy: an eager KVCache or a static one (static_cache.py)
+                k, v, mask = cache.attend(k, v, mask, self.pattern)
+            else:
+                mask = self.pattern.restrict(mask, q.shape[-2], mask_keys(mask, q.shape[-2]), q.device)
         if need_weights and not self.backend.returns_weights:
             raise ValueError("attention weights need the 'explicit' attention kernel")
         if self.recorder is not None:  # (None but while diagnostics record: nothing else in the hot path)
             self.recorder(self, q, k, mask)
         out, weights = self.backend(q, k, v, mask, self.shape.dropout if self.training else 0.0)
         self.last_weights = weights if need_weights else None
-        if not self.cross and cache is not None and (keep := self.pattern.cache_keep()) is not None:
-            cache.trim(keep)
         if mask.keep is not None:
             out = out * mask.keep.to(out.dtype)
         return self.out(out.transpose(1, 2).flatten(2))

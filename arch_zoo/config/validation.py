@@ -151,6 +151,9 @@ PRECISIONS = ("transformer-engine", "transformer-engine-float16", "16-true", "16
               "32-true", "64-true", "64", "32", "16", "bf16")
 
 
+EXACT_MATCH_DECODING = ("auto", "compiled", "eager")
+
+
 def validate_train(t: TrainConfig, key: str = "train") -> None:
     for name in ("max_steps", "batch_size", "eval_batch_size", "accumulate_grad_batches", "val_every", "log_every",
                  "val_batches"):
@@ -175,6 +178,8 @@ def validate_train(t: TrainConfig, key: str = "train") -> None:
         raise ConfigError(f"{key}.num_nodes", f"must be at least 1, got {t.num_nodes}")
     if t.compile_mode not in COMPILE_MODES:
         raise choice_error(f"{key}.compile_mode", "torch.compile mode", t.compile_mode, COMPILE_MODES)
+    if t.exact_match_decoding not in EXACT_MATCH_DECODING:
+        raise choice_error(f"{key}.exact_match_decoding", "decoding path", t.exact_match_decoding, EXACT_MATCH_DECODING)
     if str(t.precision) not in PRECISIONS:
         raise choice_error(f"{key}.precision", "precision", t.precision, PRECISIONS)
 

@@ -9,6 +9,7 @@ from torch import Tensor
 
 from ..errors import ConfigError, choice_error
 from ..models.transformer import DecoderModel, EncoderDecoderModel
+from .compiled import CompiledStepper, check_compilable
 from .prompts import Prompts, as_batch, check_left_padded, check_positions
 from .sampling import Sampler, greedy
 from .search import beam_search, token_by_token
@@ -77,7 +78,8 @@ def generate(model, prompts: Prompts, attention_mask: Optional[Tensor] = None, *
              n_best: int = 1, eos_token_id: Union[int, Sequence[int], None] = None,
              pad_token_id: Optional[int] = None, decoder_start_token_id: Optional[int] = None,
              use_cache: bool = True, seed: Optional[int] = None, generator: Optional[torch.Generator] = None,
-             return_logits: bool = False) -> GenerationOutput:
+             return_logits: bool = False, compile: bool = False, compile_mode: Optional[str] = None,
+             static_cache_length: Optional[int] = None) -> GenerationOutput:
     """Continue each prompt (decoder-only) or translate each source (encoder-decoder).
 
     ``prompts``: a list of token-id lists (padded here), one list, or a left-padded (B, L) tensor
@@ -87,6 +89,10 @@ def generate(model, prompts: Prompts, attention_mask: Optional[Tensor] = None, *
     output) or after ``max_new_tokens``. Sampling is seeded by ``seed`` or ``generator``.
     ``decoder_start_token_id`` (default ``pad_token_id``, as in T5) begins encoder-decoder output.
     ``use_cache=False`` re-runs the whole sequence each step (the reference the cache must equal).
+    ``compile=True`` decodes every token after the prompt through one step compiled for this (batch,
+    cache length) over a static cache (generation/compiled.py; a CUDA graph on GPU, ``compile_mode``
+    default "reduce-overhead" there); the tokens are the eager cached path's. ``static_cache_length``
+    fixes its columns (default: prompt + new tokens, rounded up to a multiple of 64).
     The model runs in eval mode; its training flag is restored afterwards."""
     _check_options(strategy, temperature, top_k, top_p, beams, n_best, max_new_tokens, return_logits)
     if not isinstance(model, (DecoderModel, EncoderDecoderModel)):
@@ -96,6 +102,12 @@ def generate(model, prompts: Prompts, attention_mask: Optional[Tensor] = None, *
     pad = model.config.pad_token_id if pad_token_id is None else pad_token_id
     start = pad if decoder_start_token_id is None else decoder_start_token_id
     device = next(model.parameters()).device
+    if compile:
+        check_compilable(model, device, use_cache)
+        mode = compile_mode if compile_mode is not None else ("reduce-overhead" if device.type == "cuda" else None)
+    elif compile_mode is not None or static_cache_length is not None:
+        raise ConfigError("compile_mode" if compile_mode is not None else "static_cache_length",
+                          "only applies with compile=True")
     ids, mask = as_batch(prompts, attention_mask, pad, device)
     if not encoder_decoder:
         check_left_padded(mask)
@@ -110,7 +122,8 @@ def generate(model, prompts: Prompts, attention_mask: Optional[Tensor] = None, *
     model.eval()
     try:
         with torch.inference_mode():  # cheaper per op than no_grad, which matters at one token a step
-            stepper = Stepper(model, ids, mask, max_new_tokens, use_cache, pad, start)
+            stepper = (CompiledStepper(model, ids, mask, max_new_tokens, pad, start, static_cache_length, mode)
+                       if compile else Stepper(model, ids, mask, max_new_tokens, use_cache, pad, start))
             if strategy == "beam":
                 width = DEFAULT_BEAMS if beams is None else beams
                 result = beam_search(stepper, width, max_new_tokens, eos, pad, length_penalty, n_best)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -145,17 +145,23 @@ class Stack(nn.Module):
     def forward(self, x: Tensor, attention_mask: Optional[Tensor] = None, positions: Optional[Tensor] = None,
                 memory: Optional[Tensor] = None, memory_mask: Optional[Tensor] = None,
                 memory_positions: Optional[Tensor] = None, caches: Optional[List[LayerCache]] = None,
-                past_positions: Optional[Tensor] = None, need_weights: bool = False) -> Tensor:
-        """``past_positions`` (B|1, past) are the positions of keys already in ``caches``."""
+                past_positions: Optional[Tensor] = None, need_weights: bool = False,
+                static_keys: Optional[Tuple[Tensor, AttentionMask]] = None) -> Tensor:
+        """``past_positions`` (B|1, past) are the positions of keys already in ``caches``.
+        ``static_keys``: (key positions, self-attention mask) over every column of a static cache,
+        the new token's included (models/static_cache.py); then ``positions`` must be given."""
         length = x.shape[1]
         past = 0 if past_positions is None else past_positions.shape[-1]
         if positions is None:
             positions = default_positions(attention_mask, length, past, x.device)
-        k_pos = positions
-        if past_positions is not None:
-            b = max(past_positions.shape[0], positions.shape[0])
-            k_pos = torch.cat((past_positions.expand(b, -1), positions.expand(b, -1)), dim=-1)
-        mask = self_attention_mask(attention_mask, length, past, self.causal, x.device)
+        if static_keys is not None:
+            k_pos, mask = static_keys
+        else:
+            k_pos = positions
+            if past_positions is not None:
+                b = max(past_positions.shape[0], positions.shape[0])
+                k_pos = torch.cat((past_positions.expand(b, -1), positions.expand(b, -1)), dim=-1)
+            mask = self_attention_mask(attention_mask, length, past, self.causal, x.device)
         cross_mask = cross_attention_mask(memory_mask, length) if memory is not None else None
         if memory is not None and self.cross_positions and memory_positions is None:
             memory_positions = default_positions(memory_mask, memory.shape[1], 0, x.device)

@@ -19,6 +19,7 @@ from ..config import ExperimentConfig, ModelConfig
 from ..config.loading import model_config
 from ..errors import ConfigError
 from .blocks import LayerCache, Stack, default_positions
+from .static_cache import StaticCache
 
 
 @dataclass
@@ -137,9 +138,15 @@ class TransformerModel(nn.Module):
         return Cache([LayerCache() for _ in self.decoder.layers])
 
     def _cached_pass(self, stack: Stack, x: Tensor, attention_mask: Optional[Tensor], positions: Optional[Tensor],
-                     cache: Optional[Cache], need_weights: bool, **memory) -> Tensor:
+                     cache: Union[Cache, StaticCache, None], need_weights: bool, **memory) -> Tensor:
         """One pass of a causal stack that reads ``cache`` and then extends it with the new positions
-        (the one place both decoder kinds do so)."""
+        (the one place both decoder kinds do so). A StaticCache supplies the positions itself."""
+        if isinstance(cache, StaticCache):  # one token a row, at the positions and columns the cache keeps
+            positions, keys = cache.step_keys()
+            hidden = stack(x, None, positions, caches=cache.layers, static_keys=keys, need_weights=need_weights,
+                           **memory)
+            cache.advance()
+            return hidden
         past = cache.positions if cache is not None else None
         hidden = stack(x, attention_mask, positions, caches=cache.layers if cache is not None else None,
                        past_positions=past, need_weights=need_weights, **memory)

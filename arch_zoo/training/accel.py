@@ -2,33 +2,25 @@
 Each is device-agnostic: the CUDA-only parts are used only where CUDA is, and the summary says what held."""
 from __future__ import annotations
 
-import importlib.util
 import os
-import re
-import shutil
 from typing import Any, Callable, Dict, Optional
 
 import torch
 from torch import nn
 
+from ..compile_support import CACHE_ENV, compiler_missing, cpu_vec_isa, inductor_cache_dir  # noqa: F401 (re-exported)
 from ..config import TrainConfig
 from ..errors import ConfigError
 
 
 def check_compiler(t: TrainConfig, accelerator: str) -> None:
-    """Inductor writes C++ on CPU and Triton on CUDA: a missing toolchain is the user's to fix, said
-    once before training rather than as a traceback from deep inside the first step."""
+    """A missing compiler toolchain, said once before training (compile_support.compiler_missing)."""
     if not t.compile:
         return
     cuda = accelerator in ("cuda", "gpu") or (accelerator == "auto" and torch.cuda.is_available())
-    if cuda and importlib.util.find_spec("triton") is None:
-        raise ConfigError("train.compile", "torch.compile on CUDA needs triton, which is not installed "
-                          "(pip install triton), or set train.compile=false")
-    if not cuda:
-        cxx = os.environ.get("CXX") or "g++"
-        if shutil.which(cxx) is None:
-            raise ConfigError("train.compile", f"torch.compile on CPU needs a C++ compiler; '{cxx}' is not on PATH "
-                              "(install g++ or set $CXX), or set train.compile=false")
+    reason = compiler_missing(cuda)
+    if reason is not None:
+        raise ConfigError("train.compile", f"{reason}, or set train.compile=false")
 
 
 CUDA_ONLY_STRATEGIES = ("fsdp", "deepspeed")  # Lightning refuses them on CPU
@@ -107,40 +99,6 @@ def sdpa_kernels(device: torch.device) -> Dict[str, Any]:
     # CPU: torch >= 2.2 has a flash-attention kernel for CPU, chosen for fp32/bf16 inputs without dropout
     flash = hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu")
     return {"flash (cpu)": flash, "math (cpu)": True}
-
-
-CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
-
-
-def cpu_vec_isa() -> str:
-    """The vector ISA inductor writes CPU code for ('avx512', 'avx2', ...; 'default': scalar code):
-    ATEN_CPU_CAPABILITY picks it, else the best the CPU has; ATen's own capability where inductor
-    cannot say."""
-    try:
-        from torch._inductor.cpu_vec_isa import pick_vec_isa
-
-        isa = str(pick_vec_isa())
-    except Exception:  # noqa: BLE001 - a private module: its absence must not stop a run
-        isa = ""
-    if not isa or isa == "INVALID_VEC_ISA":
-        isa = torch.backends.cpu.get_cpu_capability() if not isa else "default"
-    return re.sub(r"[^a-z0-9_]+", "_", isa.lower())
-
-
-def inductor_cache_dir() -> str:
-    """Point inductor's on-disk cache at a subdirectory per CPU vector ISA (of $TORCHINDUCTOR_CACHE_DIR
-    if set, else of inductor's default) and return it. Inductor's cache keys leave the ISA out, so
-    code compiled under one capability was reused under another: AVX-512 code run under
-    ATEN_CPU_CAPABILITY=avx2 trained to NaN, AVX2 code under `default` failed to build. Nodes of a
-    mixed cluster sharing one cache directory meet the same. Idempotent, so a second compiled run in
-    the process (or a child process) keeps the directory."""
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-
-    sub = f"cpu-{cpu_vec_isa()}"
-    base = os.path.abspath(os.environ.get(CACHE_ENV) or default_cache_dir())
-    path = base if os.path.basename(base) == sub else os.path.join(base, sub)
-    os.environ[CACHE_ENV] = path
-    return path
 
 
 class Compiled:

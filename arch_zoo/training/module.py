@@ -18,6 +18,7 @@ from ..data.tasks.base import TaskData
 from ..models import build_model
 from . import objectives
 from .accel import compiled_forward
+from .eval_decoding import EvalDecoding
 from ..recipes import build_optimizer, build_scheduler
 
 
@@ -37,6 +38,7 @@ class ArchZooModule(pl.LightningModule):
         n = cfg.train.exact_match_samples if "exact_match" in data.metrics else 0
         self.generation = {stage: list(islice((e for e in data.splits[stage] if e.prompt_ids is not None), n))
                            for stage in ("val", "test")}  # (lazily: a corpus split is read from its store)
+        self.decoding = EvalDecoding(cfg.train, self.generation)  # eager or compiled, and its cost (summary.json)
         # group_by_length: a batch's mean loss is scaled by its share of target tokens, so that every token
         # weighs what it would in a random batch (unscaled, a batch of 3-token outputs would give each of its
         # tokens 16x the weight of one in a batch of 48-token outputs)
@@ -118,9 +120,10 @@ class ArchZooModule(pl.LightningModule):
         if examples:
             tok = self.tokenizer
             targets = [e.target_ids for e in examples]
-            outputs = objectives.greedy_outputs(
+            outputs = self.decoding.run(self.model, lambda compile: objectives.greedy_outputs(
                 self.model, [e.prompt_ids for e in examples], targets, self.objective,
-                tok.bos_id, tok.eos_id, tok.pad_id, self.cfg.train.eval_batch_size or self.cfg.train.batch_size)
+                tok.bos_id, tok.eos_id, tok.pad_id, self.cfg.train.eval_batch_size or self.cfg.train.batch_size,
+                compile=compile))
             metrics[f"{stage}/exact_match"] = objectives.exact_match(outputs, targets)
             if stage == "test":
                 decoded = [{"prompt": tok.decode(e.prompt_ids), "target": tok.decode(e.target_ids),

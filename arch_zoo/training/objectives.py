@@ -144,22 +144,32 @@ def objective(name: str) -> Objective:
 
 
 @torch.no_grad()
-def greedy_outputs(model, prompts, targets, objective: Objective, bos: int, eos: int, pad: int, batch_size: int
-                   ) -> List[Tuple[List[int], bool]]:
+def greedy_outputs(model, prompts, targets, objective: Objective, bos: int, eos: int, pad: int, batch_size: int,
+                   compile: bool = False) -> List[Tuple[List[int], bool]]:
     """Each prompt's greedy decoding (at most len(target) + 1 tokens), without its eos, and
-    whether it ended with eos."""
+    whether it ended with eos, in the order given. Prompts are decoded grouped by length (then by
+    target length), so a batch pads little and stops as soon as its longest target allows; each
+    output is cut to its own budget, so it does not depend on the batch it was decoded in.
+    ``compile``: through the static cache and compiled step, every batch ``batch_size`` rows (the
+    last filled up with copies of its first prompt, whose outputs are dropped) so that one compiled
+    step serves every batch of a cache length."""
     from ..generation import generate
 
-    outputs = []
-    for i in range(0, len(prompts), batch_size):
-        chunk, wanted = prompts[i:i + batch_size], targets[i:i + batch_size]
-        longest = max(len(t) for t in wanted) + 1
+    order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), len(targets[i])))
+    rows = min(batch_size, len(prompts))
+    outputs: List[Tuple[List[int], bool]] = [([], False)] * len(prompts)
+    for start in range(0, len(order), rows):
+        group = order[start:start + rows]
+        chunk = [prompts[i] for i in group]
+        if compile:
+            chunk += [chunk[0]] * (rows - len(chunk))
+        longest = max(len(targets[i]) for i in group) + 1
         out = generate(model, chunk, strategy="greedy", max_new_tokens=longest, eos_token_id=eos, pad_token_id=pad,
-                       decoder_start_token_id=objective.decoder_start(bos))
-        for tokens in out.to_lists():
-            hyp = tokens[0]
+                       decoder_start_token_id=objective.decoder_start(bos), compile=compile)
+        for i, hyps in zip(group, out.to_lists()):
+            hyp = hyps[0][:len(targets[i]) + 1]  # its own budget, whatever its batch's longest target
             ended = hyp[-1:] == [eos]
-            outputs.append((hyp[:-1] if ended else hyp, ended))
+            outputs[i] = (hyp[:-1] if ended else hyp, ended)
     return outputs
 
 

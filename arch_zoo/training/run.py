@@ -170,10 +170,12 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
                          skipped=True)
     data = prepare(cfg, quiet)  # user errors surface here, before the run dir exists
     _check_checkpoint(run_dir)
-    from .accel import check_compiler, check_precision, check_strategy, oversubscribed
+    from .accel import _wants_cuda, check_compiler, check_precision, check_strategy, oversubscribed
+    from .eval_decoding import check_compiled_decoding
 
     check_strategy(cfg.train)
     check_compiler(cfg.train, cfg.train.accelerator)
+    check_compiled_decoding(cfg.train, _wants_cuda(cfg.train.accelerator))
     check_precision(cfg.train, cfg.train.accelerator)
     writer = _is_rank_zero()
     crowded = oversubscribed(cfg.train)

@@ -128,6 +128,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         "strategy": type(trainer.strategy).__name__, "devices": trainer.num_devices, "num_nodes": trainer.num_nodes,
         "precision": t.precision,
         **compile_info(module.compiled),
+        "exact_match_decoding": module.decoding.info(module.model),  # the path exact match decoded through
         "float32_matmul_precision": matmul_precision,
         "fused_adamw": bool(trainer.optimizers and trainer.optimizers[0].defaults.get("fused")),
         "optimizer": {"name": t.optimizer.name, "groups": module.optimizer_groups},  # Muon's split: which part has what

@@ -1,0 +1,90 @@
+"""The static key/value cache of a decoder stack: preallocated buffers whose shapes and storage
+never change, so that one compiled decode step (a CUDA graph on GPU) serves every position.
+
+Columns are the eager cache's: the (left-padded) prompt's columns, then one per decoded token.
+``valid`` says which columns hold a real key (the prompt's padding never does, columns not yet
+decoded do not yet); ``positions`` holds each column's position for the schemes that bias scores
+by distance. Each step reads the next position and the write column from here, writes the new
+token's, and advances both, all inside the compiled step. Filled from the eager cache after the
+prompt's pass (the prefill runs eagerly, at its own length).
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from ..components.attention import KVCache
+from ..components.masks import AttentionMask
+from ..components.static_cache import StaticKV, ring_size
+from .blocks import LayerCache, Stack
+
+
+def _buffers(batch: int, attn, slots: int, dtype, device) -> Tuple[Tensor, Tensor]:
+    shape = (batch, attn.shape.n_kv_heads, slots, attn.shape.head_dim)
+    return torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device)
+
+
+class StaticCache:
+    def __init__(self, stack: Stack, batch: int, columns: int, dtype, device, source_columns: Optional[int] = None):
+        self.batch, self.columns = batch, columns
+        self.column = torch.zeros(1, dtype=torch.long, device=device)  # the column the next step writes
+        self.positions = torch.zeros(batch, columns, dtype=torch.long, device=device)
+        self.valid = torch.zeros(batch, columns, dtype=torch.bool, device=device)
+        self.next_position = torch.zeros(batch, 1, dtype=torch.long, device=device)
+        self.layers: List[LayerCache] = []
+        for layer in stack.layers:
+            attn = layer.self_attn.sublayer
+            self_kv = StaticKV(*_buffers(batch, attn, ring_size(attn.pattern, columns), dtype, device),
+                               column=self.column, columns=columns)
+            cross_kv = KVCache()
+            if layer.cross_attn is not None:
+                cross_kv = StaticKV(*_buffers(batch, layer.cross_attn.sublayer, source_columns, dtype, device))
+            self.layers.append(LayerCache(self_kv, cross_kv))
+
+    def tensors(self) -> List[Tensor]:
+        """Every buffer a compiled step reads and writes (CUDA graphs need their addresses fixed)."""
+        out = [self.column, self.positions, self.valid, self.next_position]
+        for layer in self.layers:
+            for kv in (layer.self_kv, layer.cross_kv):
+                if isinstance(kv, StaticKV):
+                    out += [kv.k, kv.v]
+        return out
+
+    def load(self, cache, prompt_mask: Optional[Tensor], next_position: Tensor) -> None:
+        """Take over an eager ``Cache`` (models.transformer.Cache) after the prefill: its columns, their
+        positions and padding (``prompt_mask`` (B, L), None: no padding) and every layer's live keys."""
+        length = cache.length
+        if length >= self.columns:
+            raise ValueError(f"a static cache of {self.columns} columns cannot follow a {length}-column prefill")
+        self.valid.zero_()
+        self.valid[:, :length] = True if prompt_mask is None else prompt_mask.bool()
+        self.positions.zero_()
+        self.positions[:, :length] = cache.positions.expand(self.batch, -1)
+        self.next_position.copy_(next_position.expand(self.batch, 1))
+        self.column.fill_(length)
+        for static, eager in zip(self.layers, cache.layers):
+            static.self_kv.load(eager.self_kv.k, eager.self_kv.v, length - len(eager.self_kv))
+            if isinstance(static.cross_kv, StaticKV):
+                static.cross_kv.load(eager.cross_kv.k, eager.cross_kv.v, 0)
+
+    def step_keys(self) -> Tuple[Tensor, Tuple[Tensor, AttentionMask]]:
+        """(the new token's positions (B, 1), (every column's position, the mask over the columns)),
+        the new token's column written."""
+        positions = self.next_position.clone()
+        self.positions.index_copy_(1, self.column, positions)
+        self.valid.index_fill_(1, self.column, True)
+        return positions, (self.positions, AttentionMask(self.valid.view(self.batch, 1, 1, self.columns)))
+
+    def advance(self) -> None:
+        self.next_position.add_(1)
+        self.column.add_(1)
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows ``index`` (beam search), in place."""
+        for t in (self.positions, self.valid, self.next_position):
+            t.copy_(t.index_select(0, index))
+        for layer in self.layers:
+            layer.self_kv.reorder(index)
+            layer.cross_kv.reorder(index)
