@@ -49,7 +49,8 @@ docs: $(VENV)/.installed
 # The published-findings studies (sweeps/studies/; about an hour on 2 CPU cores plus ~22 min for scan, not run in CI; the two
 # *_tuned ones rerun heads and norm_placement with per-variant learning-rate tuning, issue 16, and
 # heads_tuned_halving reruns heads_tuned with successive halving of its tuning stage, ~4 min; ladder, issue 29,
-# a 4-rung size ladder of 24 runs: estimated 1-2 h, not yet run).
+# a 3-rung size ladder of 18 runs, ~20 min on idle cores by its dry run (94.9 min measured on shared cores);
+# probes, issue 30, 12 MQAR runs, 12.6 min with 1 worker on shared cores).
 # Each trains into runs/studies/<study> (rerunning resumes) and writes reports/<study>/.
 # A sweep's exit status 1 means some runs failed or diverged: that is data, the report still runs.
 studies: $(addprefix study-,$(STUDIES)) gradnorms
