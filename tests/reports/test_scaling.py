@@ -13,7 +13,7 @@ from arch_zoo.formatting import number
 from arch_zoo.reports import load_runs, summarize, write_report
 from arch_zoo.reports.scaling import analyse
 from arch_zoo.reports.scaling.bootstrap import fit_curves, huber_delta, interval
-from arch_zoo.reports.scaling.fit import OK, fit_many, fit_points, huber
+from arch_zoo.reports.scaling.fit import OK, curve as fitted_curve, fit_many, fit_points, huber
 from arch_zoo.reports.scaling.multiplier import multiplier
 from arch_zoo.reports.scaling.points import Cell, Ladder, Rung, draws, resample, seed_noise
 from arch_zoo.reports.scaling.verdict import verdict
@@ -209,6 +209,24 @@ def test_too_few_rungs_and_a_loss_that_rises_are_notes_not_numbers(tmp_path):
     assert row["status"] == "non-monotone" and math.isnan(row["E"])
     assert "does not fall from rung 2 to rung 3" in row["note"]
     assert s.multipliers.empty and "no compute multiplier: non-monotone" in s.verdicts["ffn=swiglu"]
+
+
+def test_a_rung_the_fitted_curve_misses_beyond_seed_noise_is_a_note(tmp_path):
+    """A robust fit follows the other rungs past one that lies off the curve; the report says so,
+    judged against that rung's own seed spread (computed here by hand)."""
+    off = {("relu", 1, seed): loss(BASE, COMPUTE[1]) * (1.03 + d) for seed, d in zip((0, 1, 2), OFFSETS["relu"])}
+    runs = load_runs(write_ladder(tmp_path / "off", {"relu": BASE, "swiglu": VARIANT}, losses=off, offsets=OFFSETS))
+    s = analyse(runs, summarize(runs), replicates=50)
+    flagged = [n for n in s.notes if "off the fitted curve" in n]
+    assert len(flagged) == 1 and flagged[0].startswith("ffn=relu: rung 2 (d32) lies +"), s.notes
+    c = s.curves["ffn=relu"]
+    fitted = float(fitted_curve(c.point, np.array([COMPUTE[1]]), c.x_ref)[0, 0])
+    values = [off[("relu", 1, seed)] for seed in (0, 1, 2)]
+    se = np.std(values, ddof=1) / math.sqrt(3)
+    assert f"{np.mean(values) / fitted - 1:+.1%} off" in flagged[0]
+    assert f"({abs(np.mean(values) - fitted) / se:.0f}x its seeds' standard error)" in flagged[0]
+    runs = load_runs(write_ladder(tmp_path / "on", {"relu": BASE, "swiglu": VARIANT}, offsets=OFFSETS))
+    assert not [n for n in analyse(runs, summarize(runs), replicates=50).notes if "off the fitted curve" in n]
 
 
 def test_extrapolating_inside_the_ladder_or_without_one_is_refused(ladder_report):

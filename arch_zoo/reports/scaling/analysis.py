@@ -146,6 +146,8 @@ def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[fl
             k_text = f"no compute multiplier: {c.status}"
         verdicts[variant] = verdict(_rung_stats(table, ladder, variant, names, metric), goal, k_text)
     for c in curves.values():
+        if c.ok:
+            notes += misfits(c, ladder.rungs[c.variant])
         if not c.ok:
             notes.append(f"{c.variant}: no fit ({c.status}): {c.note}")
         elif c.usable.sum() < 0.95 * replicates:
@@ -190,6 +192,28 @@ def band(c: Curve, x: np.ndarray, confidence: float = 0.95):
     reps = curve_values(c.replicates, x, c.x_ref)[c.usable]
     low, high = np.quantile(reps, [(1 - confidence) / 2, (1 + confidence) / 2], axis=0) if len(reps) else (mid, mid)
     return mid, low, high
+
+
+# A rung whose mean lies off its variant's curve by more than this many of its seeds' standard errors
+# (and by more than MISFIT_SHARE of the loss, so that near-identical seeds do not flag every rung) is
+# one the curve does not describe: a robust fit may follow the other rungs past it.
+MISFIT_SE, MISFIT_SHARE = 4.0, 0.01
+
+
+def misfits(c: Curve, rungs) -> List[str]:
+    """A note per rung that the fitted curve misses by more than seed noise explains."""
+    by_number = {r.number: r for r in rungs}
+    out = []
+    for number, y, f in zip(c.numbers, c.py, curve_values(c.point, c.px, c.x_ref)[0]):
+        rung = by_number[number]
+        n = len(rung.best().losses)
+        se = _std(rung) / math.sqrt(n) if n > 1 else 0.0
+        if abs(y / f - 1) > MISFIT_SHARE and abs(y - f) > MISFIT_SE * se:
+            spread = f"{abs(y - f) / se:.0f}x its seeds' standard error" if se > 0 else "with no spread over seeds"
+            out.append(f"{c.variant}: rung {number} ({rung.label}) lies {y / f - 1:+.1%} off the fitted curve "
+                       f"({spread}): the curve does not describe that rung, and values read off it there "
+                       f"(the compute multiplier) are the curve's, not the rung's")
+    return out
 
 
 def _std(rung) -> float:
