@@ -59,7 +59,9 @@ def test_every_task_is_registered_with_its_kinds():
     assert kinds == {
         "copy": ("decoder", "encoder_decoder"), "reverse": ("decoder", "encoder_decoder"),
         "sort": ("decoder", "encoder_decoder"), "scan": ("decoder", "encoder_decoder"),
-        "char_lm": ("decoder",), "mlm": ("encoder",), "dyck": ("encoder",), "dyck_depth": ("encoder",)}
+        "char_lm": ("decoder",), "mlm": ("encoder",), "dyck": ("encoder",), "dyck_depth": ("encoder",),
+        **{probe: ("decoder",) for probe in ("in_context_recall", "noisy_in_context_recall", "fuzzy_in_context_recall",
+                                             "selective_copying", "compression", "memorization", "mqar")}}
 
 
 @pytest.mark.parametrize("name,kind,options", CASES[:5] + CASES[6:], ids=IDS[:5] + IDS[6:])  # one scan: slow
