@@ -35,6 +35,12 @@ def yaml_value(v: Any) -> str:
     return json.dumps(str(v))
 
 
+def recorded(v: Any) -> Any:
+    """A setting as run.json records it: scalars as they are, a component mapping or a list as its
+    display text, so a setting read back from a run compares equal to the one a spec expands to."""
+    return v if isinstance(v, (str, int, float, bool, type(None))) else plain(v)
+
+
 def plain(v: Any) -> str:
     """Short display text: rope, 0.001, true, {name: swiglu}."""
     if isinstance(v, str):

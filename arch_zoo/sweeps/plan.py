@@ -24,7 +24,7 @@ from .spec import SweepSpec, Variant, expand
 from .suite import SUITE_KEY, arch_settings, suite_blame, suite_overrides, suite_record
 from .tune import STAGE_EVAL, STAGE_TUNE, Choice, base_settings, known_metric, stage_one_spec, stage_two_spec, \
     stage_two_variants, tuned_value
-from ..run_names import plain, run_id, short_names, tags, variant_name, yaml_value
+from ..run_names import plain, recorded, run_id, short_names, tags, variant_name, yaml_value
 
 
 @dataclass
@@ -227,7 +227,7 @@ def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
                 cfg = dataclasses.replace(configs.load(variant, steps=steps_now), seed=seed)
                 matched = {"train.max_steps": steps_now}
             run = RunPlan(run_id(variant.settings, names, seed), variant_name(variant.settings, names), seed,
-                          {k: _scalar(v) for k, v in variant.settings.items()}, i in baseline,
+                          {k: recorded(v) for k, v in variant.settings.items()}, i in baseline,
                           sizer.count(cfg, blame), matched, cfg, _budget(spec, cfg, sizer, blame, ref_flops[refs[i]]))
             if spec.scale is not None:
                 run.scale = scale_record(spec.scale, variant.settings, cfg, sizer, blame)
@@ -249,10 +249,6 @@ def _budget(spec: SweepSpec, cfg: ExperimentConfig, sizer: Sizer, blame, ref_flo
     return {"match": spec.budget, "steps": steps, "tokens": steps * tokens, "params": sizer.count(cfg, blame),
             "flops": flops, "flops_vs_baseline": flops / ref_flops - 1 if ref_flops else None,
             "flops_counted_at": sizer.lengths(cfg, blame)[1]}
-
-
-def _scalar(v: Any) -> Any:
-    return v if isinstance(v, (str, int, float, bool, type(None))) else plain(v)
 
 
 def _baseline(spec: SweepSpec, variants: List[Variant], names: Dict[str, str]) -> List[int]:

@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, did_you_mean
 from ..metrics import goal_of
+from ..run_names import recorded
 from .fields import GOALS, SweepSpec, TuneSpec, Variant, _axis_key, _check_keys, _int, _mapping, _values
 from .halving import parse_halving
 from ..rundir import STAGE_EVAL, STAGE_TUNE  # noqa: F401  (run.json's tune.stage; sweeps name them from here)
@@ -201,8 +202,9 @@ def stage_two_variants(variants: Sequence[Variant], tune: TuneSpec, chosen: Mapp
 
 
 def variant_key(settings: Mapping[str, Any]) -> str:
-    """A variant's identity across both stages: its settings, the tuned key left out by the caller."""
-    return repr(sorted(settings.items(), key=lambda kv: kv[0]))
+    """A variant's identity across both stages: its settings as run.json records them (a spec expands a
+    component axis to mappings, a run records their text), the tuned key left out by the caller."""
+    return repr(sorted(((k, recorded(v)) for k, v in settings.items()), key=lambda kv: kv[0]))
 
 
 @dataclass

@@ -48,6 +48,23 @@ def test_the_choice_skips_values_that_failed_on_any_seed_and_flags_the_edge():
     assert (alibi.value, alibi.edge) == (1.0e-3, "smallest")
 
 
+def test_a_component_axis_keeps_every_variant_in_stage_two(spec_dir):
+    """A component value given as a mapping ({name: swiglu}) is recorded as text in run.json; stage 2
+    finds each variant's choice all the same, none is left out."""
+    from arch_zoo.sweeps.plan import second_plan
+
+    spec = load_spec(write_spec(spec_dir, {"name": "t", "grid": {"model.ffn": ["gelu", {"name": "swiglu"}]},
+                                           "seeds": [1], "tune": {"key": "train.lr", "seeds": [0],
+                                                                  "values": [1.0e-3, 1.0e-2]}}))
+    runs = make_plan(spec).runs
+    scores = {("gelu", 1.0e-3): 2.0, ("gelu", 1.0e-2): 1.0, ("{name: swiglu}", 1.0e-3): 1.0,
+              ("{name: swiglu}", 1.0e-2): 2.0}
+    rows = [(r.settings, r.seed, "completed", scores[(r.settings["model.ffn"], r.settings["train.lr"])]) for r in runs]
+    second = second_plan(spec, choose(spec.tune, rows)).runs
+    assert sorted((r.config.model.ffn.name, r.config.train.lr) for r in second) == [("gelu", 1.0e-2),
+                                                                                    ("swiglu", 1.0e-3)]
+
+
 RULE = {"values": [1.0e-3, 3.0e-2], "select": "val/loss", "goal": "min", "halving": None}
 
 
