@@ -1,6 +1,7 @@
 """Exact-match evaluation's decoding: grouped by length, eager or compiled (train.exact_match_decoding)."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 from types import SimpleNamespace
 
@@ -33,7 +34,7 @@ def test_grouped_decoding_returns_each_prompts_own_decoding_in_order(compile, mo
     """Grouping by length (batches of 4: the last one filled up when compiled) changes no prompt's output
     and keeps the caller's order. The static cache runs uncompiled here (its grid test compiles)."""
     monkeypatch.setattr(compiled, "BACKEND", None)
-    model = model_for("decoder-rope-mha")
+    model = copy.deepcopy(model_for("decoder-rope-mha"))  # its own: other tests decode the shared one at other shapes
     got = objectives.greedy_outputs(model, PROMPTS, TARGETS, LM, bos=1, eos=EOS, pad=PAD, batch_size=4,
                                     compile=compile)
     assert got == _one_at_a_time(model)
