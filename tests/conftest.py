@@ -45,3 +45,14 @@ def run_with_torch_only(code: str):
     import sys
 
     return subprocess.run([sys.executable, "-c", TORCH_ONLY + code], capture_output=True, text=True)
+
+
+def as_from_a_shell():
+    """``preexec_fn`` for a child that a test stops with Ctrl-C: SIGINT (and SIGTERM) at their defaults
+    and unblocked, as a shell starts a command, whatever an earlier in-process test left behind in
+    this interpreter (a child inherits ignored signals and the blocked-signal mask)."""
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)

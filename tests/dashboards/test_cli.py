@@ -12,6 +12,8 @@ import urllib.request
 
 import pytest
 
+from tests.conftest import as_from_a_shell
+
 from arch_zoo.dashboards.serve import free_port, port_free
 
 from .conftest import FINISHED
@@ -21,7 +23,7 @@ from .conftest import FINISHED
 def test_dashboard_serves_the_sweep_and_stops_cleanly_on_ctrl_c_or_sigterm(sweep, stop_signal):
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "arch_zoo", "dashboard", str(sweep), "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_shell)
     lines, deadline = [], time.time() + 180
     try:
         while time.time() < deadline:

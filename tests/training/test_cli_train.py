@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import as_from_a_shell
 import yaml
 
 from arch_zoo.cli import main
@@ -138,7 +140,7 @@ def test_train_interrupted_exits_130_with_one_line_saying_how_to_resume(tmp_path
     out = tmp_path / "run"
     path = write(tmp_path, train={**TRAIN, "max_steps": 100000, "val_every": 5})
     proc = subprocess.Popen(arch_zoo_cmd() + ["train", str(path), "--out", str(out), "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_shell)
     try:
         deadline = time.time() + 300
         while not (out / "checkpoints" / "last.ckpt").exists() and time.time() < deadline and proc.poll() is None:
