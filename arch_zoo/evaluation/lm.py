@@ -5,11 +5,13 @@ is imported (``import arch_zoo.evaluation`` does it); lm_eval 0.4 finds no third
 itself, so its own command line gets them through ``python -m arch_zoo.evaluation``, which is
 lm_eval's CLI with this class registered. Text becomes tokens with the run's own tokenizer;
 loglikelihoods come from ``scoring`` (batched, each context run once into a key/value cache) and
-generations from ``arch_zoo.generation.generate`` (cached decoding)."""
+generations from ``arch_zoo.generation.generate`` (cached decoding). A decoder run is lm_eval's
+``causal`` backend; an encoder-decoder run its ``seq2seq`` backend (the context is the source, the
+decoder starts from the tokenizer's begin token, as training and ``arch-zoo generate`` start it)."""
 from __future__ import annotations
 
 import logging
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 from lm_eval import utils as lm_utils
@@ -20,19 +22,21 @@ from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, po
 from ..errors import ConfigError
 from ..generation import generate
 from ..generation.prompts import learned_positions
-from ..models.transformer import DecoderModel
+from ..models.transformer import DecoderModel, EncoderDecoderModel
 from ..training.restore import Restored, restore
-from .scoring import loglikelihoods
+from .scoring import loglikelihoods, seq2seq_loglikelihoods
 
 MODEL_NAME = "arch_zoo"
 DEFAULT_MAX_GEN_TOKS = 256
+BACKENDS = {"decoder": "causal", "encoder_decoder": "seq2seq"}  # model kind -> lm_eval's backend name
 
 
 def check_scorable(kind: str, where: str) -> None:
-    """Loglikelihoods need a causal language model; say so before anything loads or runs."""
-    if kind != "decoder":
+    """Loglikelihoods need a model that predicts tokens; say so before anything loads or runs."""
+    if kind not in BACKENDS:
         raise ConfigError("run", f"{where} is a model of kind '{kind}', which cannot score loglikelihoods or "
-                          "generate for lm_eval; evaluation needs a 'decoder' (causal language model) run")
+                          "generate for lm_eval; evaluation needs a 'decoder' (causal language model) or "
+                          "'encoder_decoder' run")
 
 
 def _device(name: Optional[str]) -> torch.device:
@@ -60,9 +64,10 @@ def _positive(key: str, value) -> int:
 class ArchZooLM(TemplateLM):
     """``run``: a run directory or one of its checkpoints (what ``restore`` takes); ``max_length``:
     the most tokens the model reads at once (default the model's ``max_seq_len``); ``batch_size``:
-    sequences per forward pass; ``device``: where the model runs (default CUDA when present)."""
+    sequences per forward pass; ``device``: where the model runs (default CUDA when present). For an
+    encoder-decoder, ``max_length`` bounds the source and the target each, as for lm_eval's seq2seq."""
 
-    backend = "causal"
+    backend = "causal"  # per instance: "seq2seq" for an encoder-decoder run
 
     def __init__(self, run: Optional[str] = None, batch_size=16, device: Optional[str] = None,
                  max_length=None, max_gen_toks=DEFAULT_MAX_GEN_TOKS, restored: Optional[Restored] = None,
@@ -74,9 +79,10 @@ class ArchZooLM(TemplateLM):
             restored = restore(run)
         cfg, model, tokenizer = restored
         check_scorable(cfg.model.kind, str(run or "the run"))
+        self.backend = BACKENDS[cfg.model.kind]
         self.config, self.tokenizer_ = cfg, tokenizer
         self._device = _device(device)
-        self.model: DecoderModel = model.to(self._device).eval()
+        self.model: Union[DecoderModel, EncoderDecoderModel] = model.to(self._device).eval()
         self.batch_size = 16 if str(batch_size).startswith("auto") else _positive("batch_size", batch_size)
         self.max_length = _positive("max_length", max_length if max_length is not None else cfg.model.max_seq_len)
         table = learned_positions(self.model.decoder)
@@ -101,9 +107,18 @@ class ArchZooLM(TemplateLM):
         return self.tokenizer_.decode(list(tokens))
 
     # ---------------------------------------------------------------- requests
+    @property
+    def seq2seq(self) -> bool:
+        return self.backend == "seq2seq"
+
+    def _score(self, pairs: Sequence[Tuple[Sequence[int], Sequence[int]]]) -> List[Tuple[float, bool]]:
+        if self.seq2seq:
+            return seq2seq_loglikelihoods(self.model, pairs, self.max_length, self.batch_size, self.tokenizer_.pad_id,
+                                          self.tokenizer_.bos_id)
+        return loglikelihoods(self.model, pairs, self.max_length, self.batch_size, self.tokenizer_.pad_id)
+
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> List[Tuple[float, bool]]:
-        scored = loglikelihoods(self.model, [(ctx, cont) for _, ctx, cont in requests], self.max_length,
-                                self.batch_size, self.tokenizer_.pad_id)
+        scored = self._score([(ctx, cont) for _, ctx, cont in requests])
         for (key, _, _), answer in zip(requests, scored):
             if key is not None:
                 self.cache_hook.add_partial("loglikelihood", key, answer)
@@ -118,8 +133,7 @@ class ArchZooLM(TemplateLM):
                 windows.append((ctx, cont))
                 owner.append(i)
         totals = [0.0] * len(requests)
-        for i, (logp, _) in zip(owner, loglikelihoods(self.model, windows, self.max_length, self.batch_size,
-                                                     self.tokenizer_.pad_id)):
+        for i, (logp, _) in zip(owner, self._score(windows)):
             totals[i] += logp
         for req, total in zip(requests, totals):
             self.cache_hook.add_partial("loglikelihood_rolling", req.args, total)
@@ -135,7 +149,7 @@ class ArchZooLM(TemplateLM):
             kwargs = normalize_gen_kwargs(requests[members[0]].args[1], self.max_gen_toks)
             until = handle_stop_sequences(kwargs.pop("until", None), eos=eos)
             new_tokens = kwargs.pop("max_gen_toks")
-            room = self.max_length - new_tokens
+            room = self.max_length if self.seq2seq else self.max_length - new_tokens  # the source has its own
             if room < 1:
                 raise ConfigError("max_gen_toks", f"{new_tokens} new tokens leave no room for a prompt in the "
                                   f"model's {self.max_length} positions")
@@ -146,9 +160,10 @@ class ArchZooLM(TemplateLM):
             for start in range(0, len(order), self.batch_size):
                 batch = order[start:start + self.batch_size]
                 prompts = [self.tok_encode(requests[i].args[0])[-room:] or [self.prefix_token_id] for i in batch]
+                start_token = self.tokenizer_.bos_id if self.seq2seq else None
                 result = generate(self.model, prompts, max_new_tokens=new_tokens, eos_token_id=self.eot_token_id,
-                                  pad_token_id=self.tokenizer_.pad_id, **{k: v for k, v in options.items()
-                                                                          if v is not None})
+                                  pad_token_id=self.tokenizer_.pad_id, decoder_start_token_id=start_token,
+                                  **{k: v for k, v in options.items() if v is not None})
                 for i, tokens in zip(batch, result.to_lists()):
                     text = postprocess_generated_text(self.tok_decode(tokens[0]), until, None)
                     out[i] = text

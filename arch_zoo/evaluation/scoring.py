@@ -1,11 +1,15 @@
-"""Log-likelihoods of continuations under a decoder model, batched, each context run once.
+"""Log-likelihoods of continuations, batched: under a decoder model (each context run once) and
+under an encoder-decoder (the context is the source, the continuation the target).
 
 A multiple-choice question scores every choice after the same context; the context is run once
 (left-padded with the other contexts of its batch, into a key/value cache), the cache is copied
 to each of its continuations, and only the continuations are run after it. A continuation's first
 token is scored by the context's last logits, the rest by the continuation pass. This is the
 cached path ``generate`` uses, so it inherits the grid invariants the tests hold it to (padding
-never changes real tokens' outputs; cached decoding equals the full forward).
+never changes real tokens' outputs; cached decoding equals the full forward). An encoder-decoder
+scores as lm_eval's ``hf`` model scores a seq2seq model: the encoder reads the context (cut from the
+left to ``max_length``), the decoder reads the decoder start token and the continuation but its last
+token, and the continuation's log-probabilities are summed.
 
 Torch and the model library only: lm_eval's request objects are unpacked in ``lm.py``."""
 from __future__ import annotations
@@ -16,7 +20,7 @@ import torch
 from torch import Tensor
 
 from ..generation.prompts import left_pad
-from ..models.transformer import DecoderModel
+from ..models.transformer import DecoderModel, EncoderDecoderModel
 
 Request = Tuple[Sequence[int], Sequence[int]]  # (context tokens, continuation tokens)
 
@@ -79,6 +83,34 @@ def loglikelihoods(model: DecoderModel, requests: Sequence[Request], max_length:
             target = torch.tensor(conts[r], device=device)
             picked = logps[r].gather(-1, target.unsqueeze(-1)).squeeze(-1)
             results[i] = (float(picked.sum()), bool((logps[r].argmax(-1) == target).all()))
+    return results
+
+
+@torch.inference_mode()
+def seq2seq_loglikelihoods(model: EncoderDecoderModel, requests: Sequence[Request], max_length: int,
+                           batch_size: int = 16, pad_token_id: int = 0, decoder_start_token_id: int = 0
+                           ) -> List[Tuple[float, bool]]:
+    """(sum of the continuation's log-probabilities, whether greedy decoding gives it) per request,
+    the context as the encoder's source and the continuation as the decoder's target."""
+    device = next(model.parameters()).device
+    results: List[Tuple[float, bool]] = [(0.0, False)] * len(requests)
+    for i, (ctx, cont) in enumerate(requests):
+        if not ctx or not cont:
+            raise ValueError("a request needs a non-empty context and continuation")
+        if len(cont) > max_length:
+            raise ValueError(f"a continuation of {len(cont)} tokens is longer than the model's {max_length} positions")
+    order = sorted(range(len(requests)), key=lambda i: (-len(requests[i][0]), -len(requests[i][1])))
+    for start in range(0, len(order), batch_size):
+        members = order[start:start + batch_size]
+        source, source_mask = _right_pad([tuple(requests[i][0])[-max_length:] for i in members], pad_token_id, device)
+        conts = [tuple(requests[i][1]) for i in members]
+        target, target_mask = _right_pad([(decoder_start_token_id,) + c[:-1] for c in conts], pad_token_id, device)
+        logps = model(source, target, source_mask, target_mask).logits.float().log_softmax(-1)
+        for r, i in enumerate(members):
+            wanted = torch.tensor(conts[r], device=device)
+            scored = logps[r, : len(conts[r])]
+            picked = scored.gather(-1, wanted.unsqueeze(-1)).squeeze(-1)
+            results[i] = (float(picked.sum()), bool((scored.argmax(-1) == wanted).all()))
     return results
 
 

@@ -1,6 +1,6 @@
-"""What the evaluation tests share: the task files they ship, a tiny Hugging Face GPT-2 built from a
-config (random weights, a byte-level BPE fitted here: no download), and that model imported into an
-arch_zoo run directory."""
+"""What the evaluation tests share: the task files they ship, a tiny Hugging Face GPT-2 and T5 built
+from configs (random weights, a byte-level BPE fitted here: no download), and such a model imported
+into an arch_zoo run directory."""
 from __future__ import annotations
 
 import os
@@ -54,6 +54,26 @@ def tiny_gpt2(directory: Path, n_positions: int = 64, seed: int = 0) -> Path:
     eot = tok.token_to_id("<|endoftext|>")
     model = GPT2LMHeadModel(GPT2Config(vocab_size=tok.get_vocab_size(), n_positions=n_positions, n_embd=32,
                                        n_layer=2, n_head=2, bos_token_id=eot, eos_token_id=eot)).eval()
+    model.save_pretrained(directory)
+    fast.save_pretrained(directory)
+    return directory
+
+
+def tiny_t5(directory: Path, seed: int = 0) -> Path:
+    """A 2+2-layer T5 (relative position buckets, tied embeddings) and the same tokenizer, saved as a
+    Hugging Face checkpoint directory; <|endoftext|> is its pad, end and decoder start token."""
+    import torch
+    from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
+
+    tok = bpe_tokenizer()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
+                                   pad_token="<|endoftext|>")
+    torch.manual_seed(seed)
+    eot = tok.token_to_id("<|endoftext|>")
+    model = T5ForConditionalGeneration(T5Config(
+        vocab_size=tok.get_vocab_size(), d_model=32, d_kv=16, d_ff=64, num_layers=2, num_decoder_layers=2,
+        num_heads=2, relative_attention_num_buckets=8, relative_attention_max_distance=16, dropout_rate=0.0,
+        pad_token_id=eot, eos_token_id=eot, decoder_start_token_id=eot)).eval()
     model.save_pretrained(directory)
     fast.save_pretrained(directory)
     return directory
