@@ -7,8 +7,11 @@ nor padding is counted, so arch_zoo's MFU is slightly lower than the PaLM conven
 every key).
 
 The peak comes from a table of vendor datasheet figures on CUDA, or on CPU from a GEMM probe (a few
-timed square matmuls in the run's dtype), measured once per (CPU, torch, threads, dtype) and cached
-as JSON under the user's cache directory. Needs torch alone."""
+timed square matmuls in the run's dtype) per (CPU, torch, threads, dtype), cached as JSON under the
+user's cache directory. Other work on the cores slows a probe down, and a peak measured low inflates
+every MFU after it, so the cache keeps the best probe ever measured and trusts it only once a probe
+ran with cores to spare (the 1-minute load average at most the logical CPUs less the probe's
+threads, plus one for the run that asks): until then each run probes again. Needs torch alone."""
 from __future__ import annotations
 
 import json
@@ -114,8 +117,26 @@ def measure_gemm(dtype: str, max_size: int = 1024, repeats: int = 5) -> float:
     return 2 * size ** 3 / best
 
 
+def cores_to_spare(threads: int) -> bool:
+    """Whether a probe on ``threads`` threads had the cores to itself: the 1-minute load average
+    (which counts the run now asking, hence the + 1) leaves room for them."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average (Windows): trust the probe
+        return True
+    return load <= (os.cpu_count() or 1) - threads + 1
+
+
+def _entry(value) -> Tuple[float, bool]:
+    """(best FLOP/s, settled) of a cache entry; a bare number (the older format) is unsettled."""
+    if isinstance(value, dict):
+        return float(value.get("flops", 0.0)), bool(value.get("settled"))
+    return float(value), False
+
+
 def cpu_peak(precision: str, cache_dir: Optional[Union[str, Path]] = None) -> Peak:
-    """Measured GEMM FLOP/s on this CPU, from the cache if this CPU, torch and thread count were probed."""
+    """GEMM FLOP/s on this CPU: the best probe measured for this CPU, torch, thread count and dtype,
+    from the cache once a probe ran with cores to spare, else probed now (and the best kept)."""
     dtype = "fp32" if precision == "tf32" else precision
     path = Path(cache_dir or default_cache_dir()) / "gemm_peak.json"
     key = probe_key(dtype)
@@ -123,10 +144,13 @@ def cpu_peak(precision: str, cache_dir: Optional[Union[str, Path]] = None) -> Pe
         cached = json.loads(path.read_text())
     except (OSError, ValueError):
         cached = {}
-    if key in cached:
-        return Peak(float(cached[key]), f"CPU GEMM probe ({key}), cached in {path}")
-    flops = measure_gemm(dtype)
-    cached[key] = flops
+    best, settled = _entry(cached[key]) if key in cached else (0.0, False)
+    if settled:
+        return Peak(best, f"CPU GEMM probe ({key}), cached in {path}")
+    measured = measure_gemm(dtype)
+    spare = cores_to_spare(torch.get_num_threads())
+    flops = max(best, measured)
+    cached[key] = {"flops": flops, "settled": spare}
     try:  # a read-only home only costs a re-probe next time
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -134,7 +158,8 @@ def cpu_peak(precision: str, cache_dir: Optional[Union[str, Path]] = None) -> Pe
         os.replace(tmp, path)
     except OSError:
         pass
-    return Peak(flops, f"CPU GEMM probe ({key}), measured now")
+    how = "measured now" if spare else "measured now, on busy cores (probed again next run)"
+    return Peak(flops, f"CPU GEMM probe ({key}), {how}{', best of this and earlier probes' if best else ''}")
 
 
 def device_peak(device: Union[str, torch.device], precision: Union[str, int],
