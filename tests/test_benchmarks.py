@@ -57,7 +57,7 @@ def test_gpu_benchmark_tiny_cpu_smoke_reports_ratios_mfu_and_sdpa_kernel(tmp_pat
                      out, re.M), out
     assert re.search(r"^ratio llama-style: arch_zoo\[llama\] vs (hf-llama|litgpt) \(faster of hf-llama / litgpt\): "
                      r"\d+\.\d+x tokens/s", out, re.M), out
-    assert (tmp_path / "cache" / "arch_zoo" / "gemm_peak.json").exists()
+    assert (tmp_path / "cache" / "arch_zoo" / "gemm_probe.json").exists()
 
     data = json.loads(out_json.read_text())
     assert data["compiled"] is False and data["tiny"] and data["peak_flops"] > 0

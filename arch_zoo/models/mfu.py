@@ -127,18 +127,23 @@ def cores_to_spare(threads: int) -> bool:
     return load <= (os.cpu_count() or 1) - threads + 1
 
 
+# {probe key: {"flops": best FLOP/s, "settled": whether a probe ran with cores to spare}}. Its own file:
+# Earlier arch_zoo versions keep bare numbers in gemm_peak.json, which they still read; this file leaves that one alone.
+PROBE_FILE = "gemm_probe.json"
+
+
 def _entry(value) -> Tuple[float, bool]:
-    """(best FLOP/s, settled) of a cache entry; a bare number (the older format) is unsettled."""
-    if isinstance(value, dict):
-        return float(value.get("flops", 0.0)), bool(value.get("settled"))
-    return float(value), False
+    """(best FLOP/s, settled) of a cache entry; anything else is no entry."""
+    if isinstance(value, dict) and isinstance(value.get("flops"), (int, float)):
+        return float(value["flops"]), bool(value.get("settled"))
+    return 0.0, False
 
 
 def cpu_peak(precision: str, cache_dir: Optional[Union[str, Path]] = None) -> Peak:
     """GEMM FLOP/s on this CPU: the best probe measured for this CPU, torch, thread count and dtype,
     from the cache once a probe ran with cores to spare, else probed now (and the best kept)."""
     dtype = "fp32" if precision == "tf32" else precision
-    path = Path(cache_dir or default_cache_dir()) / "gemm_peak.json"
+    path = Path(cache_dir or default_cache_dir()) / PROBE_FILE
     key = probe_key(dtype)
     try:
         cached = json.loads(path.read_text())

@@ -70,7 +70,7 @@ def test_mfu_for_run_on_cpu_probes_once_then_reuses_the_cache(tmp_path, monkeypa
     assert calls == ["fp32"] and "measured now" in first["peak_source"]
     assert first["peak_flops"] > 0
     assert first["mfu"] == pytest.approx(3e9 / first["peak_flops"])
-    cached = json.loads((tmp_path / "gemm_peak.json").read_text())
+    cached = json.loads((tmp_path / "gemm_probe.json").read_text())
     key = M.probe_key("fp32")
     assert cached == {key: {"flops": first["peak_flops"], "settled": True}}
     assert f"{torch.get_num_threads()} threads" in key and torch.__version__ in key
@@ -86,7 +86,7 @@ def test_mfu_for_run_on_cpu_probes_once_then_reuses_the_cache(tmp_path, monkeypa
 
     M.mfu_for_run(3e9, "cpu", "bf16-mixed", cache_dir=tmp_path)  # another dtype: its own entry
     assert calls == ["fp32", "bf16"]
-    assert set(json.loads((tmp_path / "gemm_peak.json").read_text())) == {key, M.probe_key("bf16")}
+    assert set(json.loads((tmp_path / "gemm_probe.json").read_text())) == {key, M.probe_key("bf16")}
 
 
 def test_a_probe_on_busy_cores_is_not_trusted_and_the_best_probe_is_kept(tmp_path, monkeypatch):
@@ -97,7 +97,7 @@ def test_a_probe_on_busy_cores_is_not_trusted_and_the_best_probe_is_kept(tmp_pat
     monkeypatch.setattr(M, "measure_gemm", lambda dtype: next(probes))
     monkeypatch.setattr(M, "cores_to_spare", lambda threads: not next(busy))
     key = M.probe_key("fp32")
-    path = tmp_path / "gemm_peak.json"
+    path = tmp_path / "gemm_probe.json"
 
     first = M.cpu_peak("fp32", tmp_path)
     assert first.flops == 2e10 and "busy cores" in first.source
@@ -110,11 +110,14 @@ def test_a_probe_on_busy_cores_is_not_trusted_and_the_best_probe_is_kept(tmp_pat
     assert M.cpu_peak("fp32", tmp_path).flops == 5e10  # settled: the fourth probe (9e10) never runs
     assert next(probes) == 9e10
 
-    path.write_text(json.dumps({key: 4e10}))  # the older format, a bare number: a floor, probed again
+    old = tmp_path / "gemm_peak.json"  # what older arch_zoo caches (bare numbers): neither read nor written
+    old.write_text(json.dumps({key: 1.0}))
+    path.write_text(json.dumps({key: 4e10}))  # a malformed entry is no entry: probed again
     monkeypatch.setattr(M, "measure_gemm", lambda dtype: 1e10)
     monkeypatch.setattr(M, "cores_to_spare", lambda threads: True)
-    assert M.cpu_peak("fp32", tmp_path).flops == 4e10
-    assert json.loads(path.read_text())[key] == {"flops": 4e10, "settled": True}
+    assert M.cpu_peak("fp32", tmp_path).flops == 1e10
+    assert json.loads(path.read_text())[key] == {"flops": 1e10, "settled": True}
+    assert json.loads(old.read_text()) == {key: 1.0}
 
 
 def test_cores_to_spare_reads_the_load_average_against_the_logical_cpus(monkeypatch):
