@@ -104,3 +104,23 @@ def test_train_step_compile_adds_compiled_rows_and_takes_each_sides_fastest_mode
     assert (llama["ours"], llama["peer"]) == (mine, peer)
     assert llama["ratio"] == pytest.approx(res[mine]["tokens_per_s"] / res[peer]["tokens_per_s"])
     assert re.search(rf"^ratio llama-style: {re.escape(mine)} vs {re.escape(peer)}: \d+\.\d+x", proc.stdout, re.M)
+
+
+def test_eval_share_times_exact_match_decoding_and_agrees_with_the_runs_own_record(tmp_path):
+    """benchmarks/eval_share.py: its wrapper's decoding seconds (an independent timer around
+    objectives.greedy_outputs) equal what the run records in summary.json, and the share is that over
+    the run's wall time."""
+    out = tmp_path / "share.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eval_share.py"), "--config",
+                           "configs/experiments/copy.yaml", "--modes", "eager", "--json", str(out), "--",
+                           "train.max_steps=4", "train.val_every=2", "train.exact_match_samples=16"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(out.read_text())["results"]["eager"]
+    assert result["calls"] == 3  # val at steps 2 and 4, then test
+    assert result["used"] == "eager"
+    assert result["decode_s"] > 0
+    assert result["recorded_decode_s"] == pytest.approx(result["decode_s"], abs=0.01)
+    assert result["share"] == pytest.approx(result["decode_s"] / result["wall_s"])
+    assert "eager" in proc.stdout and "share of the run" in proc.stdout
