@@ -78,12 +78,16 @@ def _evaluation(key: str) -> bool:
 def by_task(rows: List[Dict[str, Any]]) -> Dict[str, List[Dict[str, Any]]]:
     """Rows grouped by task and evaluation, labelled by the task's name and, where groups share it,
     the keys that differ. Keys a sweep varies do not split it; a planned run (no config yet) joins
-    its sweep's group."""
+    its sweep's group. A key some configs do not have (a field their arch_zoo lacked, in a config
+    that today's schema cannot fill in) does not split them."""
     varied = {k for r in rows for k in r["_settings"]}
+    configs = [r["_config"] for r in rows if r["_config"]]
+    shared = set.intersection(*(set(c) for c in configs)) if configs else set()
     keys: Dict[int, str] = {}
     for i, r in enumerate(rows):
         if r["_config"]:
-            keys[i] = json.dumps({k: v for k, v in r["_config"].items() if _evaluation(k) and k not in varied},
+            keys[i] = json.dumps({k: v for k, v in r["_config"].items()
+                                  if _evaluation(k) and k not in varied and k in shared},
                                  sort_keys=True, default=str)
     by_sweep = {rows[i]["sweep"]: key for i, key in keys.items()}
     first = next(iter(keys.values()), "{}")

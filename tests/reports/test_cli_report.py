@@ -134,6 +134,34 @@ def test_compare_groups_runs_by_task_one_table_each(sweep, tmp_path, capsys):
         load_runs([sweep, copy_run])
 
 
+def test_a_run_from_before_a_config_field_existed_compares_with_one_from_after(tmp_path, capsys):
+    """A run's config.yaml lacks the fields its arch_zoo did not have yet (here task.windows and
+    task.scored, written out in full by today's runs): read at their defaults, which keep the
+    behaviour it had, the two runs are one task and rank in one table."""
+    from arch_zoo.config.loading import load, to_yaml
+
+    old_cfg = config("sinusoidal", 0)
+    new_cfg = yaml.safe_load(to_yaml(load(config("rope", 0))))  # as a run saves it today: every field
+    assert new_cfg["task"]["windows"] == "stream" and "windows" not in old_cfg["task"]
+    write_run(tmp_path / "old", status="completed", settings={}, seed=0, variant="", final={"val/loss": 2.0},
+              cfg=old_cfg)
+    write_run(tmp_path / "new", status="completed", settings={}, seed=0, variant="", final={"val/loss": 1.9},
+              cfg=new_cfg)
+    for run in ("old", "new"):
+        (tmp_path / run / "run.json").unlink()
+    frame = load_runs([tmp_path / "old", tmp_path / "new"])  # raises for runs of different tasks
+    assert len(frame) == 2
+    assert main(["compare", str(tmp_path / "old"), str(tmp_path / "new"), "--out", str(tmp_path / "cmp")]) == 0
+    titles = [line for line in capsys.readouterr().out.splitlines() if "variants ranked by" in line]
+    assert len(titles) == 1
+    # and task.windows differing for real still splits them
+    write_run(tmp_path / "docs", status="completed", settings={}, seed=0, variant="", final={"val/loss": 1.8},
+              cfg={**old_cfg, "task": {**old_cfg["task"], "windows": "documents"}})
+    (tmp_path / "docs" / "run.json").unlink()
+    with pytest.raises(ConfigError, match="task.windows"):
+        load_runs([tmp_path / "old", tmp_path / "docs"])
+
+
 def _bad_inputs(sweep, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
