@@ -55,8 +55,8 @@ docs: $(VENV)/.installed
 # A sweep's exit status 1 means some runs failed or diverged: that is data, the report still runs.
 studies: $(addprefix study-,$(STUDIES)) gradnorms
 
-# study-mup_transfer: 42 runs at widths 32-128 (issue 28), ~3,000 CPU-s estimated from measured step costs, so
-# ~25 min on 2 idle cores; 72.5 min measured on shared cores.
+# study-mup_transfer: 72 runs at widths 32-256 (issue 28), ~7,000 CPU-s estimated from measured step costs
+# (two thirds at width 256), so about an hour on 2 idle cores; 150 min measured in pieces on shared cores.
 # study-scan: 12 runs of 1800 steps, 2,615 CPU-s measured (250-290 a simple-split run, 161-183 a length-split
 # one), so ~22 min on 2 idle cores; 23.4 min here, where two of the runs shared the cores with other tests.
 $(addprefix study-,$(STUDIES)): study-%: $(VENV)/.installed
