@@ -25,7 +25,7 @@ from ..metrics import direction, goal_of
 from ..run_names import plain
 from ..rundir import METRICS, RUN_JSON
 from .grouping import by_task, check_distinct, differing, drop_duplicates, ordered as _ordered
-from .runstore import is_run_dir, is_sweep_dir, load_sweep, read_run, scalar
+from .runstore import fill_defaults, is_run_dir, is_sweep_dir, load_sweep, read_run, scalar
 from .task_notes import task_notes
 from .tuning import base_variants, split_stages, tuning_notes, tuning_record
 
@@ -106,6 +106,7 @@ def load_groups(path: Union[str, Path, Sequence[Union[str, Path]]]) -> List[pd.D
             what = "does not exist" if not p.exists() else "is not a sweep directory (no sweep.yaml, index.csv " \
                                                             "or runs/) nor a run directory (no status.json)"
             raise ConfigError("", f"{p} {what}")
+    fill_defaults(rows)
     rows, notes = drop_duplicates(rows)
     notes = [_stale_note(s) for s in specs if s.get("_stale")] + notes
     single_sweep = len(paths) == 1 and len(specs) == 1
