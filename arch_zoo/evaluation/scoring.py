@@ -25,14 +25,18 @@ from ..models.transformer import DecoderModel, EncoderDecoderModel
 Request = Tuple[Sequence[int], Sequence[int]]  # (context tokens, continuation tokens)
 
 
-def truncate(context: Sequence[int], continuation: Sequence[int], max_length: int) -> Tuple[tuple, tuple]:
-    """Cut the context from the left so that the model reads at most ``max_length`` tokens
-    (context + continuation minus its last token), as lm_eval's ``hf`` model does."""
+def check_request(context: Sequence[int], continuation: Sequence[int], max_length: int) -> None:
     if not context or not continuation:
         raise ValueError("a request needs a non-empty context and continuation")
     if len(continuation) > max_length:
         raise ValueError(f"a continuation of {len(continuation)} tokens is longer than the model's "
                          f"{max_length} positions")
+
+
+def truncate(context: Sequence[int], continuation: Sequence[int], max_length: int) -> Tuple[tuple, tuple]:
+    """Cut the context from the left so that the model reads at most ``max_length`` tokens
+    (context + continuation minus its last token), as lm_eval's ``hf`` model does."""
+    check_request(context, continuation, max_length)
     keep = max_length + 1 - len(continuation)
     return tuple(context[-keep:]), tuple(continuation)
 
@@ -94,11 +98,8 @@ def seq2seq_loglikelihoods(model: EncoderDecoderModel, requests: Sequence[Reques
     the context as the encoder's source and the continuation as the decoder's target."""
     device = next(model.parameters()).device
     results: List[Tuple[float, bool]] = [(0.0, False)] * len(requests)
-    for i, (ctx, cont) in enumerate(requests):
-        if not ctx or not cont:
-            raise ValueError("a request needs a non-empty context and continuation")
-        if len(cont) > max_length:
-            raise ValueError(f"a continuation of {len(cont)} tokens is longer than the model's {max_length} positions")
+    for ctx, cont in requests:
+        check_request(ctx, cont, max_length)
     order = sorted(range(len(requests)), key=lambda i: (-len(requests[i][0]), -len(requests[i][1])))
     for start in range(0, len(order), batch_size):
         members = order[start:start + batch_size]
