@@ -88,19 +88,15 @@ def test_lm_evals_registry_and_simple_evaluate_find_the_model_by_name(sweep):
 
 
 def test_the_model_is_declared_in_lm_evals_plugin_entry_point_group():
-    """lm_eval releases with plugin discovery register each `lm_eval.models` entry point as a lazy
-    placeholder under its name; the one arch_zoo declares loads the class its decorator registers."""
+    """lm_eval releases with plugin discovery register each `lm_eval.models` entry point under its name
+    and load it on first use; the one arch_zoo declares is the class its decorator registers."""
     from importlib.metadata import entry_points
-
-    from lm_eval.api.registry import Registry
 
     import arch_zoo.evaluation
 
     (point,) = [p for p in entry_points(group="lm_eval.models") if p.value.startswith("arch_zoo.")]
     assert point.name == arch_zoo.evaluation.MODEL_NAME
-    registry = Registry("model")
-    registry.register(point.name, target=point)
-    assert registry.get("arch_zoo") is arch_zoo.evaluation.ArchZooLM
+    assert point.load() is arch_zoo.evaluation.ArchZooLM
 
 
 @pytest.mark.slow
