@@ -19,8 +19,11 @@ $(VENV)/.installed: pyproject.toml Makefile
 
 install: $(VENV)/.installed
 
+# The suite in parallel, a test file per worker process (pytest-xdist; its module fixtures are built
+# once): one worker a core, at most 8. Each test uses one torch thread (tests/conftest.py).
+TEST_WORKERS ?= auto
 test: $(VENV)/.installed
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --maxprocesses 8 --dist loadfile
 
 # The tests that assert what training learns, again under the CPU kernels other machines use (torch
 # picks AVX-512 where the CPU has it, else AVX2; `default` is the plain path) and with 2 threads: a margin
