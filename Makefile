@@ -20,8 +20,9 @@ $(VENV)/.installed: pyproject.toml Makefile
 install: $(VENV)/.installed
 
 # The suite in parallel, a test file per worker process (pytest-xdist; its module fixtures are built
-# once): one worker a core, at most 8. Each test uses one torch thread (tests/conftest.py).
-TEST_WORKERS ?= auto
+# once): one worker a logical CPU, at most 8 (each test uses one torch thread, tests/conftest.py);
+# TEST_WORKERS=0 runs the suite in the pytest process itself.
+TEST_WORKERS ?= logical
 test: $(VENV)/.installed
 	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --maxprocesses 8 --dist loadfile
 
