@@ -28,6 +28,8 @@ CASES = {
     "bad override": ({"grid": GRID, "overrides": {"train.max_stepz": 5}}, "overrides.train.max_stepz: unknown key"),
     "unknown spec key": ({"grid": GRID, "seed": [0]}, "seed: unknown sweep key (did you mean 'seeds'?)"),
     "bad metric goal": ({"grid": GRID, "metric": {"name": "val/loss", "goal": "down"}}, "metric.goal:"),
+    "bad smallest effect": ({"grid": GRID, "metric": {"name": "val/loss", "min_effect": -0.01}},
+                            "metric.min_effect: expected a positive difference in val/loss's units"),
     "seed as an axis": ({"grid": {"seed": [0, 1]}}, "grid.seed: seeds are not an axis"),
     "task problem": ({"grid": GRID, "overrides": {"task.seq_len": 64}}, "overrides.task.seq_len:"),
     "tuning seed is an evaluation seed": ({"grid": GRID, "seeds": [1, 2], "tune": {**TUNE, "seeds": [2]}},
