@@ -7,6 +7,8 @@
       budget: {tokens_per_param: 20}      # or {flops: [1.0e12, 3.0e12, 1.0e13]} (IsoFLOP); default: max_steps
       lr: tune                            # with ``tune``: tune | transfer (tune the smallest rung only)
       warmup_fraction: 0.1                # optional, with a budget: train.warmup_steps as a fraction of each rung's steps
+      holdout: largest                    # fit the rungs below the largest and predict it (default from 4 rungs up); none
+      fit: false                          # per-rung tables only: no curve fits (then fewer than 3 rungs are allowed)
 
 A ladder is a sweep: ``expand`` crosses every variant with the sizes (and the FLOPs budgets of an
 IsoFLOP ladder) as one more axis, ``scale.size`` (and ``scale.flops``), so names, run ids, the
@@ -24,7 +26,10 @@ from ..errors import ConfigError, did_you_mean
 from .fields import SweepSpec, Variant, _check_keys, _mapping
 
 SIZE_KEY, FLOPS_KEY = "scale.size", "scale.flops"  # the axes a ladder adds to every variant's settings
-SCALE_KEYS = ("sizes", "rule", "budget", "lr", "warmup_fraction")
+SCALE_KEYS = ("sizes", "rule", "budget", "lr", "warmup_fraction", "holdout", "fit")
+MIN_RUNGS = 3  # L = E + A C^-alpha has three parameters: fewer rungs fit any curve exactly, and say nothing
+HOLDOUTS = ("largest", "none")
+HOLDOUT_FROM = 4  # rungs from which the largest is held out by default (3 are left to fit)
 RULE_KEYS = ("widths", "aspect_ratio", "head_dim", "ffn_ratio")
 LR_MODES = {"tune": "tune: tuned per size (the two-stage tuning at every rung)",
             "transfer": "tune: tuned on the smallest rung only, its value reused at every rung (µP)"}
@@ -47,6 +52,12 @@ class ScaleSpec:
     flops: Tuple[float, ...] = ()  # IsoFLOP budgets: every size at every budget
     lr: Optional[str] = None  # with tune: tune | transfer
     warmup_fraction: Optional[float] = None
+    holdout: Optional[str] = None  # "largest", or None: every rung fitted
+    fit: bool = True  # False: per-rung tables only
+
+    @property
+    def rungs(self) -> int:
+        return len(self.flops) or len(self.sizes)
 
     @property
     def budget(self) -> str:
@@ -203,8 +214,39 @@ def parse_scale(value: Any, spec: SweepSpec) -> ScaleSpec:
         raise ConfigError("scale.warmup_fraction", "sets warmup from each rung's steps, which only a budget "
                           "(tokens_per_param or flops) gives; without one every rung trains train.max_steps, so "
                           "set train.warmup_steps")
-    return ScaleSpec(tuple(sizes), budget.get("tokens_per_param"), budget.get("per", "total"), budget.get("flops", ()),
-                     lr, warmup)
+    out = ScaleSpec(tuple(sizes), budget.get("tokens_per_param"), budget.get("per", "total"), budget.get("flops", ()),
+                    lr, warmup)
+    fit = s.get("fit", True)
+    if not isinstance(fit, bool):
+        raise ConfigError("scale.fit", f"expected true (fit a curve per variant) or false (per-rung tables only), "
+                          f"got {fit!r}")
+    return dataclasses.replace(out, fit=fit, holdout=holdout_of(s, out.rungs) if fit else _no_holdout(s))
+
+
+def _no_holdout(s: Mapping[str, Any]) -> None:
+    if s.get("holdout") not in (None, "none"):
+        raise ConfigError("scale.holdout", "predicts a rung from the fits, and scale.fit is false: drop one of them")
+    return None
+
+
+def holdout_of(s: Mapping[str, Any], rungs: int) -> Optional[str]:
+    """The rung held out of the fits ("largest" or None) for a ``scale`` mapping of ``rungs`` rungs, after
+    refusing a ladder too short to fit (or to fit once a rung is held out): one line, before anything trains."""
+    what = "budgets (scale.budget.flops)" if (s.get("budget") or {}).get("flops") is not None else "sizes"
+    if rungs < MIN_RUNGS:
+        raise ConfigError("scale", f"{rungs} rung{'s' * (rungs != 1)} ({what}): a scaling fit L = E + A C^-alpha has "
+                          f"3 parameters and needs at least {MIN_RUNGS} rungs; add {what}, or set scale.fit: false "
+                          "for per-rung tables only")
+    raw = s.get("holdout")
+    if raw is not None and raw not in HOLDOUTS:
+        raise ConfigError("scale.holdout", f"expected one of {', '.join(HOLDOUTS)}, got {raw!r}"
+                          f"{did_you_mean(str(raw), HOLDOUTS)}")
+    if raw == "largest" and rungs - 1 < MIN_RUNGS:
+        raise ConfigError("scale.holdout", f"holding out the largest of {rungs} rungs leaves {rungs - 1} to fit; a "
+                          f"fit needs {MIN_RUNGS}: add {what}, or set scale.holdout: none")
+    if raw is None:
+        return "largest" if rungs >= HOLDOUT_FROM else None
+    return None if raw == "none" else raw
 
 
 def check_with_tune(spec: SweepSpec) -> None:
