@@ -11,6 +11,7 @@ import pandas as pd
 from ...formatting import number
 from ..frames import write_frames
 from .analysis import Scaling
+from .verdict import k_value
 
 HEADLINE = "Scaling: loss against training compute, L(C) = E + A * C^-alpha"
 
@@ -43,9 +44,11 @@ def k_display(s: Scaling) -> pd.DataFrame:
     rows = []
     for _, r in s.multipliers.iterrows():
         where = f"rung {int(r['rung'])} ({r['size']})" if r["kind"] == "rung" else "extrapolated"
-        k = "no finite k" if math.isinf(r["k"]) else f"{_v(r['k'])} [{_v(r['k_ci_low'])}, {_v(r['k_ci_high'])}]"
+        band = None if pd.isna(r["k_equivalent_low"]) else (r["k_equivalent_low"], r["k_equivalent_high"])
+        k = "no finite k" if math.isinf(r["k"]) else \
+            f"{k_value(r['k'], band, 4)} [{k_value(r['k_ci_low'], band, 4)}, {k_value(r['k_ci_high'], band, 4)}]"
         rows.append({"variant": r["variant"], "vs": r["baseline"], "at": where, "train FLOPs": f"{r['compute']:.3e}",
-                     "fitted loss": _v(r["loss_fit"]), "k [95% CI]": k,
+                     "fitted loss": _v(r["loss_fit"]), "k [95% CI]": k, "k vs 1": r["relation"],
                      "note": r["note"] if isinstance(r["note"], str) else ""})
     return pd.DataFrame(rows)
 
@@ -54,12 +57,16 @@ def explanation(s: Scaling) -> List[str]:
     lines = ["Fit per variant: Huber loss on log residuals (Hoffmann et al. 2022, approach 3; delta = "
              f"{_v(float(s.fits['huber_delta'].iloc[0])) if len(s.fits) else '1e-3'}, 1.345 x the seeds' standard "
              "error in log space, at least 1e-3), from a grid of starts, through each rung's mean over seeds; 95% CI: "
-             "percentiles of a bootstrap over seeds within each rung (the same seeds for every variant), "
-             "refitted each time."]
+             "percentiles of a parametric bootstrap, refitted each time, in which each rung's mean moves by its "
+             "standard error times a Student t with seeds - 1 degrees of freedom (calibrated for few seeds), "
+             "every variant with the same weights on the same seeds (paired)."]
     if s.baseline:
         lines.append(f"k: the compute multiplier against {s.baseline}, the factor of training compute the "
                      "baseline needs to reach the variant's fitted loss at C (k > 1: the variant is worth more than it "
-                     "costs); no finite k where that loss is below the baseline's fitted floor E.")
+                     "costs); no finite k where that loss is below the baseline's fitted floor E. A k whose loss lies "
+                     f"within the smallest effect that counts ({_v(s.margin)} in {s.metric}) of the baseline's prints "
+                     "as 1.00; 'k vs 1' reads the interval against that band: above 1, below 1, equivalent to 1, or "
+                     "inconclusive.")
     if s.extrapolate_to is not None:
         lines.append(f"The row 'extrapolated' is at {s.extrapolate_to:.3e} FLOPs, beyond every rung: both curves are "
                      "assumed to hold there, which the ladder cannot show.")
