@@ -16,6 +16,7 @@ import pandas as pd
 from scipy import stats
 
 from ..errors import ConfigError, did_you_mean
+from ..metrics import range_of
 from ..run_names import plain
 from .load import FIXED, goal_for
 from .stats import bootstrap_ci, cohens_dz, holm, judge, seeds_needed, smallest_effect, tost_p
@@ -215,7 +216,7 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
                           "(set metric.goal in the sweep spec)")
     settings, metrics = settings_of(runs), metrics_of(runs)
     base = resolve_baseline(runs, baseline)
-    rows = []
+    rows, clipped = [], {}
     for variant, group in runs.groupby("variant", sort=False, dropna=False):
         first = group.iloc[0]
         row: Dict[str, Any] = {"variant": variant, **{s: first[s] for s in settings}}
@@ -239,6 +240,7 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
             mean, std, low, high = mean_ci(ok[m].to_numpy())
             if ci == "bootstrap":
                 low, high = bootstrap_ci(ok[m].to_numpy(), CONFIDENCE)
+            low, high = _clipped(m, low, high, row["variant"], clipped)
             row.update({f"{m} mean": mean, f"{m} std": std, f"{m} ci_low": low, f"{m} ci_high": high,
                         f"{m} n": len(ok)})
             direction = goal_for(runs.attrs, m)
@@ -263,8 +265,9 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
         for r, adjusted in zip(rows, holm([r[f"{m} p"] for r in rows])):
             r[f"{m} p_holm"] = float(adjusted)
             r[f"{m} margin"] = margins[m]
-            r[f"{m} verdict"] = "" if r["baseline"] else judge(r[f"{m} delta"], r[f"{m} delta_ci_low"], r[f"{m} delta_ci_high"],
-                                      r[f"{m} p_holm"], margins[m], goal_for(runs.attrs, m) or goal)
+            r[f"{m} verdict"] = "" if r["baseline"] else judge(
+                r[f"{m} delta"], r[f"{m} delta_ci_low"], r[f"{m} delta_ci_high"], r[f"{m} p_holm"], margins[m],
+                goal_for(runs.attrs, m) or goal)
     table = pd.DataFrame([{k: v for k, v in r.items() if k != "_values"} for r in rows])
     for s in settings:  # as the runs have them: a null beside numbers stays None, not NaN
         table[s] = pd.Series([r[s] for r in rows], dtype=object)
@@ -281,12 +284,29 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
     front = ["rank", "variant", *settings, "baseline", "baseline_variant", "seeds", *STATUSES, "other"]
     table = table[front + [c for c in table.columns if c not in front]]
     table.attrs.update(_attrs(runs, metric, goal, base, metrics, table, ci, min_effect))
+    table.attrs["notes"] += [_clip_note(m, names) for m, names in clipped.items()]
     if len(candidates) > 1:  # several baseline variants (a grid beside the baseline's axis): say who is whose
         pairs = [f"{r['variant']} vs {r['baseline_variant']}" for r in rows if not r["baseline"] and r["baseline_variant"]]
         table.attrs["notes"].append(f"Δ is against the baseline variant sharing most other settings: {'; '.join(pairs)}"
                                     + (f"; a tie, broken by the first baseline variant, for {'; '.join(ambiguous)}"
                                        if ambiguous else ""))
     return table
+
+
+def _clipped(m: str, low: float, high: float, variant: Any, clipped: Dict[str, List[str]]) -> tuple:
+    """The interval of a bounded metric's mean clipped to the metric's range (``metrics.RANGES``): a t-interval
+    at 2 seeds reaches far past it (e.g. [-3.44, 4.57] for an accuracy), and no mean can lie there."""
+    bounds = range_of(m)
+    if bounds is None or math.isnan(low) or math.isnan(high) or (bounds[0] <= low and high <= bounds[1]):
+        return low, high
+    clipped.setdefault(m, []).append(str(variant))
+    return max(low, bounds[0]), min(high, bounds[1])
+
+
+def _clip_note(m: str, names: List[str]) -> str:
+    lo, hi = range_of(m)
+    return (f"{m}: the 95% CI of the mean is clipped to the metric's range [{lo:g}, {hi:g}] for {', '.join(names)} "
+            "(its interval reached past it; with so few seeds the clipped interval is wide, not precise)")
 
 
 def missing_notes(runs: pd.DataFrame) -> List[str]:

@@ -172,7 +172,8 @@ def footnotes(table: pd.DataFrame) -> List[str]:
     lines.append("mean ± std over completed seeds; 95% CI " + (
         "by BCa bootstrap (scipy.stats.bootstrap, 9999 resamples, fixed seed; the percentile interval where BCa "
         "is undefined)."
-        if table.attrs.get("ci") == "bootstrap" else "from the t-distribution."))
+        if table.attrs.get("ci") == "bootstrap" else "from the t-distribution.")
+        + " An interval of a bounded metric (an accuracy in [0, 1]) is clipped to its range.")
     return lines + list(table.attrs.get("notes", []))
 
 
