@@ -157,7 +157,9 @@ def test_compute_multipliers_equal_the_closed_form_of_the_two_curves(ladder_repo
         assert tuple(fits.loc[name, ["E", "A", "alpha"]]) == pytest.approx(curve, rel=1e-5)
     top = want[-1], rungs.iloc[-1]["k_ci_low"], rungs.iloc[-1]["k_ci_high"]
     assert s.verdicts["ffn=swiglu"] == (f"better at every size (k = {number(top[0], 3)}x [{number(top[1], 3)}, "
-                                        f"{number(top[2], 3)}] at the largest rung: above 1)")
+                                        f"{number(top[2], 3)}] at the largest rung: above 1); decision accuracy: the "
+                                        "smallest rung's order matches the largest's for 100% [100%, 100%] of 1 "
+                                        "variant pair")
 
 
 def test_every_export_carries_the_fit_and_the_multipliers(ladder_report, tmp_path):

@@ -15,11 +15,13 @@ import pandas as pd
 
 from ...errors import ConfigError
 from ...run_names import short_names
-from ...sweeps.scale import SIZE_KEY
+from ...sweeps.scale import HOLDOUT_FROM, MIN_RUNGS, SIZE_KEY
 from ..stats import BOOTSTRAP_SEED
 from .bootstrap import REPLICATES, Curve, fit_curves, huber_delta
 from .fit import OK, curve as curve_values
 from .multiplier import at, equivalence_band
+from .predict import DECISION_COLUMNS, HOLDOUT_COLUMNS, decision_accuracy, decision_line, held_out_fits, \
+    holdout_table
 from .points import ARCH_HIDDEN, Ladder, arch_label, draws, ladder_points, resample, seed_noise
 from .trust import drop_untrained, shared_lr_note
 from .verdict import k_phrase, relation, verdict
@@ -44,6 +46,9 @@ class Scaling:
     ladder: Optional[Ladder] = None
     confidence: float = 0.95
     margin: float = math.nan  # the smallest effect that counts, in the metric's units
+    holdout: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=HOLDOUT_COLUMNS))
+    decisions: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=DECISION_COLUMNS))
+    held: Dict[str, Curve] = field(default_factory=dict)  # variant -> its fit without the held-out rung
 
 
 def is_ladder(runs: pd.DataFrame) -> bool:
@@ -120,7 +125,8 @@ def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[fl
     x_ref = math.exp(float(np.mean(np.log(computes)))) if computes else 1.0
     params = [c.params for rs in ladder.rungs.values() for r in rs for c in r.cells]
     n_ref = math.exp(float(np.mean(np.log(params)))) if params else 1.0
-    fitted = ladder.variants if goal == "min" else []
+    plan = _plan(runs, ladder.planned)
+    fitted = ladder.variants if goal == "min" and plan["fit"] else []
     drawn = {v: resample(ladder.rungs[v], shared, replicates) for v in fitted}
     for c in fit_curves([(v, ladder.rungs[v], drawn[v]) for v in fitted], x_ref, delta):
         curves[c.variant] = c
@@ -162,15 +168,33 @@ def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[fl
         elif c.usable.sum() < 0.95 * replicates:
             notes.append(f"{c.variant}: intervals from {int(c.usable.sum())} of {replicates} bootstrap replicates; "
                          "the others did not converge")
+    held = held_out_fits(ladder, drawn, x_ref, delta) if plan["holdout"] == "largest" else {}
+    holdout, lines = holdout_table(ladder, held, curves, baseline) if held else (None, [])
+    decisions = decision_accuracy(ladder, drawn, x_ref, delta)
+    cite = decision_line(decisions)
+    verdicts = {v: line + (f"; {cite}" if cite else "") for v, line in verdicts.items()}
+    notes += lines
+    if not plan["fit"]:
+        notes.append("scale.fit: false: per-rung comparisons only, no scaling fits")
     seeds = [len(cell.losses) for rs in ladder.rungs.values() for r in rs for cell in r.cells]
     if seeds and min(seeds) < 2:
         notes.append("warning: a rung with one seed has no spread to draw from: the intervals leave out its seed noise "
                      "and cover less than their nominal 95%")
-    if ladder.planned < 3:
+    if ladder.planned < MIN_RUNGS and plan["fit"]:
         notes.append(f"the ladder has {ladder.planned} rung{'s' * (ladder.planned != 1)}: fits need at least 3")
     return Scaling(metric, baseline, pd.DataFrame(fit_rows, columns=FIT_COLUMNS),
                    pd.DataFrame(k_rows, columns=K_COLUMNS), verdicts, notes, curves, extrapolate_to, ladder,
-                   margin=margin)
+                   margin=margin, decisions=decisions, held=held,
+                   **({"holdout": holdout} if holdout is not None else {}))
+
+
+def _plan(runs: pd.DataFrame, planned: int) -> Dict[str, Any]:
+    """The ladder's fit and hold-out settings as its runs recorded them (runs planned before they were recorded:
+    fits, and the largest rung held out from HOLDOUT_FROM rungs up)."""
+    records = list((runs.attrs.get("scale") or {}).values())
+    first = records[0] if records else {}
+    holdout = first["holdout"] if "holdout" in first else ("largest" if planned >= HOLDOUT_FROM else None)
+    return {"fit": first.get("fit", True), "holdout": holdout}
 
 
 def _band(row: Dict[str, Any]):
@@ -260,6 +284,13 @@ def series(s: Scaling) -> Dict[str, dict]:
                 far = np.geomspace(c.px.max(), top, GRID // 2)
                 mid, low, high = band(c, far)
                 entry.update(far_x=far.tolist(), far=mid.tolist(), far_low=low.tolist(), far_high=high.tolist())
+        held = s.held.get(variant)
+        if held is not None and held.ok and len(s.holdout):
+            row = s.holdout[s.holdout["variant"] == variant].iloc[0]
+            grid = np.geomspace(held.px.min() / 1.5, row["compute"] * 1.2, GRID)
+            mid, low, high = band(held, grid)
+            entry.update(held_x=[float(row["compute"])], held_y=[float(row["measured"])], held_fit_x=grid.tolist(),
+                         held_fit=mid.tolist(), held_low=low.tolist(), held_high=high.tolist())
         out[variant] = entry
     return out
 
