@@ -265,9 +265,9 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
         for r, adjusted in zip(rows, holm([r[f"{m} p"] for r in rows])):
             r[f"{m} p_holm"] = float(adjusted)
             r[f"{m} margin"] = margins[m]
-            r[f"{m} verdict"] = "" if r["baseline"] else judge(
+            r[f"{m} verdict"] = None if r["baseline"] else judge(
                 r[f"{m} delta"], r[f"{m} delta_ci_low"], r[f"{m} delta_ci_high"], r[f"{m} p_holm"], margins[m],
-                goal_for(runs.attrs, m) or goal)
+                goal_for(runs.attrs, m) or goal) or None  # None, not "": a CSV reads it back the same
     table = pd.DataFrame([{k: v for k, v in r.items() if k != "_values"} for r in rows])
     for s in settings:  # as the runs have them: a null beside numbers stays None, not NaN
         table[s] = pd.Series([r[s] for r in rows], dtype=object)

@@ -85,7 +85,8 @@ def shared_lr_note(plan: Plan) -> str:
     lrs = sorted({r.config.train.lr for r in plan.runs})
     shown = ", ".join(f"{v:g}" for v in lrs)
     return (f"note: every rung trains at train.lr = {shown}, not tuned per size (scale.lr: tune or transfer, with "
-            "a tune key, would tune it): compute multipliers between untuned rungs can grow or shrink with the lr alone")
+            "a tune key, would tune it): compute multipliers between untuned rungs can grow or shrink with the lr "
+            "alone")
 
 
 def _has_parametrization(plan: Plan) -> bool:

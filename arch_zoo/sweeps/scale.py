@@ -7,7 +7,7 @@
       budget: {tokens_per_param: 20}      # or {flops: [1.0e12, 3.0e12, 1.0e13]} (IsoFLOP); default: max_steps
       lr: tune                            # with ``tune``: tune | transfer (tune the smallest rung only)
       warmup_fraction: 0.1                # optional, with a budget: train.warmup_steps as a fraction of each rung's steps
-      holdout: largest                    # fit the rungs below the largest and predict it (default from 4 rungs up); none
+      holdout: largest                    # fit the rungs below the largest, predict it (default from 4 rungs); none
       fit: false                          # per-rung tables only: no curve fits (then fewer than 3 rungs are allowed)
 
 A ladder is a sweep: ``expand`` crosses every variant with the sizes (and the FLOPs budgets of an

@@ -242,7 +242,8 @@ def test_extrapolating_inside_the_ladder_or_without_one_is_refused(ladder_report
     (["worse"] * 3, "worse at every size"),
     (["equivalent"] * 3, "equivalent at every size"),
     (["inconclusive"] * 3, "inconclusive at every size"),
-    (["better", "better", "worse", "worse"], "flips between rung 2 and rung 3: better at rungs 1, 2; worse at rungs 3, 4"),
+    (["better", "better", "worse", "worse"],
+     "flips between rung 2 and rung 3: better at rungs 1, 2; worse at rungs 3, 4"),
     (["inconclusive", "better", "better"], "better at rungs 2, 3; inconclusive at rung 1"),
     (["equivalent", "", "better"], "better at rung 3; equivalent at rung 1; untested at rung 2"),
 ])

@@ -81,7 +81,8 @@ CASES = {
                                                                      {"d_model": 32}], "holdout": "largest"}},
                                   "scale.holdout: holding out the largest of 3 rungs leaves 2 to fit; a fit needs 3"),
     "unknown hold-out": ({"grid": GRID, "scale": {"sizes": [{"d_model": 16}, {"d_model": 24}, {"d_model": 32}],
-                                                  "holdout": "biggest"}}, "scale.holdout: expected one of largest, none"),
+                                                  "holdout": "biggest"}},
+                         "scale.holdout: expected one of largest, none"),
     "wandb method": ({"method": "bayes", "parameters": {"model.position": {"values": ["rope"]}}}, "method:"),
 }
 

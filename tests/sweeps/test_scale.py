@@ -43,7 +43,8 @@ def test_a_rule_makes_widths_at_a_fixed_aspect_ratio_and_head_size():
 
 
 def test_the_sizes_are_one_more_axis_smallest_rung_first():
-    spec = _parse({"sizes": [{"d_model": 32}, {"model.d_model": 64, "name": "big"}], "budget": {"flops": [1e9, 4e9]}, "fit": False})
+    spec = _parse({"sizes": [{"d_model": 32}, {"model.d_model": 64, "name": "big"}], "budget": {"flops": [1e9, 4e9]},
+                   "fit": False})
     assert spec.axes == ["model.position", "scale.size", "scale.flops"]
     got = [(v.settings["scale.size"], v.settings["scale.flops"], v.settings["model.position"]) for v in expand(spec)]
     assert got == [(s, c, p) for s in ("d32", "big") for c in (1e9, 4e9) for p in ("rope", "alibi")]

@@ -216,7 +216,8 @@ def _k_rows(c: Curve, base: Curve, ladder: Ladder, extrapolate_to: Optional[floa
         k, low, high, loss = at(c, base, extrapolate_to)
         rows.append({"variant": c.variant, "baseline": base.variant, "rung": None, "size": None,
                      "kind": "extrapolated", "compute": extrapolate_to, "loss_fit": loss, "k": k, "k_ci_low": low,
-                     "k_ci_high": high, **_equivalence(base, extrapolate_to, margin, low, high), "note": "extrapolated beyond the largest rung: both curves are assumed to "
+                     "k_ci_high": high, **_equivalence(base, extrapolate_to, margin, low, high),
+                     "note": "extrapolated beyond the largest rung: both curves are assumed to "
                                                 "hold there" + (f"; {_k_note(k, base)}" if math.isinf(k) else "")})
     return rows
 
