@@ -21,7 +21,7 @@ from .test_sigkill import arm, hooked  # noqa: F401 - the kill-hook fixture
 SIZES = [{"d_model": 16, "n_layers": 1, "d_ff": 32}, {"d_model": 24, "n_layers": 2, "d_ff": 48},
          {"d_model": 32, "n_layers": 2, "d_ff": 64}]
 SPEC = {"name": "ladder", "grid": {"model.position": ["sinusoidal", "rope"]}, "seeds": [0, 1],
-        "baseline": {"model.position": "sinusoidal"}, "scale": {"sizes": SIZES, "budget": {"tokens_per_param": 4}}}
+        "baseline": {"model.position": "sinusoidal"}, "scale": {"sizes": SIZES, "budget": {"tokens_per_param": 0.5}}}
 
 
 def _rung_means(store, x):
