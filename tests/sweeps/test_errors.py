@@ -2,6 +2,7 @@
 import pytest
 
 from arch_zoo.cli import main
+from arch_zoo.config.schema import TrainConfig
 
 from .conftest import BASE, write_spec
 
@@ -110,7 +111,12 @@ def test_a_ladder_too_short_to_fit_is_refused_by_the_dry_run_too(case, spec_dir,
     assert code == 2 and err.count("\n") == 1 and expected in err, err
     tables_only = {**spec, "scale": {k: v for k, v in spec["scale"].items() if k != "holdout"} | {"fit": False}}
     assert main(["sweep", str(write_spec(spec_dir, tables_only)), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
-    assert "scale.fit: false: the report gives per-rung comparisons only" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "scale.fit: false: the report gives per-rung comparisons only" in out
+    lr = BASE["train"].get("lr", TrainConfig.lr)  # item 1: a ladder that tunes no lr names the one its rungs share
+    assert (f"note: every rung trains at train.lr = {lr:g}, not tuned per size (scale.lr: tune or transfer, with a "
+            "tune key, would tune it): compute multipliers between untuned rungs can grow or shrink with the lr "
+            "alone") in out
 
 
 def test_missing_spec_file_and_bad_flags(tmp_path, capsys):
