@@ -186,3 +186,26 @@ def test_the_dry_run_of_a_ladder_without_a_budget_says_every_rung_trains_max_ste
     spec = {**LADDER, "seeds": [0], "scale": {"sizes": SIZES[:2], "fit": False}}
     assert main(["sweep", str(write_spec(spec_dir, spec)), "--dry-run", "--out", str(tmp_path / "out")]) == 0
     assert "budget: every rung trains train.max_steps\n" in capsys.readouterr().out
+
+
+def test_a_depth_rule_makes_depths_at_one_width(spec_dir):
+    """Issue 42 item 4: a ladder by depth at a fixed width, as OLMo-core and Chinchilla also ladder."""
+    spec = _parse({"rule": {"depths": [2, 4, 8], "d_model": 64, "head_dim": 16, "ffn_ratio": 2}})
+    assert [s.keys for s in spec.scale.sizes] == [
+        {"d_model": 64, "n_layers": d, "n_heads": 4, "d_ff": 128} for d in (2, 4, 8)]
+    assert [s.label for s in spec.scale.sizes] == ["d64-L2-h4-ff128", "d64-L4-h4-ff128", "d64-L8-h4-ff128"]
+    for rule, message in (({"depths": [2], "widths": [32], "d_model": 64, "head_dim": 16}, "not both or neither"),
+                          ({"aspect_ratio": 16, "head_dim": 16}, "not both or neither"),
+                          ({"depths": [2, 4, 8], "head_dim": 16}, "scale.rule.d_model: missing"),
+                          ({"depths": [2, 0, 8], "d_model": 64, "head_dim": 16}, r"scale.rule.depths\[1\]: expected a"),
+                          ({"depths": [2, 4, 8], "d_model": 64, "head_dim": 16, "aspect_ratio": 16},
+                           "scale.rule.aspect_ratio: is for a width rule")):
+        with pytest.raises(ConfigError, match=message):
+            _parse({"rule": rule})
+    ladder = {**LADDER, "seeds": [0], "scale": {"rule": {"depths": [1, 2, 3], "d_model": 16, "head_dim": 8},
+                                                "budget": {"tokens_per_param": 0.5}}}
+    plan = make_plan(load_spec(write_spec(spec_dir, ladder)))
+    by_rung = {r.scale["rung"]: r for r in plan.runs if r.settings["model.position"] == "sinusoidal"}
+    assert [by_rung[i].config.model.n_layers for i in range(3)] == [1, 2, 3]
+    assert by_rung[0].scale["non_embedding_params"] < by_rung[1].scale["non_embedding_params"] \
+        < by_rung[2].scale["non_embedding_params"]
