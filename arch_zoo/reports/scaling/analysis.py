@@ -119,7 +119,7 @@ def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[fl
                      "report a loss metric (--metric val/loss) for fits")
     delta = huber_delta(seed_noise(ladder))
     rng = np.random.default_rng(BOOTSTRAP_SEED)
-    shared = draws(ladder, replicates, rng)  # the same resampled seeds for every variant at a rung
+    shared = draws(ladder, replicates, rng)  # the same draws on the same seeds for every variant at a rung
     curves: Dict[str, Curve] = {}
     fit_rows = []
     x_ref = math.exp(float(np.mean(np.log(computes)))) if computes else 1.0
@@ -168,9 +168,7 @@ def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[fl
         elif c.usable.sum() < 0.95 * replicates:
             notes.append(f"{c.variant}: intervals from {int(c.usable.sum())} of {replicates} bootstrap replicates; "
                          "the others did not converge")
-    held = held_out_fits(ladder, drawn, x_ref, delta) if plan["holdout"] == "largest" else {}
-    holdout, lines = holdout_table(ladder, held, curves, baseline) if held else (None, [])
-    decisions = decision_accuracy(ladder, drawn, x_ref, delta)
+    held, holdout, lines, decisions = _predictive(ladder, drawn, curves, baseline, x_ref, delta, plan)
     cite = decision_line(decisions)
     verdicts = {v: line + (f"; {cite}" if cite else "") for v, line in verdicts.items()}
     notes += lines
@@ -186,6 +184,14 @@ def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[fl
                    pd.DataFrame(k_rows, columns=K_COLUMNS), verdicts, notes, curves, extrapolate_to, ladder,
                    margin=margin, decisions=decisions, held=held,
                    **({"holdout": holdout} if holdout is not None else {}))
+
+
+def _predictive(ladder: Ladder, drawn, curves: Dict[str, Curve], baseline: Optional[str], x_ref: float, delta: float,
+                plan: Dict[str, Any]):
+    """(held-out fits, their table or None, the lines it gives, decision accuracy): how well the ladder predicts."""
+    held = held_out_fits(ladder, drawn, x_ref, delta) if plan["holdout"] == "largest" else {}
+    holdout, lines = holdout_table(ladder, held, curves, baseline) if held else (None, [])
+    return held, holdout, lines, decision_accuracy(ladder, drawn, x_ref, delta)
 
 
 def _plan(runs: pd.DataFrame, planned: int) -> Dict[str, Any]:
