@@ -30,6 +30,22 @@ GOALS: Dict[str, str] = {
 }
 
 
+# The values a metric can take, where bounded: an interval reaching past them is clipped to them.
+RANGES: Dict[str, tuple] = {
+    "loss": (0.0, float("inf")),
+    "perplexity": (1.0, float("inf")),
+    "bpc": (0.0, float("inf")),
+    "accuracy": (0.0, 1.0),
+    "token_accuracy": (0.0, 1.0),
+    "exact_match": (0.0, 1.0),
+}
+
+
+def range_of(metric: str) -> Optional[tuple]:
+    """(lowest, highest) value ``metric`` can take, or None when unknown."""
+    return RANGES.get(base_name(metric))
+
+
 def base_name(metric: str) -> str:
     """'val@1024/loss' -> 'loss': the metric without its split."""
     return metric.rsplit("/", 1)[-1]

@@ -56,7 +56,8 @@ def ws(tmp_path_factory):
                         ("order", {"sizes": [{"d_model": 32}, {"d_model": 16}]}),
                         ("budget", {"sizes": [{"d_model": 16}], "budget": {"tokens_per_param": 20, "flops": [1e9]}}),
                         ("warmup", {"sizes": [{"d_model": 16}], "warmup_fraction": 0.1})):
-        (ws / f"spec_scale_{name}.yaml").write_text(yaml.safe_dump({"name": f"l{name}", **spec, "scale": scale}))
+        (ws / f"spec_scale_{name}.yaml").write_text(yaml.safe_dump({"name": f"l{name}", **spec,
+                                                                     "scale": {**scale, "fit": False}}))
     small = {"n_train": 16, "n_val": 4, "n_test": 4}
     for name, entry in (("task", {"task": "copyy"}), ("option", {"task": "copy", "options": {"n_symbolz": 3}}),
                         ("rejected", {"task": "copy", "options": {**small, "min_len": 9, "max_len": 4}})):

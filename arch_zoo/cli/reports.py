@@ -13,7 +13,9 @@ def _stats_options(p) -> None:
     p.add_argument("--ci", default="t", choices=["t", "bootstrap"],
                    help="95%% intervals from the t-distribution (default) or a BCa bootstrap (metrics far from normal)")
     p.add_argument("--min-effect", type=float, default=None, metavar="D",
-                   help="seeds needed: plan for a difference D of the metric (its units) instead of the observed Δ")
+                   help="the smallest difference D of the metric that counts (its units; default: the spec's "
+                        "metric.min_effect, else a quarter of the seeds' spread): a Δ whose interval lies inside ±D "
+                        "is 'equivalent', and seeds needed plans for D instead of the observed Δ")
 
 
 def _report(args) -> int:

@@ -174,6 +174,7 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
                                      or (Path(paths[0]).resolve().name if len(paths) == 1 else "compare")),
         "settings": settings_keys, "metrics": metric_keys + _curve_only(frame),
         "metric": name, "goal": direction(metric.get("goal")) or goal_of(name, goals), "goals": goals,
+        "min_effect": metric.get("min_effect"),  # the spec's smallest effect that counts (reports/stats.py)
         "baseline": {str(k): v for k, v in (spec.get("baseline") or {}).items()},
         "description": spec.get("description") or "",
         "samples": samples,

@@ -201,7 +201,7 @@ def _finish(spec: SweepSpec, data: Mapping) -> None:
                                   f"varied keys: {', '.join(spec.axes) or 'none'}")
     if data.get("metric") is not None:
         m = _mapping(data["metric"], "metric")
-        _check_keys(m, ("name", "goal"), "metric.")
+        _check_keys(m, ("name", "goal", "min_effect"), "metric.")
         if not isinstance(m.get("name"), str) or not m["name"]:
             raise ConfigError("metric.name", f"expected a metric name such as val/loss, got {m.get('name')!r}")
         goal = m.get("goal", goal_of(m["name"]))
@@ -211,6 +211,12 @@ def _finish(spec: SweepSpec, data: Mapping) -> None:
         if goal not in GOALS:
             raise ConfigError("metric.goal", f"expected min or max, got {goal!r}")
         spec.metric = {"name": m["name"], "goal": GOALS[goal]}
+        effect = m.get("min_effect")
+        if effect is not None:
+            if isinstance(effect, bool) or not isinstance(effect, (int, float)) or not 0 < effect < math.inf:
+                raise ConfigError("metric.min_effect", f"expected a positive difference in {m['name']}'s units "
+                                  f"(the smallest that counts), got {effect!r}")
+            spec.metric["min_effect"] = float(effect)
     match = data.get("match_params")
     if match is True:
         spec.match_params = 0.01
