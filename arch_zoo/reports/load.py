@@ -169,11 +169,17 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
         metric = {"name": metric}
     name = metric.get("name") or DEFAULT_METRIC["name"]
     goals = {k: v for r in rows for k, v in (r.get("_goals") or {}).items()}
+    units = {k: v for r in rows for k, v in (r.get("_units") or {}).items()}
+    bytes_per_token: Dict[str, Dict[str, float]] = {}  # variant -> split -> its runs' (one corpus, one tokenizer)
+    for r, rec in zip(rows, records):
+        for split, value in (r.get("_bytes_per_token") or {}).items():
+            bytes_per_token.setdefault(str(rec["variant"]), {}).setdefault(split, value)
     frame.attrs.update({
         "name": spec.get("name") or ("+".join(dict.fromkeys(str(r["sweep"]) for r in rows if r.get("sweep")))
                                      or (Path(paths[0]).resolve().name if len(paths) == 1 else "compare")),
         "settings": settings_keys, "metrics": metric_keys + _curve_only(frame),
         "metric": name, "goal": direction(metric.get("goal")) or goal_of(name, goals), "goals": goals,
+        "units": units, "bytes_per_token": bytes_per_token,
         "baseline": {str(k): v for k, v in (spec.get("baseline") or {}).items()},
         "description": spec.get("description") or "",
         "samples": samples,

@@ -164,6 +164,8 @@ def read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
     row["_pruned_at"] = status.get("pruned_at") if state in ("pruned", "completed") else None  # completed: cut later
     row["_settings"] = {k: scalar(v) for k, v in (meta.get("settings") or {}).items()}
     row["_goals"] = {k: v for k, v in (summary.get("goals") or {}).items() if v in DIRECTIONS}
+    row["_units"] = dict(summary.get("units") or {})
+    row["_bytes_per_token"] = (summary.get("task") or {}).get("bytes_per_token") or {}  # split -> measured
     row["_samples"] = summary.get("samples") or []
     row["_commit"] = summary.get("git_commit")
     row["_not_evaluated"] = _not_evaluated(summary)

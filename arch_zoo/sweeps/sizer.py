@@ -48,7 +48,7 @@ class Sizer:
         cpt = data.info.get("chars_per_token") or {}
         task_objective = objectives.objective(data.objective)
         out = [f"{split}/{name}" for split in data.eval_splits
-               for name in task_objective.metric_names(cpt.get(split.split("@")[0], 0.0))]
+               for name in task_objective.metric_names(cpt.get(split.split("@")[0], 0.0), data.token_bytes is not None)]
         if "exact_match" in data.metrics and cfg.train.exact_match_samples > 0:
             out.append("val/exact_match")
         return out
