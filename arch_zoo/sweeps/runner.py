@@ -16,6 +16,7 @@ from .plan import Plan, make_plan, second_plan
 from .rungs import cut_runs, next_round
 from .spec import SweepSpec, load_spec
 from .store import Store, read_json
+from .tables import plan_warnings
 from .tune import STAGE_TUNE, Choice, base_settings, choose, edge_warning, per_byte_rows, shown, variant_key
 from .invocation import Invocation, utc_now, worker_times
 from .worker import FINISHED, Result, Task
@@ -124,6 +125,8 @@ def _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray
         from ..data.tasks.common import prepare_all
 
         prepare_all([r.config for r in plan.runs], log)  # each distinct token store once, before any worker
+        for line in plan_warnings(plan):  # what --dry-run warned of, said again as the sweep starts
+            log(line)
     except BaseException as exc:
         launch.stop(abort=True)
         if isinstance(exc, KeyboardInterrupt):  # nothing was written yet
