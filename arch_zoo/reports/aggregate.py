@@ -365,4 +365,4 @@ def _attrs(runs, metric, goal, base, metrics, table, ci="t", min_effect=None) ->
     return {"name": runs.attrs.get("name", ""), "task": runs.attrs.get("task"), "metric": metric, "goal": goal,
             "goals": runs.attrs.get("goals") or {}, "baseline": base,
             "settings": settings_of(runs), "metrics": metrics, "notes": notes, "ci": ci,
-            "min_effect": min_effect}
+            "min_effect": min_effect, "not_evaluated": runs.attrs.get("not_evaluated") or {}}
