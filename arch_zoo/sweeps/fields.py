@@ -23,6 +23,9 @@ BUDGETS = {"tokens": "train.max_steps set per variant so its training tokens equ
            "flops": "train.max_steps adjusted per variant, to the nearest step",
            "steps": "every variant keeps its train.max_steps; training tokens are not matched"}
 SETS_STEPS = ("tokens", "bytes", "flops")  # budgets that set each variant's train.max_steps
+# axes that change the tokens an optimizer step holds (the plan measures them; wandb cannot follow)
+PER_STEP_KEYS = ("train.batch_size", "train.accumulate_grad_batches", "train.devices", "task.seq_len", "task.min_len",
+                 "task.max_len")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
