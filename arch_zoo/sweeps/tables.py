@@ -79,6 +79,10 @@ def plan_warnings(plan: Plan) -> List[str]:
     if plan.spec.budget == "steps" and len(set(tokens.values())) > 1:
         lines.append("budget: steps, not tokens (train.max_steps is varied on purpose): the variants train on "
                      + ", ".join(f"{v} {si(t)}" for v, t in tokens.items()) + " tokens")
+    short = {r.variant: (r.config.train.warmup_steps, r.config.train.max_steps) for r in plan.runs
+             if r.matched.get("train.max_steps") and r.config.train.warmup_steps >= r.config.train.max_steps}
+    lines += [f"warning: {v} trains {steps} steps (its budget's) but train.warmup_steps is {warm}: it never reaches "
+              "train.lr; set warmup in proportion or match steps" for v, (warm, steps) in short.items()]
     skipped: Dict[str, List[str]] = {}  # why -> the variants it holds for (once, not per seed)
     for run in plan.runs:
         for why in unreachable_lengths(run.config).values():

@@ -41,10 +41,13 @@ def test_tokens_budget_trains_batch_size_by_length_variants_on_the_baselines_tok
             assert run.matched == {"train.max_steps": t.max_steps}
         steps.add(t.max_steps)
     assert len(steps) > 4  # the budget moved steps; before, all eight kept 100 (102k to 2.5M tokens)
-    assert main(["sweep", str(write_spec(spec_dir, spec, LONG)), "--out", str(tmp_path / "o"), "--dry-run"]) == 0
+    warm = {**LONG, "train": {**LONG["train"], "warmup_steps": 30}}
+    assert main(["sweep", str(write_spec(spec_dir, spec, warm)), "--out", str(tmp_path / "o"), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "budget: match tokens (train.max_steps set per variant so its training tokens equal the baseline's" in out
     assert "train.max_steps=12" in out  # 32 x 64 x 1: 25,600 / 2,048 tokens a step
+    short = {r.variant for r in plan.runs if r.config.train.max_steps <= 30}
+    assert out.count("but train.warmup_steps is 30: it never reaches train.lr") == len(short) > 0
 
 
 def test_a_varied_max_steps_is_a_budget_of_steps_and_says_so(spec_dir, tmp_path, capsys):
