@@ -1,6 +1,7 @@
 """From a spec to the list of runs: one validated config per (variant, seed), with its run id,
 parameter count, training budget and, under ``budget: params`` (``match_params``), the adjusted
-``model.d_ff``, or under ``budget: flops``, the adjusted ``train.max_steps``. A tuned spec
+``model.d_ff``, or under ``budget: tokens | bytes | flops``, the adjusted ``train.max_steps`` (tokens and
+bytes: where an axis changes what a step holds, or what a token covers). A tuned spec
 (``tune``) plans in two stages: ``make_plan`` gives stage 1, ``second_plan`` stage 2 from its choices.
 
 Everything a user can get wrong surfaces here, before any run starts, as a ConfigError naming
