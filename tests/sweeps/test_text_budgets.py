@@ -139,3 +139,12 @@ def test_a_trained_tokens_sweep_is_reported_matched_and_an_old_unmatched_store_i
     text = capsys.readouterr().out
     assert "budget: tokens not matched" in text and "batch_size=4 512, batch_size=8 1.02k" in text
     assert "budget: matched" not in text
+
+
+def test_wandb_cannot_follow_a_tokens_budget_over_batch_size(spec_dir, tmp_path, capsys):
+    path = write_spec(spec_dir, {"grid": {"train.batch_size": [8, 16]}}, LONG)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "o"), "--export-wandb"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "budget: train.batch_size changes the tokens a step holds" in err
+    steps = write_spec(spec_dir, {"grid": {"train.batch_size": [8, 16]}, "budget": "steps"}, LONG)
+    assert main(["sweep", str(steps), "--out", str(tmp_path / "o"), "--export-wandb"]) == 0
