@@ -57,7 +57,8 @@ def _budget_note(rows: List[Dict[str, Any]], single_sweep: bool) -> List[str]:
         return []
     match = matches[0]
     # what must agree for the line to say matched (a budget of steps claims tokens only when they agree)
-    held = {"tokens": "train_tokens", "bytes": "_train_bytes", "flops": "train_flops", "steps": "train_tokens"}.get(match)
+    held = {"tokens": "train_tokens", "bytes": "_train_bytes", "flops": "train_flops",
+            "steps": "train_tokens"}.get(match)
     per_step = {"tokens": "_tokens_per_step", "bytes": "_bytes_per_step", "flops": "_flops_per_step",
                 "steps": "_tokens_per_step"}.get(match)
     tokens, text = _per_variant(rows, "train_tokens"), _per_variant(rows, "_train_bytes")

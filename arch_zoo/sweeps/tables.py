@@ -113,8 +113,8 @@ def _plan_table(plan: Plan, store: Optional[Store]) -> str:
     extra = ["status", metric] if store is not None else []
     shift = len(extra)
     right = (1, *([3] if shift else []), *(i + shift for i in range(3, 8 + text)))
-    return _table(["variant", "seed", *extra, "changed keys", "params", "steps", "tokens", *(["text bytes"] if text else []),
-                   "train FLOPs", "vs baseline", "run_id"], rows, right=right)
+    return _table(["variant", "seed", *extra, "changed keys", "params", "steps", "tokens",
+                   *(["text bytes"] if text else []), "train FLOPs", "vs baseline", "run_id"], rows, right=right)
 
 
 def _metric(store: Store, run_id: str, metric: str) -> str:

@@ -242,7 +242,8 @@ def choose(tune: TuneSpec, results: Sequence[Tuple[Dict[str, Any], int, str, Opt
 
 
 def per_byte_rows(tune: TuneSpec, rows: List[Tuple[Dict[str, Any], int, str, Optional[float]]],
-                  measured: Sequence[Tuple[Optional[float], Optional[float]]]) -> Tuple[list, Dict[str, Tuple[str, str]]]:
+                  measured: Sequence[Tuple[Optional[float], Optional[float]]]
+                  ) -> Tuple[list, Dict[str, Tuple[str, str]]]:
     """Stage 1's rows with, for each variant whose tuned values tokenize the text differently (their
     runs' bytes per token on ``select``'s split differ), ``select`` replaced by that split's bits per
     byte: a per-token loss does not compare them (metrics.per_byte_instead). ``measured``: per row,

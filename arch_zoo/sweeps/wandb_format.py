@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
 from ..errors import ConfigError
-from .fields import PER_STEP_KEYS, Distribution, SweepSpec, _check_keys, _distribution, _finish, _mapping, _name, _values, \
-    parse_overrides, resolve_base
+from .fields import PER_STEP_KEYS, Distribution, SweepSpec, _check_keys, _distribution, _finish, _mapping, _name, \
+    _values, parse_overrides, resolve_base
 from ..run_names import yaml_value
 
 DISTRIBUTIONS = ("categorical", "uniform", "int_uniform", "log_uniform_values")
