@@ -63,3 +63,31 @@ def test_per_token_metrics_give_way_to_bits_per_byte_only_when_tokens_differ(met
 def test_without_bits_per_byte_the_ranking_warns():
     chosen, note = per_byte_instead("val/loss", {"a": 1.0, "b": 2.0}, ["val/loss"])
     assert chosen == "val/loss" and note.startswith("warning: ranked by val/loss, though")
+
+
+def test_a_ladder_over_tokenizations_fits_bits_per_byte(tmp_path):
+    """The ladder's fits take the table's ranking metric: per byte when the variants' tokens differ."""
+    import json
+    import math
+
+    from arch_zoo.reports.scaling import analyse
+    from tests.reports.ladders import write_ladder
+
+    curves = {"relu": (1.5, 60.0, 0.15), "swiglu": (1.4, 55.0, 0.15)}
+    per_token = {"relu": 1.0, "swiglu": 2.5}  # as if the variants' tokens covered 1 and 2.5 bytes
+    root = write_ladder(tmp_path / "lad", curves)
+    for summary in (root / "runs").glob("*/summary.json"):
+        record = json.loads(summary.read_text())
+        name = "relu" if "ffn-relu" in summary.parent.name else "swiglu"
+        loss = record["final"]["val/loss"]
+        record["final"]["val/bpb"] = loss / math.log(2) / per_token[name]
+        record["task"] = {**record.get("task", {}), "bytes_per_token": {"val": per_token[name]}}
+        summary.write_text(json.dumps(record))
+    runs = load_runs(root)
+    table = summarize(runs)
+    scaling = analyse(runs, table, replicates=50)
+    assert scaling.metric == "val/bpb"
+    assert any(n.startswith("ranked by val/bpb, not val/loss") for n in table.attrs["notes"])
+    fits = scaling.fits[scaling.fits["x"] == "compute"].set_index("variant")
+    for name, (E, _, _) in curves.items():  # bpb = loss / ln 2 / bytes per token: the floor scales the same way
+        assert fits.loc[f"ffn={name}", "E"] == pytest.approx(E / math.log(2) / per_token[name], rel=1e-4)
