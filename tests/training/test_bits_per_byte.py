@@ -98,3 +98,32 @@ def test_a_run_reports_bpb_for_train_every_eval_split_and_length(tmp_path):
         rows = list(csv.DictReader(f))
     train = [r for r in rows if r.get("train/bpb")]
     assert train and all(0 < float(r["train/bpb"]) < float(r["train/loss"]) / math.log(2) for r in train)
+
+
+class _Ids:
+    """A split of ``n`` token ids, i % 7, read by offset as a store's TokenArray is."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def read(self, start, stop):
+        import numpy as np
+
+        return np.arange(start, stop) % 7
+
+
+def test_split_bytes_is_exact_up_to_its_limit_and_an_estimate_past_it(monkeypatch):
+    import numpy as np
+
+    from arch_zoo.data import text_bytes
+
+    table = np.array([0, 1, 1, 2, 3, 4, 1])
+    monkeypatch.setattr(text_bytes, "CHUNK", 50)
+    exact = sum(int(table[i % 7]) for i in range(5_000))
+    assert text_bytes.split_bytes(_Ids(5_000), table) == exact  # chunked, every token counted
+    monkeypatch.setattr(text_bytes, "EXACT_UP_TO", 1_000)  # past the limit: 64 evenly spaced chunks, scaled
+    assert text_bytes.split_bytes(_Ids(5_000), table) == pytest.approx(exact, rel=0.01)
+    assert text_bytes.bytes_per_token(_Ids(5_000), None) is None
