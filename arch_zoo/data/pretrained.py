@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import ConfigError
-from .tokenizers import TOKENIZERS, Tokenizer, _hf_encode_batch
+from .tokenizers import TOKENIZERS, Tokenizer, _hf_encode_batch, byte_level_token_bytes
 
 NAMES = {
     "eos_id": ("</s>", "<|endoftext|>", "<eos>", "<|end_of_text|>", "[SEP]"),
@@ -86,6 +86,9 @@ class PretrainedTokenizer(Tokenizer):
 
     def decode(self, ids, skip_special=True):
         return self._tok.decode(list(ids), skip_special_tokens=skip_special)
+
+    def token_bytes(self):
+        return byte_level_token_bytes(self._tok)
 
     def state(self):
         return {"serialized": self._tok.to_str()}

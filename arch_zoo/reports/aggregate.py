@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from ..errors import ConfigError, did_you_mean
-from ..metrics import range_of
+from ..metrics import per_byte_instead, range_of
 from ..run_names import plain
 from .load import FIXED, goal_for
 from .stats import bootstrap_ci, cohens_dz, holm, judge, seeds_needed, smallest_effect, tost_p
@@ -46,6 +46,17 @@ def check_metric(runs: pd.DataFrame, metric: str) -> None:
     if logged and metric not in logged:
         raise ConfigError("metric", f"'{metric}' was logged by no run{did_you_mean(metric, logged)}; "
                                     f"logged metrics: {', '.join(sorted(logged))}")
+
+
+def ranking_metric(runs: pd.DataFrame, metric: str) -> Tuple[str, Optional[str]]:
+    """``metric``, or the bits per byte of its split when ``metric`` is per token and the variants'
+    tokens cover different text (measured: their runs' bytes per token on that split differ), with
+    the one line that says so (metrics.per_byte_instead)."""
+    split = metric.rsplit("/", 1)[0]
+    measured = {v: per_split.get(split) for v, per_split in (runs.attrs.get("bytes_per_token") or {}).items()
+                if v in set(runs["variant"].astype(str))}
+    available = [m for m in metrics_of(runs) if runs[m].notna().any()]
+    return per_byte_instead(metric, measured, available, runs.attrs.get("units"))
 
 
 def mean_ci(values: Sequence[float]) -> tuple:
@@ -210,6 +221,7 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
     check_options(ci, min_effect)
     metric = metric or runs.attrs.get("metric") or "val/loss"
     check_metric(runs, metric)
+    metric, rank_note = ranking_metric(runs, metric)
     goal = goal_for(runs.attrs, metric)
     if goal is None:
         raise ConfigError("metric", f"{metric}: no run or sweep spec says whether lower or higher is better "
@@ -285,6 +297,8 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
     table = table[front + [c for c in table.columns if c not in front]]
     table.attrs.update(_attrs(runs, metric, goal, base, metrics, table, ci, min_effect))
     table.attrs["notes"] += [_clip_note(m, names) for m, names in clipped.items()]
+    if rank_note:
+        table.attrs["notes"].insert(0, rank_note)
     if len(candidates) > 1:  # several baseline variants (a grid beside the baseline's axis): say who is whose
         pairs = [f"{r['variant']} vs {r['baseline_variant']}" for r in rows if not r["baseline"] and r["baseline_variant"]]
         table.attrs["notes"].append(f"Δ is against the baseline variant sharing most other settings: {'; '.join(pairs)}"
@@ -379,4 +393,4 @@ def _attrs(runs, metric, goal, base, metrics, table, ci="t", min_effect=None) ->
     return {"name": runs.attrs.get("name", ""), "task": runs.attrs.get("task"), "metric": metric, "goal": goal,
             "goals": runs.attrs.get("goals") or {}, "baseline": base,
             "settings": settings_of(runs), "metrics": metrics, "notes": notes, "ci": ci,
-            "min_effect": min_effect}
+            "min_effect": min_effect, "not_evaluated": runs.attrs.get("not_evaluated") or {}}

@@ -124,8 +124,9 @@ def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
         out["seeds needed"] = "" if r.get("baseline") else seeds_needed_text(r, metric)
         seed = r.get(f"{metric} best_seed")
         out["best seed"] = "" if seed is None or pd.isna(seed) else str(seed)
-        for m in other_metrics(table):
-            out[m] = mean_std(r, m, pm)
+        skipped = (table.attrs.get("not_evaluated") or {}).get(str(r["variant"])) or ""
+        for m in other_metrics(table):  # a length the variant cannot run is marked, its why in the notes
+            out[m] = mean_std(r, m, pm) or ("not evaluated" if f"{m.rsplit('/', 1)[0]}:" in skipped else "")
         notes = r.get("notes")
         out["notes"] = notes if isinstance(notes, str) else ""  # None reads back from pandas as NaN
         rows.append(out)

@@ -16,8 +16,16 @@ from ..metrics import SPELLINGS as GOALS, goal_of
 from ..run_names import yaml_value
 
 # budget.match: what every variant gets the same amount of -> how the plan gets there
-BUDGETS = {"tokens": "every variant keeps the same train.max_steps", "params": "model.d_ff adjusted per variant",
-           "flops": "train.max_steps adjusted per variant, to the nearest step"}
+BUDGETS = {"tokens": "train.max_steps set per variant so its training tokens equal the baseline's, within one batch",
+           "bytes": "train.max_steps set per variant from its bytes per token so it reads the baseline's bytes of "
+                    "text, within one batch",
+           "params": "model.d_ff adjusted per variant",
+           "flops": "train.max_steps adjusted per variant, to the nearest step",
+           "steps": "every variant keeps its train.max_steps; training tokens are not matched"}
+SETS_STEPS = ("tokens", "bytes", "flops")  # budgets that set each variant's train.max_steps
+# axes that change the tokens an optimizer step holds (the plan measures them; wandb cannot follow)
+PER_STEP_KEYS = ("train.batch_size", "train.accumulate_grad_batches", "train.devices", "task.seq_len", "task.min_len",
+                 "task.max_len")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -91,7 +99,7 @@ class SweepSpec:
     baseline: Optional[Dict[str, Any]] = None
     metric: Dict[str, str] = field(default_factory=lambda: {"name": "val/loss", "goal": "min"})
     match_params: Optional[float] = None  # relative tolerance, when parameter matching is on
-    budget: str = "tokens"  # tokens | params | flops (params <=> match_params is set)
+    budget: str = "tokens"  # tokens | bytes | params | flops | steps (params <=> match_params is set)
     source_key: Dict[str, str] = field(default_factory=dict)  # axis key -> "grid" | "zip" | "random.parameters"
     command_line: List[str] = field(default_factory=list)  # the overrides given after SPEC (also in ``overrides``)
     tune: Optional[TuneSpec] = None  # per-variant tuning (stage 1) before the evaluation on ``seeds`` (stage 2)
@@ -240,6 +248,8 @@ def _budget(spec: SweepSpec, value: Any) -> None:
     if value is None:
         if spec.match_params is not None:
             spec.budget = "params"
+        elif "train.max_steps" in spec.source_key:  # steps varied on purpose: the budget is steps, said so
+            spec.budget = "steps"
         return
     b = {"match": value} if isinstance(value, str) else _mapping(value, "budget")
     _check_keys(b, ("match", "tolerance"), "budget.")
@@ -258,9 +268,9 @@ def _budget(spec: SweepSpec, value: Any) -> None:
         if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
             raise ConfigError("budget.tolerance", f"expected a fraction in (0, 1), got {tol!r}")
         spec.match_params = float(tol)
-    if match == "flops" and "train.max_steps" in spec.source_key:
-        raise ConfigError("budget", f"match: flops sets each variant's train.max_steps, so it cannot also be varied "
-                          f"by {spec.source_key['train.max_steps']}; drop that axis or match tokens")
+    if match in SETS_STEPS and "train.max_steps" in spec.source_key:
+        raise ConfigError("budget", f"match: {match} sets each variant's train.max_steps, so it cannot also be varied "
+                          f"by {spec.source_key['train.max_steps']}; drop that axis or match steps")
 
 
 def _int(value: Any, key: str) -> int:

@@ -80,9 +80,9 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         default_root_dir=str(run_dir),
     )
     dm.consumed = lambda: trainer.global_step * t.accumulate_grad_batches
-    names = [f"{s}/{m}" for s in data.eval_splits for m in ("loss", "accuracy", "token_accuracy", "bpc")]
+    names = [f"{s}/{m}" for s in data.eval_splits for m in ("loss", "accuracy", "token_accuracy", "bpc", "bpb")]
     if writer:
-        define_summaries(loggers, names + ["val/exact_match", "train/loss"], goal_of)
+        define_summaries(loggers, names + ["val/exact_match", "train/loss", "train/bpb"], goal_of)
     trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if resume_from is not None else None)
 
     diverged = module.diverged_at is not None
@@ -113,6 +113,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         "best": best_metrics(module.history, goal_of),
         **({"best_checkpoint": keep_best[0].record()} if keep_best else {}),  # by the sweep's metric and goal
         "goals": {k: goal_of(k) for k in final if goal_of(k)},  # how reports rank them
+        "units": {k: module.objective.unit(k) for k in final if module.objective.unit(k)},  # and in what unit
         "samples": module.samples,
         "parameters": count_parameters(model),
         "active_parameters": active_parameters(model),  # per token: less than parameters with mixture-of-experts

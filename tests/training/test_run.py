@@ -183,6 +183,7 @@ def test_eval_lengths_past_a_learned_table_are_skipped_with_the_reason():
     data = prepare(cfg(model={**TINY_DECODER, "position": "learned", "max_seq_len": 16},
                        task={"name": "char_lm", "max_chars": 20000, "seq_len": 16, "eval_lengths": [16, 32]}))
     assert data.eval_splits == ["val", "val@16"]
-    assert data.info["not_evaluated"] == {"val@32": "position 'learned' represents at most 16 positions"}
+    assert data.info["not_evaluated"] == {"val@32": "task.eval_lengths: 32 is past what position 'learned' represents "
+                                          "(at most 16 positions, model.max_seq_len 16); val@32 is not evaluated"}
     rope = prepare(cfg(task={"name": "char_lm", "max_chars": 20000, "seq_len": 16, "eval_lengths": [64]}))
     assert rope.eval_splits == ["val", "val@64"] and "not_evaluated" not in rope.info
