@@ -33,17 +33,23 @@ def ladder_table(plan: Plan, estimates: Dict[str, float], workers: Optional[int]
         each = [estimates[r.run_id] for r in runs]
         name = arch + (" *" if first.is_baseline else "")
         rows.append([str(rung + 1), first.settings[SIZE_KEY]] + ([f"{flops:.3g}"] if scale.flops else [])
-                    + [", ".join(f"{k}={plain(v)}" for k, v in keys.items()), name,
+                    + [", ".join(f"{k}={plain(v)}" for k, v in keys.items())]
+                    + ([_target(scale.sizes[rung])] if scale.params_rule else []) + [name,
                        f"{first.scale['params']:,}", f"{first.scale['non_embedding_params']:,}",
                        str(first.budget["steps"]), si(first.budget["tokens"]), f"{first.budget['flops']:.3e}",
                        str(len(runs)), duration(sum(each) / len(each)), duration(sum(each))])
     header = ["rung", "size"] + (["FLOPs budget"] if scale.flops else []) + [
-        "model keys", "variant", "params", "non-emb params", "steps", "tokens", "train FLOPs", "runs", "est. per run",
-        "est. runs"]
+        "model keys"] + (["target params"] if scale.params_rule else []) + [
+        "variant", "params", "non-emb params", "steps", "tokens", "train FLOPs", "runs", "est. per run", "est. runs"]
     total = sum(estimates.values())
     numeric = ("rung", "FLOPs budget", "params", "non-emb params", "steps", "tokens", "train FLOPs", "runs",
                "est. per run", "est. runs")
     text = "\nladder:\n" + _table(header, rows, right=tuple(i for i, h in enumerate(header) if h in numeric))
+    if scale.params_rule is not None:
+        r = scale.params_rule
+        text += (f"sizes: the width (a multiple of head_dim {r.head_dim}, depth width / {r.aspect_ratio:g}) whose "
+                 f"{r.count.replace('_', '-')} parameters come nearest each target, counted on "
+                 f"{_reference(plan)}; within {r.tolerance:.0%}\n")
     if scale.budget == "tokens_per_param":
         budget = f"{scale.tokens_per_param:g} tokens per {scale.per.replace('_', '-')} parameter of each rung's baseline"
     elif scale.budget == "flops":
@@ -80,6 +86,11 @@ def ladder_table(plan: Plan, estimates: Dict[str, float], workers: Optional[int]
     return text
 
 
+def _target(size) -> str:
+    """A parameter rule's target, and how near the reference variant's count at the chosen shape came."""
+    return f"{si(size.target)} ({size.count / size.target - 1:+.1%})"
+
+
 def shared_lr_note(plan: Plan) -> str:
     """Item 1 of issue 42: a ladder whose rungs share one learning rate says so, naming it."""
     lrs = sorted({r.config.train.lr for r in plan.runs})
@@ -87,6 +98,11 @@ def shared_lr_note(plan: Plan) -> str:
     return (f"note: every rung trains at train.lr = {shown}, not tuned per size (scale.lr: tune or transfer, with "
             "a tune key, would tune it): compute multipliers between untuned rungs can grow or shrink with the lr "
             "alone")
+
+
+def _reference(plan: Plan) -> str:
+    first = next((r for r in plan.runs if r.is_baseline), plan.runs[0])
+    return f"{variant_name(arch_settings(first.settings), plan.names)} (each rung's reference variant)"
 
 
 def _has_parametrization(plan: Plan) -> bool:

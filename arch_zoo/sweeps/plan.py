@@ -19,6 +19,7 @@ from .costs import matched_steps, step_bytes, tokens_per_step, training_flops
 from .halving import check_budgets
 from .sizer import Sizer
 from .scale import FLOPS_KEY, SIZE_KEY, size_overrides, transfer_lookup
+from .scale_params import resolve_spec
 from .scale_plan import check_increasing, check_transfer, ladder_steps, references, scale_record, size_blame, \
     warmup_override
 from .spec import SweepSpec, Variant, expand
@@ -126,6 +127,7 @@ def _related(key: str, axis: str) -> bool:
 
 def make_plan(spec: SweepSpec, variants: Optional[List[Variant]] = None) -> Plan:
     """Every run of ``variants`` (default: the spec's) x seeds; a tuned spec's stage 1."""
+    _resolve_sizes(spec)
     if spec.tune is not None and variants is None:
         seed = _Configs(spec, {}).base.seed if spec.seeds is None else None
         if seed in spec.tune.seeds:
@@ -143,6 +145,7 @@ def make_plan(spec: SweepSpec, variants: Optional[List[Variant]] = None) -> Plan
 def second_plan(spec: SweepSpec, chosen: Dict[str, Choice]) -> Plan:
     """A tuned spec's stage 2: each variant at its chosen value on the evaluation seeds. ``chosen``
     (``tune.choose``) is read from stage 1's finished runs, so this plan is a function of them."""
+    _resolve_sizes(spec)
     second = stage_two_spec(spec)
     picks = {label: c.value for label, c in chosen.items() if c.value is not None}
     variants = stage_two_variants(expand(spec), spec.tune, picks, transfer_lookup(spec.scale))
@@ -152,6 +155,22 @@ def second_plan(spec: SweepSpec, chosen: Dict[str, Choice]) -> Plan:
                                              for v in variants):
         second = dataclasses.replace(second, baseline=None)  # the baseline had no usable value: no reference
     return _staged(_make_plan(second, variants), spec, STAGE_EVAL)
+
+
+def _resolve_sizes(spec: SweepSpec) -> None:
+    """A parameter rule's sizes (``scale_params``), counted on the reference variant: the baseline, else
+    the first, as every rung's budget is."""
+    if spec.scale is None or spec.scale.params_rule is None or spec.scale.sizes:
+        return
+    bare = dataclasses.replace(spec, scale=None)
+    configs, sizer, variants = _Configs(bare, {}), Sizer(), expand(bare)
+    ref = variants[_baseline(bare, variants, {})[0]]
+
+    def count(keys):
+        shape = {f"model.{k}": v for k, v in keys.items()}
+        variant = Variant({**ref.settings, **shape}, {**ref.sources, **{k: "scale.rule" for k in shape}})
+        return sizer.shape_counts(configs.load(variant), lambda exc: configs.error(exc, variant))
+    resolve_spec(spec, count)
 
 
 def _rule(tune) -> Dict[str, Any]:

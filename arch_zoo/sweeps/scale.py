@@ -5,6 +5,7 @@
       # or a rule that makes them: widths at a fixed depth-to-width ratio and head size
       rule: {widths: [32, 64, 128], aspect_ratio: 16, head_dim: 16, ffn_ratio: 4}
       # or depths at a fixed width: rule: {depths: [2, 4, 8], d_model: 64, head_dim: 16}
+      # or parameter targets (scale_params.py): rule: {params: [1.0e+5, 3.0e+5, 1.0e+6], aspect_ratio: 16, head_dim: 16}
       budget: {tokens_per_param: 20}      # or {flops: [1.0e12, 3.0e12, 1.0e13]} (IsoFLOP); default: max_steps
       lr: tune                            # with ``tune``: tune | transfer (tune the smallest rung only)
       warmup_fraction: 0.1                # optional, with a budget: train.warmup_steps as a fraction of each rung's steps
@@ -25,13 +26,14 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..errors import ConfigError, did_you_mean
 from .fields import SweepSpec, Variant, _check_keys, _mapping
+from .scale_params import SHAPE_KEYS, ParamsRule, parse_params_rule
 
 SIZE_KEY, FLOPS_KEY = "scale.size", "scale.flops"  # the axes a ladder adds to every variant's settings
 SCALE_KEYS = ("sizes", "rule", "budget", "lr", "warmup_fraction", "holdout", "fit")
 MIN_RUNGS = 3  # L = E + A C^-alpha has three parameters: fewer rungs fit any curve exactly, and say nothing
 HOLDOUTS = ("largest", "none")
 HOLDOUT_FROM = 4  # rungs from which the largest is held out by default (3 are left to fit)
-RULE_KEYS = ("widths", "aspect_ratio", "depths", "d_model", "head_dim", "ffn_ratio")
+RULE_KEYS = ("widths", "aspect_ratio", "depths", "d_model", "params", "count", "tolerance", "head_dim", "ffn_ratio")
 LR_MODES = {"tune": "tune: tuned per size (the two-stage tuning at every rung)",
             "transfer": "tune: tuned on the smallest rung only, its value reused at every rung (µP)"}
 # short labels for the keys a size usually sets: d64-L4-h4
@@ -43,6 +45,8 @@ class Size:
     label: str  # the value of the scale.size axis (in names and run ids)
     keys: Dict[str, Any]  # model key (without "model.") -> value
     where: str  # the spec key that made it, for errors: scale.sizes[1] or scale.rule.widths[1]
+    target: Optional[float] = None  # a parameter rule's target for this rung, and the count its shape gives
+    count: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -55,10 +59,17 @@ class ScaleSpec:
     warmup_fraction: Optional[float] = None
     holdout: Optional[str] = None  # "largest", or None: every rung fitted
     fit: bool = True  # False: per-rung tables only
+    params_rule: Optional[ParamsRule] = None  # sizes by parameter count: () until the plan resolves them
 
     @property
     def rungs(self) -> int:
-        return len(self.flops) or len(self.sizes)
+        return len(self.flops) or len(self.sizes) or (len(self.params_rule.params) if self.params_rule else 0)
+
+    @property
+    def model_keys(self) -> List[str]:
+        """The model keys the sizes set (known before a parameter rule's sizes are)."""
+        keys = list(SHAPE_KEYS) if self.params_rule is not None else []
+        return keys + [k for s in self.sizes for k in s.keys if k not in keys]
 
     @property
     def budget(self) -> str:
@@ -136,12 +147,18 @@ def _depth_rule(r: Mapping[str, Any]) -> List[Tuple[Dict[str, Any], str]]:
             for i, d in enumerate(depths)]
 
 
-def _rule(raw: Any) -> List[Tuple[Dict[str, Any], str]]:
+def _rule(raw: Any):
+    """The sizes a width or depth rule makes, or a parameter rule (its sizes wait for the plan's counts)."""
     r = _mapping(raw, "scale.rule")
     _check_keys(r, RULE_KEYS, "scale.rule.")
-    if ("depths" in r) == ("widths" in r):
-        raise ConfigError("scale.rule", "give widths (at a fixed aspect_ratio) or depths (at a fixed d_model), not "
-                          "both or neither")
+    if sum(k in r for k in ("widths", "depths", "params")) != 1:
+        raise ConfigError("scale.rule", "give one of widths (at a fixed aspect_ratio), depths (at a fixed d_model) "
+                          "or params (targets: widths and depths at a fixed aspect_ratio), not both or neither")
+    if "params" in r:
+        return parse_params_rule(r)
+    for k in ("count", "tolerance"):
+        if k in r:
+            raise ConfigError(f"scale.rule.{k}", "is for a parameter rule (params: [...])")
     if "depths" in r:
         for k in ("widths", "aspect_ratio"):
             if k in r:
@@ -214,6 +231,7 @@ def parse_scale(value: Any, spec: SweepSpec) -> ScaleSpec:
         raise ConfigError("scale", "give either sizes (a list of model settings) or rule (widths at a fixed "
                           "aspect ratio and head size)")
     fields = model_fields()
+    params_rule = None
     if "sizes" in s:
         raw = s["sizes"]
         if not isinstance(raw, (list, tuple)) or not raw:
@@ -222,6 +240,8 @@ def parse_scale(value: Any, spec: SweepSpec) -> ScaleSpec:
         names = [x.get("name") if isinstance(x, Mapping) else None for x in raw]
     else:
         made = _rule(s["rule"])
+        if isinstance(made, ParamsRule):  # no sizes yet: the keys it will set must still be free
+            params_rule, made = made, [({k: None for k in SHAPE_KEYS}, "scale.rule")]
         names = [None] * len(made)
     sizes: List[Size] = []
     for (keys, where), name in zip(made, names):
@@ -250,8 +270,10 @@ def parse_scale(value: Any, spec: SweepSpec) -> ScaleSpec:
         raise ConfigError("scale.warmup_fraction", "sets warmup from each rung's steps, which only a budget "
                           "(tokens_per_param or flops) gives; without one every rung trains train.max_steps, so "
                           "set train.warmup_steps")
+    if params_rule is not None:
+        sizes = []
     out = ScaleSpec(tuple(sizes), budget.get("tokens_per_param"), budget.get("per", "total"), budget.get("flops", ()),
-                    lr, warmup)
+                    lr, warmup, params_rule=params_rule)
     fit = s.get("fit", True)
     if not isinstance(fit, bool):
         raise ConfigError("scale.fit", f"expected true (fit a curve per variant) or false (per-rung tables only), "

@@ -21,6 +21,7 @@ class Sizer:
         self.vocab: Dict[str, int] = {}
         self.data: Dict[str, Any] = {}  # the TaskData behind each vocabulary
         self.counts: Dict[Tuple[str, int, str], Tuple[int, float, int]] = {}
+        self.shapes: Dict[Tuple[str, int, str], Tuple[int, int]] = {}  # shape_counts: (total, non-embedding)
         self.split_lengths: Dict[str, Tuple[Dict[Tuple[int, int], int], Dict[str, Any]]] = {}
 
     def vocab_size(self, cfg: ExperimentConfig, blame: Callable[[ConfigError], ConfigError]) -> int:
@@ -100,6 +101,29 @@ class Sizer:
     def tokens_per_step(self, cfg: ExperimentConfig, blame) -> float:
         """Real training tokens per optimizer step at the lengths ``cfg`` trains at."""
         return tokens_per_step(cfg, self.tokens_per_example(cfg, blame))
+
+    def shape_counts(self, cfg: ExperimentConfig, blame) -> Tuple[int, int]:
+        """(total, non-embedding) parameters, counted on a model built on the meta device: no memory and
+        no init, so a parameter rule can try widths of any size (a component that cannot build there is
+        built for real)."""
+        vocab = self.vocab_size(cfg, blame)
+        key = (json.dumps(to_dict(cfg.model), sort_keys=True, default=str), vocab, self._key(cfg))
+        if key in self.counts:
+            return self.counts[key][0], self.counts[key][2]
+        if key not in self.shapes:
+            import torch
+
+            from ..models import build_model
+            from ..models.summary import count_parameters, non_embedding_parameters
+
+            with torch.random.fork_rng(devices=[]):
+                try:
+                    with torch.device("meta"):
+                        model = build_model(cfg.model, vocab)
+                except (NotImplementedError, RuntimeError):
+                    model = build_model(cfg.model, vocab)
+            self.shapes[key] = (count_parameters(model), non_embedding_parameters(model))
+        return self.shapes[key]
 
     def _measure(self, cfg: ExperimentConfig, blame) -> Tuple[int, float, int]:
         vocab = self.vocab_size(cfg, blame)

@@ -113,7 +113,7 @@ def add_overrides(spec: SweepSpec, overrides: Sequence[str]) -> SweepSpec:
                                    "change the spec, or override another key")
         if spec.tune is not None and key in spec.tune.keys:
             raise ConfigError(key, "is tuned per variant by the spec's tune, so an override cannot set it")
-        if spec.scale is not None and (key in ("model." + k for sz in spec.scale.sizes for k in sz.keys)
+        if spec.scale is not None and (key in ("model." + k for k in spec.scale.model_keys)
                                        or (key == "train.max_steps" and spec.scale.budget != "steps")):
             raise ConfigError(key, "is set by the spec's scale (its sizes or budget), so an override cannot set it")
         if key == "seed" and spec.seeds is not None:

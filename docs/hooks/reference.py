@@ -270,8 +270,8 @@ SWEEP_MEANINGS = {
     "match_params": "`true` or `{tolerance: 0.01}`: the same as `budget: {match: params}`",
     "budget": "what every variant gets the same amount of: `tokens` (default), `params` or `flops`",
     "tune": "per-variant tuning of one key (or a `grid` of several) before the comparison ([a tuned sweep](../how-to/tuned-sweep.md))",
-    "scale": "a size ladder: every variant at several sizes (`sizes`, or a `rule` of widths or of depths), each "
-             "with its budget "
+    "scale": "a size ladder: every variant at several sizes (`sizes`, or a `rule` of widths, of depths or of "
+             "parameter targets), each with its budget "
              "(`budget: {tokens_per_param: K}` or IsoFLOP `flops`), `lr: tune | transfer`, `warmup_fraction`, "
              "`holdout: largest | none` (default largest from 4 rungs), `fit: false` (per-rung tables only; "
              "otherwise at least 3 rungs) "
