@@ -38,7 +38,8 @@ def _by_hand(model, batch):
         return lambda _m, _i, out: got.__setitem__(name, out.double().abs().sum().item() / out.numel())
 
     handles = [model.embed.register_forward_hook(keep("embedding"))]
-    handles += [layer.register_forward_hook(keep(f"decoder.layers.{i}")) for i, layer in enumerate(model.decoder.layers)]
+    handles += [layer.register_forward_hook(keep(f"decoder.layers.{i}"))
+                for i, layer in enumerate(model.decoder.layers)]
     with torch.no_grad():
         logits = model(batch["input_ids"], batch["attention_mask"]).logits
     for h in handles:
