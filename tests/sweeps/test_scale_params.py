@@ -9,6 +9,7 @@ from arch_zoo.errors import ConfigError
 from arch_zoo.models import build_model
 from arch_zoo.sweeps import load_spec, make_plan
 from arch_zoo.sweeps.spec import add_overrides, parse_spec
+from arch_zoo.training.run import prepare
 
 from .conftest import write_spec
 
@@ -28,7 +29,11 @@ def _non_embedding(model: nn.Module) -> int:
 def _count_at(base, width: int) -> int:
     cfg = load(base, ["model.position=sinusoidal", f"model.d_model={width}", f"model.n_heads={width // 4}",
                       f"model.n_layers={max(1, round(width / 8))}", f"model.d_ff={2 * width}"])
-    return _non_embedding(build_model(cfg.model, 65))
+    return _non_embedding(build_model(cfg.model, _vocab(cfg)))
+
+
+def _vocab(cfg) -> int:
+    return prepare(cfg, quiet=True).tokenizer.vocab_size
 
 
 def _parse(rule, **extra):
@@ -76,7 +81,7 @@ def test_the_plan_picks_the_width_nearest_each_target_and_counts_it_as_the_built
         width = run.config.model.d_model
         assert width % 4 == 0 and size.keys == {"d_model": width, "n_layers": max(1, round(width / 8)),
                                                 "n_heads": width // 4, "d_ff": 2 * width}
-        measured = _non_embedding(build_model(run.config.model, 65))  # the task's 65 characters
+        measured = _non_embedding(build_model(run.config.model, _vocab(run.config)))
         assert run.scale["non_embedding_params"] == measured == size.count
         assert run.scale["target_params"] == target and run.scale["target_count"] == "non_embedding"
         assert abs(measured / target - 1) <= RULE["tolerance"]
@@ -108,3 +113,19 @@ def test_the_dry_run_describes_each_rung_and_a_target_out_of_reach_is_one_line(s
         assert len(err.splitlines()) == 1
         import re
         assert re.search(message, err), err
+
+
+def test_count_total_meets_the_targets_in_all_parameters_and_a_tuned_ladder_plans_on_the_sizes(spec_dir):
+    rule = {**RULE, "params": [4000, 9000, 20000], "count": "total"}
+    spec = {**LADDER, "scale": {**LADDER["scale"], "rule": rule}}
+    plan = make_plan(load_spec(write_spec(spec_dir, spec)))
+    for run in (r for r in plan.runs if r.is_baseline):
+        size = plan.spec.scale.sizes[run.scale["rung"]]
+        model = build_model(run.config.model, _vocab(run.config))
+        total = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+        assert run.scale["params"] == total == size.count and abs(total / size.target - 1) <= rule["tolerance"]
+    # lr: transfer tunes the smallest resolved rung in stage 1
+    tuned = {**spec, "tune": {"key": "train.lr", "values": [1e-3, 3e-3], "seeds": [5]},
+             "scale": {**spec["scale"], "lr": "tune"}}
+    first = make_plan(load_spec(write_spec(spec_dir, tuned, name="tuned.yaml")))
+    assert sorted({r.scale["size"] for r in first.runs}) == sorted(s.label for s in plan.spec.scale.sizes)
