@@ -18,8 +18,7 @@ from ..errors import ConfigError
 from .costs import matched_steps, step_bytes, tokens_per_step, training_flops
 from .halving import check_budgets
 from .sizer import Sizer
-from .scale import FLOPS_KEY, SIZE_KEY, size_overrides, transfer_lookup
-from .scale_params import resolve_spec
+from .scale import FLOPS_KEY, SIZE_KEY, size_overrides, transfer_lookup, with_sizes
 from .scale_plan import check_increasing, check_transfer, ladder_steps, references, scale_record, size_blame, \
     warmup_override
 from .spec import SweepSpec, Variant, expand
@@ -170,7 +169,7 @@ def _resolve_sizes(spec: SweepSpec) -> None:
         shape = {f"model.{k}": v for k, v in keys.items()}
         variant = Variant({**ref.settings, **shape}, {**ref.sources, **{k: "scale.rule" for k in shape}})
         return sizer.shape_counts(configs.load(variant), lambda exc: configs.error(exc, variant))
-    resolve_spec(spec, count)
+    spec.scale = with_sizes(spec.scale, count)
 
 
 def _rule(tune) -> Dict[str, Any]:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..errors import ConfigError, did_you_mean
 from .fields import SweepSpec, Variant, _check_keys, _mapping
-from .scale_params import SHAPE_KEYS, ParamsRule, parse_params_rule
+from .scale_params import SHAPE_KEYS, ParamsRule, parse_params_rule, resolve
 
 SIZE_KEY, FLOPS_KEY = "scale.size", "scale.flops"  # the axes a ladder adds to every variant's settings
 SCALE_KEYS = ("sizes", "rule", "budget", "lr", "warmup_fraction", "holdout", "fit")
@@ -321,6 +321,16 @@ def check_with_tune(spec: SweepSpec) -> None:
             where = spec.source_key.get(key) or ("tune" if spec.tune is not None and key in spec.tune.keys else None)
             if where:
                 raise ConfigError("scale.budget", f"sets each rung's {key}, so it cannot also be varied by {where}")
+
+
+def with_sizes(scale: ScaleSpec, reference_count: Callable[[Dict[str, Any]], Tuple[int, int]]) -> ScaleSpec:
+    """A parameter rule's ladder with its sizes (a no-op for any other ladder, or once resolved).
+    ``reference_count(keys)``: (total, non-embedding) parameters of the reference variant at those keys."""
+    rule = scale.params_rule
+    if rule is None or scale.sizes:
+        return scale
+    count = lambda keys: reference_count(keys)[0 if rule.count == "total" else 1]  # noqa: E731
+    return dataclasses.replace(scale, sizes=tuple(resolve(rule, count, _label, Size)))
 
 
 # ----------------------------------------------------------------------------------------- expansion

@@ -7,10 +7,9 @@ rung reference variant's (its baseline, else its first), built as the plan build
 is met for the model the budgets are computed on; other variants at the same shape count their own.
 
 Parsing is pure data (``parse_params_rule``); the sizes exist once the plan has counted
-(``resolve``), before anything expands the spec into runs."""
+(``resolve``, through ``scale.with_sizes``), before anything expands the spec into runs."""
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
@@ -115,16 +114,3 @@ def resolve(rule: ParamsRule, count: Callable[[Dict[str, Any]], int], label: Cal
                               f"{got:,}); spread the targets further apart")
         sizes.append(size_type(label(keys), keys, where, target=target, count=got))
     return sizes
-
-
-def resolve_spec(spec, reference_count: Callable[[Dict[str, Any]], Tuple[int, int]]) -> None:
-    """Fill in a parameter rule's sizes on ``spec`` (once; a no-op for any other ladder).
-    ``reference_count(keys)``: (total, non-embedding) parameters of the reference variant at those keys."""
-    from .scale import Size, _label
-
-    scale = spec.scale
-    if scale is None or scale.params_rule is None or scale.sizes:
-        return
-    rule = scale.params_rule
-    count = lambda keys: reference_count(keys)[0 if rule.count == "total" else 1]  # noqa: E731
-    spec.scale = dataclasses.replace(scale, sizes=tuple(resolve(rule, count, _label, Size)))
