@@ -5,6 +5,8 @@ The parametrization, which changes the model's function, is the model's (compone
 Torch only (no Lightning): the registries fill when the catalog imports them, before any config is read."""
 from __future__ import annotations
 
+from typing import List
+
 import torch
 
 from ..components.parametrization import PARAMETRIZATIONS
@@ -15,7 +17,7 @@ from .optimizers import OPTIMIZERS, Built, OptimizerRecipe, build_optimizer, opt
 from .schedules import SCHEDULES, Schedule
 
 __all__ = ["OPTIMIZERS", "SCHEDULES", "Built", "OptimizerRecipe", "Schedule", "build_optimizer", "build_scheduler",
-           "check_recipe", "schedule_for"]
+           "check_recipe", "recipe_warnings", "schedule_for"]
 
 
 def schedule_for(train: TrainConfig) -> Schedule:
@@ -27,6 +29,14 @@ def build_scheduler(optimizer: torch.optim.Optimizer, train: TrainConfig) -> tor
     schedule = schedule_for(train)
     # a plain function, not the Schedule object: LambdaLR would pickle an object's attributes into checkpoints
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: schedule(step))
+
+
+def recipe_warnings(train: TrainConfig, key: str = "train") -> List[str]:
+    """What the recipe will run differently from what its settings name (a WSD schedule with no stable
+    phase): training prints each at its start and ``sweep --dry-run`` before anything trains."""
+    spec = SCHEDULES.parse(train.schedule, f"{key}.schedule")
+    line = SCHEDULES.get(spec.name).factory.warning(spec.options, train, f"{key}.schedule")
+    return [line] if line else []
 
 
 def check_recipe(cfg: ExperimentConfig, key: str = "train") -> None:

@@ -20,6 +20,7 @@ from ..data.tasks import TASKS, TaskData
 from ..data.unigram import unigram_loss
 from ..errors import ConfigError
 from ..models.embedding_scale import embedding_scale
+from ..recipes import recipe_warnings
 from .interrupts import RunInterrupted, sigterm_raises
 from .objectives import objective
 
@@ -82,14 +83,14 @@ def prepare(cfg: ExperimentConfig, quiet: bool = False) -> TaskData:
 
 
 def _notices(cfg: ExperimentConfig, data: TaskData, quiet: bool) -> None:
-    """Before training: a corpus cut by max_chars (unless quiet: the summary records it), and a
-    position signal that drowns the tokens out."""
+    """Before training: a corpus cut by max_chars (unless quiet: the summary records it), a
+    position signal that drowns the tokens out, and a recipe that will not run as its settings name."""
     cut = cut_text(data.info)
     if cut and not quiet:
         print(f"arch-zoo: note: the corpus was cut: {cut}", file=sys.stderr)
     drowned = embedding_scale(cfg.model, data.tokenizer.vocab_size).warning()
-    if drowned:
-        print(f"arch-zoo: warning: {drowned}", file=sys.stderr)
+    for line in ([drowned] if drowned else []) + recipe_warnings(cfg.train):
+        print(f"arch-zoo: warning: {line}", file=sys.stderr)
 
 
 def _drop_unreachable_lengths(cfg: ExperimentConfig, data: TaskData) -> None:
