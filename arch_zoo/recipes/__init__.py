@@ -13,11 +13,11 @@ from ..components.parametrization import PARAMETRIZATIONS
 from ..config import ExperimentConfig, TrainConfig
 from ..errors import ConfigError
 from . import muon  # noqa: F401  (registers 'muon')
-from .optimizers import OPTIMIZERS, Built, OptimizerRecipe, build_optimizer, optimizer_recipe
+from .optimizers import OPTIMIZERS, Built, OptimizerRecipe, build_optimizer, optimizer_recipe, shown_groups
 from .schedules import SCHEDULES, Schedule
 
 __all__ = ["OPTIMIZERS", "SCHEDULES", "Built", "OptimizerRecipe", "Schedule", "build_optimizer", "build_scheduler",
-           "check_recipe", "recipe_warnings", "schedule_for"]
+           "check_recipe", "recipe_warnings", "schedule_for", "shown_groups"]
 
 
 def schedule_for(train: TrainConfig) -> Schedule:

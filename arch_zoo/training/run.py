@@ -191,7 +191,7 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
         plugins = plugin_records(cfg.plugins)
         rundir.keep_plugins(run_dir, plugins)
         rundir.set_status(run_dir, "running", started=rundir.now(), pid=os.getpid(), reason=None,
-                          plugins=plugins)  # a failed run is traceable to its code too
+                          plugins=plugins, metrics_steps=rundir.METRICS_STEPS)  # a failed run is traceable to its code too
     attempt = rundir.Attempt(run_dir, writer)
     try:
         from .trainer import train

@@ -66,7 +66,8 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
     meter, guard = ThroughputMeter(FlopCounter(module.model)), DivergenceGuard()
     checkpoint = RunCheckpoint(ckpt, on_saved=lambda step: attempt.update(step))
     keep_best = [BestCheckpoint(ckpt.parent, *best)] if best else []  # before RunCheckpoint: see its docstring
-    loggers = build_loggers(cfg, run_dir, run_dir.name, keep_rows=resume["metrics_rows"] if resume else None)
+    loggers = build_loggers(cfg, run_dir, run_dir.name, keep_rows=resume["metrics_rows"] if resume else None,
+                            kept_early=bool(resume and resume["validation_early"]))
     trainer = pl.Trainer(
         max_steps=t.max_steps, max_epochs=1, accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
         num_nodes=t.num_nodes,

@@ -185,7 +185,31 @@ def test_a_muon_wsd_run_resumes_on_schedule_logs_z_loss_and_records_the_split(tm
     adamw = [n for g in split["groups"] if g["part"] == "adamw" for n in g["names"]]
     assert set(muon) == linears and set(adamw) == {n for n, _ in model.named_parameters()} - linears
     assert {g["lr"] for g in split["groups"]} == {1e-2, 3e-3}
+    assert all(g["parameters"] > 0 and g["names"] for g in split["groups"])  # no empty group is shown
+    with (tmp_path / "run" / "metrics.csv").open() as f:
+        rows = [r for r in csv.DictReader(f) if r["lr"]]
+    columns = [g["lr_column"] for g in split["groups"]]
+    assert len(set(columns)) == len(columns) and {c.split(".")[0] for c in columns} == {"lr/muon", "lr/adamw"}
+    for g in split["groups"]:  # every group's lr at every step: its own base lr times the stated multiplier
+        assert [float(r[g["lr_column"]]) for r in rows] == pytest.approx([g["lr"] * v / 1e-2 for v in stated],
+                                                                         rel=1e-6, abs=1e-12)
     json.dumps(split)  # plain data
+
+
+def test_an_empty_parameter_group_stays_in_the_optimizer_but_is_not_shown():
+    """Muon's AdamW part of a model whose every 2-D parameter outside the hidden matrices is an
+    embedding (tied head, no bias) has no decayed group: the torch optimizer keeps it (a checkpoint
+    keeps its layout), the summary's groups leave it out."""
+    from arch_zoo.recipes import shown_groups
+
+    cfg = load({**RUN, "model": tiny(d_model=32, n_layers=2, n_heads=2, d_ff=64, bias=False)})
+    model = build_model(cfg.model, 50)
+    optimizer, groups, _ = build_optimizer(model, cfg.train)
+    empty = [i for i, g in enumerate(optimizer.param_groups) if not g["params"]]
+    assert empty and len(groups) == len(optimizer.param_groups)
+    shown = shown_groups(groups)
+    assert [i for i, _ in shown] == [i for i in range(len(groups)) if i not in empty]
+    assert sum(g["parameters"] for _, g in shown) == len(list(model.parameters()))
 
 
 NADAM = '''
