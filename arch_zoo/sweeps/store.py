@@ -61,12 +61,25 @@ class Store:
 
     # ------------------------------------------------------------------------------ writing the plan
 
+    def keep_ids(self, plan: Plan) -> None:
+        """A planned run whose directory is missing takes the stored one that ends in its
+        ``id_suffix`` (the same settings and seed): an earlier version wrote other slugs for some
+        values (a component with options), and its runs keep their directories and run.json."""
+        if not self.runs.is_dir():
+            return
+        stored = {_suffix(d.name): d.name for d in sorted(self.runs.iterdir()) if d.is_dir()}
+        for run in plan.runs:
+            if not self.run_dir(run.run_id).exists():
+                run.run_id = stored.get(_suffix(run.run_id), run.run_id)
+
     def check_conflicts(self, plan: Plan) -> None:
         """A run id that already holds a different config is an error naming the run: the spec
-        changed something its runs share. Nothing is ever overwritten."""
+        changed something its runs share. Nothing is ever overwritten. The plan's runs first take
+        the ids the store holds them under (``keep_ids``)."""
         from ..config.loading import load
         from ..config.coerce import first_difference, to_dict
 
+        self.keep_ids(plan)
         for run in plan.runs:
             d = self.run_dir(run.run_id)
             if (d / CONFIG).exists():
@@ -138,6 +151,11 @@ class Store:
 
 
 # ------------------------------------------------------------------------------------------- locks
+
+def _suffix(run_id: str) -> str:
+    """The ``run_names.id_suffix`` of a run id: -s<seed>-<hash6>."""
+    return "-" + "-".join(run_id.rsplit("-", 2)[1:])
+
 
 @contextlib.contextmanager
 def run_lock(run_dir: Path, wait: bool) -> Iterator[bool]:

@@ -49,6 +49,7 @@ def dry_run_table(plan: Plan, store: Optional[Store] = None) -> str:
         else:
             stage_two = "".join(choice_line(tune, names[k], c, "chose") + "\n" for k, c in chosen.items())
             second = second_plan(plan.spec, chosen)
+            store.keep_ids(second)
     n_two = len(second.runs) if second is not None else len(variants) * len(seeds)
     planned = second is not None and second.runs
     return (f"stage 1 (tuning {tune.key} on seeds {', '.join(map(str, tune.seeds))}):\n" + text
