@@ -14,6 +14,7 @@ from .plan import Plan, make_plan, second_plan
 from .rungs import cut_runs, next_round
 from .spec import SweepSpec, load_spec
 from .store import Store, read_json
+from .tables import stage_two_size
 from .tune import STAGE_TUNE, Choice, base_settings, choose, edge_warning, shown, variant_key
 from .invocation import Invocation, utc_now, worker_times
 from .worker import FINISHED, Result, Task
@@ -133,6 +134,8 @@ def _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray
     index_s, tasks, ended = [0.0], [], []  # store I/O: run.json files, index.csv rewrites, invocations
     runs = {r.run_id: r for r in plan.runs}
     received = [0]  # a halving run reports once per rung it trains to
+    # stage 2's runs, counted in the progress total before stage 1 has chosen them: one counter over both
+    coming = [stage_two_size(plan) if spec.tune is not None else 0]
 
     def on_result(task: Task, result: Result) -> None:
         outcome.results[task.run_id] = result
@@ -146,7 +149,7 @@ def _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray
         shown = f"  {spec.metric['name']} {value:.4f}" if isinstance(value, (int, float)) else ""
         note = "  (finished by another process)" if result.outcome == "skipped" else ""
         reason = f" ({result.reason})" if result.reason and result.status != "completed" else ""
-        log(f"[{received[0]}/{len(tasks)}] {run.variant} s{run.seed}: {result.status}{reason}{shown}"
+        log(f"[{received[0]}/{len(tasks) + coming[0]}] {run.variant} s{run.seed}: {result.status}{reason}{shown}"
             f"  {result.seconds:.1f}s{note}")
 
     def on_lost(task: Task, pid: Optional[int], why: str) -> None:
@@ -188,6 +191,7 @@ def _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray
             tasks += more
             launch_tasks(more)
         second = _second_stage(plan, store, log) if spec.tune is not None else None
+        coming[0] = 0
         if second is not None:  # a tuned sweep's stage 2, planned from stage 1's finished runs
             store.check_conflicts(second)
             plan = outcome.plan = Plan(spec, plan.runs + second.runs, second.axes, second.names)

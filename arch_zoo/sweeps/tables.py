@@ -50,7 +50,7 @@ def dry_run_table(plan: Plan, store: Optional[Store] = None) -> str:
             stage_two = "".join(choice_line(tune, names[k], c, "chose") + "\n" for k, c in chosen.items())
             second = second_plan(plan.spec, chosen)
             store.keep_ids(second)
-    n_two = len(second.runs) if second is not None else len(variants) * len(seeds)
+    n_two = len(second.runs) if second is not None else stage_two_size(plan)
     planned = second is not None and second.runs
     return (f"stage 1 (tuning {tune.key} on seeds {', '.join(map(str, tune.seeds))}):\n" + text
             + (_halving_table(plan) if tune.halving is not None else "")
@@ -108,6 +108,11 @@ def _counted_at(plan: Plan) -> str:
     means = [f"{at[k]:.3g} {k.split('_')[1]}" for k in ("mean_source_tokens", "mean_target_tokens") if k in at]
     mean = " + ".join(means) if means else f"{at['mean_tokens']:.3g}"
     return f"the {at['split']} split's lengths (mean {mean} tokens per example; padding not counted)"
+
+
+def stage_two_size(plan: Plan) -> int:
+    """The runs a tuned plan's stage 2 holds when every variant gets a choice: each on every seed."""
+    return len(_variants(plan)) * len(plan.spec.seeds or [None])
 
 
 def _variants(plan: Plan) -> Dict[str, bool]:
