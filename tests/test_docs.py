@@ -290,6 +290,18 @@ def test_presets_reference_has_every_preset():
     assert all(f"## `{name}`" in page for name in preset_names())
 
 
+def test_make_says_how_long_a_fresh_install_takes_before_it_starts(tmp_path):
+    """On a machine without the virtual environment, `make demo` says first that the install takes
+    about 7 minutes, as README and Getting started do, then installs, then runs the quickstart."""
+    plan = subprocess.run(["make", "-n", "demo", f"VENV={tmp_path / 'venv'}"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    lines = plan.stdout.splitlines()
+    assert plan.returncode == 0 and "about 7 minutes on a fresh machine" in lines[0], plan.stdout
+    assert "-m venv" in lines[1] and "sweeps/quickstart.yaml" in lines[-2]
+    for page in (ROOT / "README.md", DOCS / "getting-started.md"):
+        assert "about 7 minutes" in page.read_text(), page
+
+
 # ---------------------------------------------------------------------------------------- README
 
 def test_readme_is_one_screen_or_three_and_its_links_resolve():
