@@ -302,6 +302,18 @@ def test_make_says_how_long_a_fresh_install_takes_before_it_starts(tmp_path):
         assert "about 7 minutes" in page.read_text(), page
 
 
+def test_the_plugin_page_gives_every_familys_interface_as_arch_zoo_testing_does():
+    from arch_zoo.config.catalog import all_registries
+    from arch_zoo.testing import INTERFACES
+
+    assert set(INTERFACES) == set(all_registries())  # a new family needs its interface
+    text = (DOCS / "how-to" / "plugin-interfaces.md").read_text()
+    rows = {m[0]: m[1:] for m in re.findall(r"^\| `(\w+)` \| (.+?) \| `(\(.*?\))` \| (.+) \|$", text, re.M)}
+    assert set(rows) == set(INTERFACES)
+    for family, face in INTERFACES.items():
+        assert rows[family] == (f"`{face.base}`" if face.base else "any class", face.signature, face.builds), family
+
+
 # ---------------------------------------------------------------------------------------- README
 
 def test_readme_is_one_screen_or_three_and_its_links_resolve():
