@@ -35,7 +35,7 @@ import torch
 
 from .config import ModelConfig
 from .config.catalog import all_registries
-from .config.coerce import field_family
+from .coerce import field_family
 from .config.loading import model_config
 from .errors import ConfigError
 from .generation import generate, left_pad

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from arch_zoo.cli import main
-from arch_zoo.config.coerce import to_dict
+from arch_zoo.coerce import to_dict
 from arch_zoo.config.loading import load
 from arch_zoo.errors import ConfigError
 from tests.conftest import tiny

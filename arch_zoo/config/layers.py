@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Tuple
 
 from . import catalog  # noqa: F401  (fills the registries that component keys are parsed by)
 from ..errors import ConfigError, did_you_mean
-from .coerce import to_dict
+from ..coerce import to_dict
 from .parse import from_dict
 from .schema import ModelConfig
 

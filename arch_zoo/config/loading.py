@@ -22,7 +22,7 @@ from . import catalog  # noqa: F401  (fills the registries that component fields
 from ..errors import ConfigError, choice_error, yaml_error
 from ..registry import family_registry
 from . import plugins as user_plugins
-from .coerce import field_family, to_dict
+from ..coerce import field_family, to_dict
 from .parse import from_dict
 from .schema import ExperimentConfig, ModelConfig
 from .validation import RESOLVED_LAYERS, validate, validate_model

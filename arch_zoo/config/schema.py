@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Literal, Optional
 
-from .coerce import ComponentSpec, component_field
+from ..coerce import ComponentSpec, component_field
 
 
 def component(family: str, default: Optional[str]):

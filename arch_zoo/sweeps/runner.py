@@ -14,7 +14,7 @@ from .plan import Plan, make_plan, second_plan
 from .rungs import cut_runs, next_round
 from .spec import SweepSpec, load_spec
 from .store import Store, read_json
-from .tables import stage_two_size
+from .stages import stage_two_size
 from .tune import STAGE_TUNE, Choice, base_settings, choose, edge_warning, shown, variant_key
 from .invocation import Invocation, utc_now, worker_times
 from .worker import FINISHED, Result, Task

@@ -77,7 +77,7 @@ class Store:
         changed something its runs share. Nothing is ever overwritten. The plan's runs first take
         the ids the store holds them under (``keep_ids``)."""
         from ..config.loading import load
-        from ..config.coerce import first_difference, to_dict
+        from ..coerce import first_difference, to_dict
 
         self.keep_ids(plan)
         for run in plan.runs:

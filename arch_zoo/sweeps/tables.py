@@ -4,12 +4,12 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from ..formatting import plural, si
-from ..run_names import plain, variant_name
+from ..run_names import plain
 from ..rundir import INDEX, SUMMARY
 from .halving import ladder_sizes, steps_per_seed
 from .plan import Plan
-from .scale import transfer_lookup
-from .spec import BUDGETS, expand
+from .stages import stage_two_size, stage_variants
+from .spec import BUDGETS
 from .store import Store, read_json
 
 
@@ -34,7 +34,7 @@ def dry_run_table(plan: Plan, store: Optional[Store] = None) -> str:
     if tune is None:
         return text + _done(plan, store if ran else None) + \
             f"{plural(len(plan.runs), 'run')}; * marks the baseline; nothing was trained (--dry-run)\n"
-    variants = _variants(plan)
+    variants = stage_variants(plan)
     seeds = plan.spec.seeds or ["the base config's seed"]
     rows = [[name + (" *" if base else ""), ", ".join(map(str, seeds)), f"{tune.key}=chosen after stage 1"]
             for name, base in variants.items()]
@@ -110,25 +110,6 @@ def _counted_at(plan: Plan) -> str:
     return f"the {at['split']} split's lengths (mean {mean} tokens per example; padding not counted)"
 
 
-def stage_two_size(plan: Plan) -> int:
-    """The runs a tuned plan's stage 2 holds when every variant gets a choice: each on every seed."""
-    return len(_variants(plan)) * len(plan.spec.seeds or [None])
-
-
-def _variants(plan: Plan) -> Dict[str, bool]:
-    """A tuned plan's variants (names without the tuned key) -> whether the baseline is among them
-    (without a spec baseline, only the first value's runs are marked, so any of them counts)."""
-    out: Dict[str, bool] = {}
-    for r in plan.runs:
-        out[r.tune["variant"]] = out.get(r.tune["variant"], False) or r.is_baseline
-    scale = plan.spec.scale
-    if scale is not None and scale.lr == "transfer":  # stage 1 tunes the smallest rung; stage 2 trains them all
-        first = transfer_lookup(scale)
-        out = {variant_name(v.settings, plan.names): out.get(variant_name(first(v.settings), plan.names), False)
-               for v in expand(plan.spec)}
-    return out
-
-
 def _halving_table(plan: Plan) -> str:
     """Per variant: its rungs, how many values reach each, and stage 1's steps with and without halving
     (with: at most, when no value diverges or fails)."""
@@ -136,7 +117,7 @@ def _halving_table(plan: Plan) -> str:
     h, n = tune.halving, len(tune.values)
     budgets = {run.tune["variant"]: run.config.train.max_steps for run in plan.runs}  # one per variant (plan.py)
     rows, with_, without = [], 0, 0
-    for name, base in _variants(plan).items():
+    for name, base in stage_variants(plan).items():
         max_steps = budgets[name]
         spent, full = steps_per_seed(n, h, max_steps) * len(tune.seeds), n * max_steps * len(tune.seeds)
         with_, without = with_ + spent, without + full

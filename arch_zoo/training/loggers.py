@@ -12,7 +12,7 @@ from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 
 from .. import rundir
 from ..config import ExperimentConfig
-from ..config.coerce import to_dict
+from ..coerce import to_dict
 from ..provenance import git_commit
 from ..tracking import mlflow_runs, tensorboard_logs
 from ..tracking.deps import require

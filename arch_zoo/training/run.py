@@ -11,7 +11,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 from .. import rundir
 from ..components.heads import HEADS
 from ..config import ExperimentConfig
-from ..config.coerce import first_difference, to_dict
+from ..coerce import first_difference, to_dict
 from ..config.loading import load, save
 from ..config.plugins import records as plugin_records
 from ..config.validation import position_limit
