@@ -15,6 +15,21 @@ print(m(torch.ones(1, 3, dtype=torch.long), torch.ones(1, 2, dtype=torch.long)).
     assert "torch.Size([1, 2, 11])" in proc.stdout
 
 
+def test_the_model_path_needs_the_schema_and_the_model_registries_only():
+    """DESIGN: `import arch_zoo.models` (and building a model from a mapping) loads no module of
+    data/, recipes/ or sweeps/, nor the catalog of every family."""
+    proc = run_with_torch_only("""
+import sys
+from arch_zoo.models import build_model
+build_model({'kind': 'decoder', 'd_model': 16, 'n_heads': 2, 'n_layers': 1, 'position': 'alibi'}, 11)
+loaded = sorted(m for m in sys.modules if m.startswith(('arch_zoo.data', 'arch_zoo.recipes', 'arch_zoo.sweeps',
+                                                        'arch_zoo.config.catalog')))
+print('loaded:', loaded, 'models' in sys.modules['arch_zoo.models'].__name__)
+""")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["loaded:", "[]", "True"], proc.stdout
+
+
 def test_sweeps_preload_the_report_libraries_on_a_background_thread():
     """While workers train, `arch-zoo sweep` imports pandas & co. for its final table off the main thread."""
     import subprocess
@@ -152,6 +167,8 @@ def test_no_arrow_climbs_back_up():
                       for dep in deps if _layer(dep) is not None and _layer(dep) <= LAYERS.index("training"))
     assert not climbing, climbing
     assert edges["arch_zoo.rundir"] == set(), edges["arch_zoo.rundir"]  # a leaf: the run directory's schema
+    # the package's own module (`arch_zoo.restore`, lazily) reaches no further up than training
+    assert all(_layer(d) is None or _layer(d) >= LAYERS.index("training") for d in edges["arch_zoo"]), edges["arch_zoo"]
 
 
 def test_config_is_one_package():

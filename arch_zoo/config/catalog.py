@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Dict
 
 from .. import recipes
-from ..components import (attention, attention_patterns, feedforward, heads, init, moe, norms,  # noqa: F401
+from ..components import (attention, attention_patterns, feedforward, heads, init, norms,  # noqa: F401
                           parametrization, placements, positions)
 from ..data import tasks, tokenizers
 from ..registry import Registry
+from . import model_families  # noqa: F401  (every family a model names, moe's registration too)
 
 
 def all_registries() -> Dict[str, Registry]:

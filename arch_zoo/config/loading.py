@@ -18,7 +18,7 @@ import typing
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence, Union
 
-from . import catalog  # noqa: F401  (fills the registries that component fields are parsed by)
+from . import model_families  # noqa: F401  (fills the registries a model's component fields are parsed by)
 from ..errors import ConfigError, choice_error, yaml_error
 from ..registry import family_registry
 from . import plugins as user_plugins
@@ -196,9 +196,16 @@ def _experiment_data(data: Dict[str, Any], here: Path, name: str, chain: tuple) 
     return data if base is None else _merge(ExperimentConfig, base, data)
 
 
+def _experiment_families() -> None:
+    """Every built-in family an experiment names (tasks, tokenizers, recipes, and their checks),
+    imported on first use as OmegaConf is, so that ``model_config`` needs the model's families alone."""
+    from . import catalog  # noqa: F401
+
+
 def load_dict(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) -> Dict[str, Any]:
     """The merged, interpolation-resolved plain data, before typing."""
     OmegaConf, OmegaConfBaseException = _omegaconf()
+    _experiment_families()
     if isinstance(source, Mapping):
         here = Path.cwd()
         data = _experiment_data(dict(source), here, Path(str(source)).stem, ())

@@ -1,7 +1,8 @@
 """Checks of a typed config against the registries, and the defaults that depend on other keys.
 
 Sits above the schema (``config``) and the components; ``loading`` calls ``validate`` on what it
-reads. Every error is a ``ConfigError`` naming the dotted key.
+reads. The recipe and the task check their own sections (``checks``). Every error is a
+``ConfigError`` naming the dotted key.
 """
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ from ..components.heads import HEADS
 from ..components.parametrization import PARAMETRIZATIONS
 from ..components.placements import PLACEMENTS
 from ..components.positions import POSITIONS, PositionContext, stack_causality
-from ..data.tasks import TASKS
 from ..errors import ConfigError, choice_error
-from ..recipes import check_recipe
+from .checks import experiment_checks
 from .layers import resolve
 from .schema import ExperimentConfig, ModelConfig, TrainConfig
 
@@ -184,21 +184,9 @@ def validate_train(t: TrainConfig, key: str = "train") -> None:
         raise choice_error(f"{key}.precision", "precision", t.precision, PRECISIONS)
 
 
-def validate_task(cfg: ExperimentConfig, key: str = "task") -> None:
-    if cfg.task is None:
-        return
-
-    task = TASKS.get(cfg.task.name, key)
-    if cfg.model.kind not in task.factory.kinds:
-        fits = [e.name for e in TASKS.entries() if cfg.model.kind in e.factory.kinds]
-        raise ConfigError(key, f"task '{cfg.task.name}' does not fit model.kind '{cfg.model.kind}' (it needs "
-                          f"{' or '.join(task.factory.kinds)}); tasks for {cfg.model.kind}: {', '.join(fits)}")
-    task.factory.check(cfg.task.options, cfg.model.kind, cfg.model.max_seq_len, key)
-
-
 def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     cfg = dataclasses.replace(cfg, model=validate_model(cfg.model))
     validate_train(cfg.train)
-    check_recipe(cfg)
-    validate_task(cfg)
+    for check in experiment_checks():  # the recipe's and the task's, registered by their packages
+        check(cfg)
     return cfg
