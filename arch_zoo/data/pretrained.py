@@ -71,6 +71,10 @@ class PretrainedTokenizer(Tokenizer):
         self.has_mask = found["mask_id"] is not None
 
     @classmethod
+    def check(cls, options: PretrainedOptions, key: str) -> None:
+        tokenizer_file(options.path, f"{key}.path")
+
+    @classmethod
     def from_state(cls, state):
         return cls(serialized=state["serialized"])
 

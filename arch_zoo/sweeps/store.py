@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import errno
-import fcntl
 import io
 import json
 import os
@@ -28,6 +26,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
 from ..errors import ConfigError
+from ..locks import acquire, is_held
 from ..run_names import plain
 from ..rundir import CONFIG, INDEX, INVOCATIONS, LOCK, RUN_JSON, SPEC, STATUS, read_json, set_status, write_json  # noqa: F401
 from .plan import Plan
@@ -160,34 +159,20 @@ def _suffix(run_id: str) -> str:
 @contextlib.contextmanager
 def run_lock(run_dir: Path, wait: bool) -> Iterator[bool]:
     """Hold the run's lock for the body; yields False (without waiting) when another process has
-    it and ``wait`` is false."""
+    it and ``wait`` is false. The file stays when it is let go."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    lock = acquire(run_dir / LOCK, blocking=wait)
+    if lock is None:
+        yield False
+        return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except OSError as exc:
-            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                yield False
-                return
-            raise
         yield True
     finally:
-        os.close(fd)  # closing drops the lock
+        lock.release(remove=False)
 
 
 def is_locked(run_dir: Path) -> bool:
-    path = run_dir / LOCK
-    if not path.exists():
-        return False
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return is_held(run_dir / LOCK)
 
 
 # ----------------------------------------------------------------------------------------- helpers

@@ -78,7 +78,7 @@ def prepare(cfg: ExperimentConfig, quiet: bool = False) -> TaskData:
                           f"{data.tokenizer.vocab_size} tokens; leave it null to take the tokenizer's")
     _drop_unreachable_lengths(cfg, data)
     if "unigram_loss" not in data.info:  # (a corpus task's store counted it once, when prepared)
-        data.info["unigram_loss"] = unigram_loss(data.splits["train"], data.objective)
+        data.info["unigram_loss"] = unigram_loss(data.splits["train"], objective(data.objective).label_offset)
     return data
 
 

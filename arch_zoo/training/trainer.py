@@ -24,6 +24,7 @@ from .callbacks import BestCheckpoint, DivergenceGuard, RunCheckpoint, StopAt, T
 from .datamodule import TaskDataModule
 from .loggers import build_loggers, define_summaries, finish_loggers, sync_hint
 from .module import ArchZooModule
+from .objectives import objective
 
 _NOISY = ("does not have many workers", "Checkpoint directory", "Experiment logs directory", "exists and is not empty",
           "The number of training batches", "LightningDataModule.transfer_batch_to_device",
@@ -150,9 +151,8 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
 def counted_flops(counter: FlopCounter, data: TaskData) -> Dict[str, Any]:
     """Forward FLOPs per token at the lengths trained (the train split's, every example at its own
     length) and at each evaluation split's, with the lengths they were counted at."""
-    seq2seq = data.objective == "seq2seq"
     train = split_lengths(data.splits["train"])
-    at = train.record("train", seq2seq)
+    at = train.record("train", objective(data.objective).decoder_inputs)
     at["mfu"] = "the training batches timed, each row at its own length"
     evaluated = {}
     for split in [*data.eval_splits, "test"]:
