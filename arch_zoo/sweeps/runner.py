@@ -110,24 +110,7 @@ def _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray
     started_at = utc_now()
     spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
     launch = make_launcher(launcher, workers, ray_address, ray_init, threads, slurm)
-    try:
-        launch.start()  # workers import the stack while this process plans
-        from ..config.catalog import all_registries
-
-        all_registries()  # the components, tasks and torch: timed apart from the planning itself
-        imported = time.perf_counter()
-        plan = make_plan(spec)
-        store = Store(Path(out) / spec.name)
-        store.check_conflicts(plan)
-        _check_loggers(plan)
-        from ..data.tasks.common import prepare_all
-
-        prepare_all([r.config for r in plan.runs], log)  # each distinct token store once, before any worker
-    except BaseException as exc:
-        launch.stop(abort=True)
-        if isinstance(exc, KeyboardInterrupt):  # nothing was written yet
-            raise SweepInterrupted(getattr(exc, "signal_name", "SIGINT"), []) from None
-        raise
+    plan, store, imported = _plan(spec, out, launch, log)
     planned = time.perf_counter()
     call = Invocation(store, command, started_at, launcher, getattr(launch, "n", None), log)
     outcome = SweepOutcome(plan, store)
@@ -217,6 +200,31 @@ def _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray
             raise SweepInterrupted(name, stopped) from None
         raise
     return outcome
+
+
+def _plan(spec: SweepSpec, out, launch, log: Callable[[str], None]) -> Tuple[Plan, Store, float]:
+    """The plan, checked against the store, and every token store it needs prepared, while the
+    launcher's workers start; (plan, store, when the imports ended). Any failure stops the workers
+    and is raised before anything is written (Ctrl-C as ``SweepInterrupted``)."""
+    try:
+        launch.start()  # workers import the stack while this process plans
+        from ..config.catalog import all_registries
+
+        all_registries()  # the components, tasks and torch: timed apart from the planning itself
+        imported = time.perf_counter()
+        plan = make_plan(spec)
+        store = Store(Path(out) / spec.name)
+        store.check_conflicts(plan)
+        _check_loggers(plan)
+        from ..data.tasks.common import prepare_all
+
+        prepare_all([r.config for r in plan.runs], log)  # each distinct token store once, before any worker
+    except BaseException as exc:
+        launch.stop(abort=True)
+        if isinstance(exc, KeyboardInterrupt):  # nothing was written yet
+            raise SweepInterrupted(getattr(exc, "signal_name", "SIGINT"), []) from None
+        raise
+    return plan, store, imported
 
 
 def stage_one(plan: Plan, store: Store) -> Tuple[List[str], Dict[str, Choice], Dict[str, str]]:
