@@ -97,6 +97,8 @@ def ws(tmp_path_factory):
     shutil.copytree(ws / "run", ws / "no_tokenizer")
     (ws / "no_tokenizer" / "tokenizer.json").unlink()
     shutil.copytree(Path(__file__).parent / "evaluation" / "tasks", ws / "tasks")  # lm_eval task files (arch-zoo eval)
+    shutil.copytree(ws / "tasks", ws / "bad_tasks")
+    (ws / "bad_tasks" / "zoo_broken.yaml").write_text("task: zoo_broken\ndoc_to_text: [unclosed\n")
     _encoder_run(ws / "run", ws / "encoder_run")
     return ws
 
@@ -307,6 +309,8 @@ CASES = [
      "--tasks: unknown lm_eval task 'zoo_choise' (did you mean 'zoo_choice'?) under {ws}/tasks"),
     ("eval-task-data-missing", "eval {ws}/run --tasks zoo_missing --include-path {ws}/tasks --no-builtin-tasks",
      "--tasks: zoo_missing: cannot load the task's data"),
+    ("eval-task-file-not-yaml", "eval {ws}/run --tasks zoo_broken --include-path {ws}/bad_tasks --no-builtin-tasks",
+     "{ws}/bad_tasks/zoo_broken.yaml: is not valid YAML, so lm_eval skipped its tasks (while parsing a flow sequence"),
     ("eval-encoder-run", "eval {ws}/encoder_run --tasks zoo_choice --include-path {ws}/tasks",
      "run: {ws}/encoder_run is a model of kind 'encoder', which cannot score loglikelihoods"),
     ("eval-missing-run", "eval {ws}/nope --tasks zoo_choice", "run: {ws}/nope does not exist"),
