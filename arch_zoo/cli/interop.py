@@ -15,7 +15,7 @@ def _import(args) -> int:
 
 def export_hf(args) -> int:
     """``arch-zoo export RUN --to hf --out DIR``: called by ``export`` when --to is hf."""
-    from ..interop.export_hf import export_run
+    from ..interop.export_dir import export_run
 
     if args.to != ["hf"]:
         raise ConfigError("--to", "hf writes a model directory: give it alone (--to hf --out DIR)")
@@ -23,7 +23,8 @@ def export_hf(args) -> int:
         raise ConfigError("--to", f"hf exports one run at a time; got {len(args.paths)} paths")
     if not args.out:
         raise ConfigError("--out", "--to hf needs --out DIR (the directory from_pretrained loads)")
-    result = export_run(args.paths[0], args.out, best=args.best, force=args.force)
+    result = export_run(args.paths[0], args.out, best=args.best, force=args.force,
+                        max_shard_size=args.max_shard_size, auto_class=args.auto_class)
     print(f"exported {result.source} to {result.out}: {result.form}")
     return 0
 
@@ -44,3 +45,7 @@ def export_options(p) -> None:
                    "tokenizer, README.md)")
     p.add_argument("--best", action="store_true", help="--to hf: a sweep's best run (its metric), else the run given")
     p.add_argument("--force", action="store_true", help="--to hf: replace --out when it exists and is not empty")
+    p.add_argument("--max-shard-size", default="5GB", help="--to hf: model.safetensors is split into shards of at "
+                   "most this size, with model.safetensors.index.json (default 5GB)")
+    p.add_argument("--auto-class", default=None, help="--to hf: the transformers class the directory is for "
+                   "(default by the run's kind: AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM)")

@@ -69,8 +69,10 @@ def _export(args) -> int:
 
     if "hf" in args.to:
         return export_hf(args)
-    if args.out or args.best or args.force:
-        raise ConfigError("--out" if args.out else "--best" if args.best else "--force", "is for --to hf")
+    for flag, given in (("--out", args.out), ("--best", args.best), ("--force", args.force),
+                        ("--auto-class", args.auto_class)):
+        if given:
+            raise ConfigError(flag, "is for --to hf")
 
     if args.tracking_uri and "mlflow" not in args.to:
         raise ConfigError("--tracking-uri", f"is for --to mlflow; --to {' --to '.join(args.to)} writes next to the runs")

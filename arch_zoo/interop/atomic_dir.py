@@ -12,13 +12,13 @@ from ..errors import ConfigError
 from ..writable import check_dir
 
 
-def check_out(out, force: bool = False, key: str = "--out", what: str = "the directory is written") -> Path:
+def check_out(out, force: bool = False, key: str = "--out", what: str = "the output is written") -> Path:
     out = Path(out).expanduser()
     if out.exists() and not out.is_dir():
         raise ConfigError(key, f"{out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise ConfigError(key, f"{out} exists and is not empty; give --force to replace it")
-    check_dir(out.parent, key, what)
+    check_dir(out, key, what)
     return out
 
 
