@@ -83,7 +83,7 @@ def save_hf(model, tokenizer, out, cfg=None, run_dir: Optional[Path] = None, for
             max_shard_size: str = DEFAULT_SHARD, auto_class: Optional[str] = None) -> str:
     """Write ``model`` (+ ``tokenizer``) as Hugging Face directory ``out``; returns the form written."""
     from ..config import ExperimentConfig
-    from .export_hf import build_hf, native_config
+    from .export_hf import build_hf, native_config, sized
     from .hf_remote import write_remote
     from .hf_tokenizer import hf_tokenizer_object, write_hf_tokenizer
 
@@ -92,7 +92,7 @@ def save_hf(model, tokenizer, out, cfg=None, run_dir: Optional[Path] = None, for
     check_out(out, force)
     if tokenizer is not None:
         hf_tokenizer_object(tokenizer)  # a tokenizer with no Hugging Face form fails before anything is written
-    mapping = native_config(model.config, tokenizer)
+    mapping = native_config(sized(model), tokenizer)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # one line of output, not transformers' shard bars

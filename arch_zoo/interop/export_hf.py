@@ -48,6 +48,13 @@ def _hf_config(raw: Dict[str, Any]):
     return transformers.AutoConfig.for_model(raw["model_type"], **{k: v for k, v in raw.items() if k != "model_type"})
 
 
+def sized(model):
+    """The model's config with its vocabulary size (a trained run's config leaves it to the tokenizer)."""
+    import dataclasses
+
+    return dataclasses.replace(model.config, vocab_size=model.vocab_size)
+
+
 def native_config(cfg, tokenizer=None) -> Mapping_:
     """The Hugging Face config of the first family that expresses ``cfg`` exactly, or why none does
     (the closest family's first field it has no equivalent for)."""
@@ -177,20 +184,31 @@ def special_ids(tokenizer) -> Dict[str, Optional[int]]:
     return {"bos_token_id": tokenizer.bos_id, "eos_token_id": tokenizer.eos_id, "pad_token_id": tokenizer.pad_id}
 
 
+def generation_config(hf, ids: Dict[str, Any]):
+    """generation_config.json: the special ids ``generate`` starts and stops with, where given."""
+    from transformers import GenerationConfig
+
+    keep = {k: v for k, v in ids.items() if v is not None}
+    if keep and hf.can_generate():
+        hf.generation_config = GenerationConfig(**{**hf.generation_config.to_diff_dict(), **keep})
+    return hf
+
+
 def to_hf(model, tokenizer=None):
     """The transformers model (eval mode, float32) equal to ``model``, an arch_zoo model whose config a
     Hugging Face family expresses; ``ConfigError`` says which field none does (``export`` then writes
     remote code). ``tokenizer`` (an arch_zoo tokenizer) gives config.json its special token ids."""
-    mapping = native_config(model.config, tokenizer)
+    mapping = native_config(sized(model), tokenizer)
     if mapping.hf_config is None:
         raise ConfigError("model", f"no Hugging Face family expresses this model: {mapping.reason}")
     return build_hf(model, mapping.hf_config, tokenizer)
 
 
 def build_hf(model, raw: Dict[str, Any], tokenizer=None):
-    raw = {**raw, **special_ids(tokenizer)}
-    if raw["model_type"] == "t5" and tokenizer is not None:
-        raw["decoder_start_token_id"] = tokenizer.bos_id
+    ids = special_ids(tokenizer)
+    if raw["model_type"] == "t5":  # arch_zoo starts a decoder with the tokenizer's BOS, else with pad (as T5)
+        ids["decoder_start_token_id"] = tokenizer.bos_id if tokenizer is not None else model.config.pad_token_id
+    raw = {**raw, **ids}
     state = hf_state(model, raw)
     hf = _hf_class(raw)(_hf_config(raw))
     result = hf.load_state_dict(state, strict=False)
@@ -200,4 +218,4 @@ def build_hf(model, raw: Dict[str, Any], tokenizer=None):
                                                                   else k) for p in ignore)]
     if left or result.unexpected_keys:
         raise CheckpointError((left or result.unexpected_keys)[0], "did not fit the Hugging Face model")
-    return hf.float().eval()
+    return generation_config(hf.float().eval(), ids)

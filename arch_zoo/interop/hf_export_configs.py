@@ -70,7 +70,8 @@ def first_difference(a: Any, b: Any, path: str = "") -> Optional[str]:
         return None
     if a != b:
         name = a.get("name") if isinstance(a, dict) else a
-        return f"{path.split('.', 1)[-1] if path.startswith('model.') else path} {name}"
+        key = path.split('.', 1)[-1] if path.startswith('model.') else path
+        return f"{key[:-len('.name')] if key.endswith('.name') else key} {name}"
     return None
 
 

@@ -36,7 +36,7 @@ def _plugins(run_dir: Optional[Path], out: Path):
 
 def write_remote(model, tokenizer, cfg, out: Path, auto_class: str, max_shard_size: str,
                  run_dir: Optional[Path] = None) -> None:
-    from .export_hf import special_ids
+    from .export_hf import generation_config, special_ids
 
     shutil.copyfile(Path(__file__).with_name("hf_remote_code.py"), out / MODELING)
     import importlib.util
@@ -53,10 +53,13 @@ def write_remote(model, tokenizer, cfg, out: Path, auto_class: str, max_shard_si
         is_encoder_decoder=model.config.kind == "encoder_decoder", architectures=[name],
         auto_map={"AutoConfig": f"{MODELING[:-3]}.ArchZooConfig", auto_class: f"{MODELING[:-3]}.{name}"},
         **special_ids(tokenizer),
-        **({"decoder_start_token_id": tokenizer.bos_id} if tokenizer is not None
-           and model.config.kind == "encoder_decoder" else {}))
+        # arch_zoo starts a decoder with the tokenizer's BOS (training, generate), else with pad (as T5)
+        **({"decoder_start_token_id": tokenizer.bos_id if tokenizer is not None else model.config.pad_token_id}
+           if model.config.kind == "encoder_decoder" else {}))
     hf = getattr(code, name)(config)
     hf.model.load_state_dict(model.state_dict())
+    generation_config(hf, {**special_ids(tokenizer), "decoder_start_token_id": getattr(config, "decoder_start_token_id",
+                                                                                        None)})
     hf.save_pretrained(out, max_shard_size=max_shard_size)
     # save_pretrained may rewrite the modelling file's name into config.json; keep what from_pretrained needs
     data = json.loads((out / "config.json").read_text())

@@ -76,6 +76,9 @@ class _ArchZooModel(PreTrainedModel):
                     owner, _, leaf = name.rpartition(".")
                     module = model.model.get_submodule(owner) if owner else model.model
                     module._buffers[leaf] = buffers[name].to(buffer.device if buffer.device.type != "meta" else "cpu")
+            for name, source in model._tied_weights_keys.items():  # one tensor again, as arch_zoo built it
+                owner, _, leaf = name.removeprefix("model.").rpartition(".")
+                setattr(model.model.get_submodule(owner), leaf, model.model.get_parameter(source.removeprefix("model.")))
         return model
 
     def get_input_embeddings(self):
@@ -100,12 +103,32 @@ class ArchZooForMaskedLM(_ArchZooModel):
         return MaskedLMOutput(logits=self.model(input_ids, attention_mask).logits)
 
 
+class _Encoder(torch.nn.Module):
+    """What ``generate`` runs once over the source: arch_zoo's encoder stack."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids=None, attention_mask=None, return_dict=True, **kwargs):
+        from transformers.modeling_outputs import BaseModelOutput
+
+        return BaseModelOutput(last_hidden_state=self.model.encode(input_ids, attention_mask))
+
+
 class ArchZooForSeq2SeqLM(_ArchZooModel, GenerationMixin):
+    def get_encoder(self):
+        return _Encoder(self.model)
+
     def forward(self, input_ids=None, attention_mask=None, decoder_input_ids=None, decoder_attention_mask=None,
                 encoder_outputs=None, **kwargs):
-        logits = self.model(input_ids, decoder_input_ids, attention_mask, decoder_attention_mask).logits
+        if encoder_outputs is None:
+            memory = self.model.encode(input_ids, attention_mask)
+        else:
+            memory = encoder_outputs[0] if isinstance(encoder_outputs, (tuple, list)) else encoder_outputs.last_hidden_state
+        logits = self.model.decode(decoder_input_ids, memory, attention_mask, decoder_attention_mask).logits
         return Seq2SeqLMOutput(logits=logits)
 
-    def prepare_inputs_for_generation(self, decoder_input_ids, attention_mask=None, **kwargs):
-        return {"input_ids": kwargs.get("input_ids"), "attention_mask": attention_mask,
-                "decoder_input_ids": decoder_input_ids}
+    def prepare_inputs_for_generation(self, decoder_input_ids, attention_mask=None, encoder_outputs=None, **kwargs):
+        return {"attention_mask": attention_mask, "decoder_input_ids": decoder_input_ids,
+                "encoder_outputs": encoder_outputs}
