@@ -6,7 +6,6 @@ loaded by transformers alone in a fresh process (``trust_remote_code`` for the r
 its logits on left- and right-padded batches must equal arch_zoo's to 1e-4 and ``generate``'s greedy
 tokens must be arch_zoo's. Round trips: ``to_hf(from_hf(m))`` gives the Hugging Face tensors back bit
 for bit, and ``from_hf(to_hf(x))`` rebuilds x's tensors and function."""
-import dataclasses
 import json
 import subprocess
 import sys

@@ -1,0 +1,82 @@
+"""Issue 41: the round trip in two commands (``arch-zoo import``, ``arch-zoo export --to hf``), the
+tokenizer files of every arch_zoo tokenizer, and lm_eval's ``hf`` model on an exported run scoring
+as ``arch-zoo eval`` scores the run."""
+import json
+
+import pytest
+import torch
+
+from arch_zoo.cli import main
+from tests.evaluation.helpers import TEXT, bos_tokenizer, in_task_dir, tiny_llama, tiny_run
+
+tf = pytest.importorskip("transformers")
+
+
+def test_import_then_export_gives_the_checkpoint_back(tmp_path, capsys):
+    from safetensors.torch import load_file
+
+    hf_dir = tiny_llama(tmp_path / "hf")
+    assert main(["import", str(hf_dir), "--out", str(tmp_path / "run")]) == 0
+    assert main(["export", str(tmp_path / "run"), "--to", "hf", "--out", str(tmp_path / "back")]) == 0
+    assert "written as LlamaForCausalLM" in capsys.readouterr().out
+    theirs, ours = load_file(hf_dir / "model.safetensors"), load_file(tmp_path / "back" / "model.safetensors")
+    assert set(theirs) == set(ours) and all(torch.equal(theirs[k], ours[k]) for k in theirs)
+    a, b = (tf.AutoTokenizer.from_pretrained(d) for d in (hf_dir, tmp_path / "back"))
+    for text in TEXT[:6] + ["unseen words, and <s> inside"]:
+        assert a.encode(text) == b.encode(text) and a(text)["input_ids"] == b(text)["input_ids"]
+    assert (a.bos_token, a.eos_token, a.unk_token) == (b.bos_token, b.eos_token, b.unk_token)
+    card = (tmp_path / "back" / "README.md").read_text()
+    assert "LlamaForCausalLM" in card and "arch_zoo 0." in card and "kind: decoder" in card
+    assert sorted(p.name for p in (tmp_path / "back").iterdir()) == sorted(
+        ["README.md", "config.json", "generation_config.json", "model.safetensors", "special_tokens_map.json",
+         "tokenizer.json", "tokenizer_config.json"])
+
+
+@pytest.mark.parametrize("spec", ["char", "word", "byte", {"name": "bpe", "vocab_size": 300}])
+def test_every_tokenizer_is_written_so_that_auto_tokenizer_gives_the_same_ids(spec, tmp_path):
+    from arch_zoo.data.tokenizers import build_tokenizer, parse_tokenizer
+    from arch_zoo.interop.hf_tokenizer import write_hf_tokenizer
+
+    texts = ["the cat sat\non the mat", "été à Zürich, 日本語  and\ttabs", "two plus two is four"]
+    ours = build_tokenizer(parse_tokenizer(spec)).fit(texts * 3)
+    write_hf_tokenizer(ours, tmp_path, 64)
+    theirs = tf.AutoTokenizer.from_pretrained(tmp_path)
+    for text in texts + ["never seen: qxj", ""]:
+        ids = ours.encode(text)
+        assert theirs.encode(text) == ids, text
+        assert theirs.decode(ids, skip_special_tokens=True) == ours.decode(ids)
+    assert (theirs.eos_token_id, theirs.pad_token_id, theirs.bos_token_id) == (ours.eos_id, ours.pad_id, None)
+
+
+@pytest.mark.parametrize("position", ["rope", "alibi"])  # a native GPT-NeoX, and remote code
+def test_lm_evals_hf_model_on_the_export_scores_as_arch_zoo_eval_on_the_run(position, tmp_path):
+    """A run trained here (its tokenizer's post-processor would add <s>; training never saw it): the
+    export names no BOS and adds nothing, so ``hf`` starts contexts with EOS, as arch_zoo does."""
+    pytest.importorskip("accelerate", reason="lm_eval's hf model needs accelerate (the test extra installs it)")
+    from lm_eval.models.huggingface import HFLM
+
+    from arch_zoo.evaluation import ArchZooLM
+    from arch_zoo.interop.export_dir import export_run
+    from tests.evaluation.test_lm_eval import MAX_LENGTH, TASKS, _samples
+
+    run = tiny_run(tmp_path / "run", position=position, tokenizer=bos_tokenizer)
+    form = export_run(run, tmp_path / "hf").form
+    assert ("remote code" in form) == (position == "alibi")
+    theirs_lm = HFLM(pretrained=str(tmp_path / "hf"), device="cpu", batch_size=4, dtype="float32",
+                     max_length=MAX_LENGTH, trust_remote_code=True)
+    ours_lm = ArchZooLM(run=str(run), device="cpu", batch_size=4, max_length=MAX_LENGTH)
+    assert ours_lm.prefix_token_id == theirs_lm.prefix_token_id == ours_lm.eot_token_id
+    with in_task_dir() as task_dir:
+        _, theirs = _samples(theirs_lm, task_dir)
+        _, ours = _samples(ours_lm, task_dir)
+    for task in TASKS:
+        for mine, ref in zip(ours[task], theirs[task]):
+            for a, b in zip(mine["resps"], ref["resps"]):
+                a, b = a[0], b[0]
+                if task == "zoo_gen":
+                    assert a == b
+                elif task == "zoo_choice":
+                    assert a[0] == pytest.approx(b[0], abs=1e-4) and a[1] == b[1]
+                else:
+                    assert a == pytest.approx(b, abs=1e-4)
+    assert json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())["bos_token"] is None
