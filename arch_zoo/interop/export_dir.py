@@ -92,7 +92,7 @@ def save_hf(model, tokenizer, out, cfg=None, run_dir: Optional[Path] = None, for
     check_out(out, force)
     if tokenizer is not None:
         hf_tokenizer_object(tokenizer)  # a tokenizer with no Hugging Face form fails before anything is written
-    mapping = native_config(sized(model), tokenizer)
+    mapping = native_config(sized(model))
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # one line of output, not transformers' shard bars

@@ -22,14 +22,14 @@ from ..errors import ConfigError
 from .checkpoint import CheckpointError, WeightMap
 from .hf import _strip
 from .hf_export_configs import WRITERS, NotExpressible, count_differences, first_difference, function_view
-from .hf_registry import HFArchitecture, architecture
+from .hf_registry import architecture
 
 NAMES = {"gpt2": "GPT-2", "llama": "Llama", "mistral": "Mistral", "qwen3": "Qwen3", "mixtral": "Mixtral",
          "gemma2": "Gemma 2", "gpt_neox": "GPT-NeoX", "bloom": "BLOOM", "bert": "BERT", "t5": "T5"}
 
 
 @dataclass
-class Mapping_:
+class FamilyChoice:
     """Where a model's config lands: a native family (``hf_config``) or nowhere (``reason``)."""
     hf_config: Optional[Dict[str, Any]]
     reason: str
@@ -39,7 +39,7 @@ def _transformers():
     try:
         import transformers
     except ImportError:
-        raise ConfigError("--to", "hf needs transformers (pip install 'arch_zoo[hf]' or transformers)") from None
+        raise ConfigError("--to", "hf needs transformers: pip install 'arch-zoo[hf]'") from None
     return transformers
 
 
@@ -55,7 +55,7 @@ def sized(model):
     return dataclasses.replace(model.config, vocab_size=model.vocab_size)
 
 
-def native_config(cfg, tokenizer=None) -> Mapping_:
+def native_config(cfg) -> FamilyChoice:
     """The Hugging Face config of the first family that expresses ``cfg`` exactly, or why none does
     (the closest family's first field it has no equivalent for)."""
     want = function_view(cfg)
@@ -67,7 +67,7 @@ def native_config(cfg, tokenizer=None) -> Mapping_:
             raw = writer(cfg, d)
             hf = _hf_config(raw).to_dict()
             arch = architecture(hf)
-            got = function_view(model_config(arch.config(dict(hf), _Names(_expected_keys(raw, arch)))))
+            got = function_view(model_config(arch.config(dict(hf), _Names(_meta_state(raw, arch.prefix)))))
         except NotExpressible as exc:
             reasons.append((1e6, f"{exc} has no {family} equivalent"))
             continue
@@ -76,11 +76,11 @@ def native_config(cfg, tokenizer=None) -> Mapping_:
             continue
         diff = first_difference(want, got)
         if diff is None:
-            return Mapping_(raw, f"written as {raw['architectures'][0]}")
+            return FamilyChoice(raw, f"written as {raw['architectures'][0]}")
         reasons.append((count_differences(want, got), f"{diff} has no {family} equivalent"))
     if not reasons:
-        return Mapping_(None, f"no Hugging Face family maps a model of kind {cfg.kind}")
-    return Mapping_(None, min(reasons, key=lambda r: r[0])[1])
+        return FamilyChoice(None, f"no Hugging Face family maps a model of kind {cfg.kind}")
+    return FamilyChoice(None, min(reasons, key=lambda r: r[0])[1])
 
 
 class _Names(WeightMap):
@@ -94,11 +94,12 @@ def _hf_class(raw: Dict[str, Any]):
     return getattr(_transformers(), raw["architectures"][0])
 
 
-def _expected_keys(raw: Dict[str, Any], arch: HFArchitecture) -> List[str]:
-    """The state-dict names of the Hugging Face class, prefix stripped as the importer strips it."""
+def _meta_state(raw: Dict[str, Any], prefix: str) -> Dict[str, Tensor]:
+    """The Hugging Face class's tensors (on the meta device: names and shapes, no memory), prefix
+    stripped as the importer strips it."""
     with torch.device("meta"):
         model = _hf_class(raw)(_hf_config(raw))
-    return list(_strip(model.state_dict(), arch.prefix))
+    return _strip(model.state_dict(), prefix)
 
 
 class _Recorder:
@@ -138,9 +139,8 @@ def _place(target: Tensor, filled: Tensor, value: Tensor, fn: Callable) -> None:
 def hf_state(model, raw: Dict[str, Any]) -> Dict[str, Tensor]:
     """The Hugging Face tensors of ``model`` for the class ``raw`` names, under that class's names."""
     arch = architecture(raw)
-    names = _expected_keys(raw, arch)
-    with torch.device("meta"):
-        shapes = {k: v.shape for k, v in _strip(_hf_class(raw)(_hf_config(raw)).state_dict(), arch.prefix).items()}
+    shapes = {k: v.shape for k, v in _meta_state(raw, arch.prefix).items()}
+    names = list(shapes)
     recorder = _Recorder(names)
     arch.weights(recorder, model.config)
     ours = {k: v.detach().cpu() for k, v in model.state_dict().items()}
@@ -166,14 +166,9 @@ def hf_state(model, raw: Dict[str, Any]) -> Dict[str, Tensor]:
     missing = [n for n in names if n not in out and not any(p.fullmatch(n) for p in ignore)]
     if missing:
         raise CheckpointError(missing[0], f"no arch_zoo tensor maps to this {raw['architectures'][0]} tensor")
-    prefix = arch.prefix
-    full = set(_hf_keys(raw))
-    return {(prefix + k if prefix + k in full else k): v for k, v in out.items()}
-
-
-def _hf_keys(raw: Dict[str, Any]) -> List[str]:
-    with torch.device("meta"):
-        return list(_hf_class(raw)(_hf_config(raw)).state_dict())
+    # back under the class's own names: the importer stripped the base-model prefix where there was one
+    full = set(_meta_state(raw, ""))
+    return {(arch.prefix + k if arch.prefix + k in full else k): v for k, v in out.items()}
 
 
 def special_ids(tokenizer) -> Dict[str, Optional[int]]:
@@ -198,7 +193,7 @@ def to_hf(model, tokenizer=None):
     """The transformers model (eval mode, float32) equal to ``model``, an arch_zoo model whose config a
     Hugging Face family expresses; ``ConfigError`` says which field none does (``export`` then writes
     remote code). ``tokenizer`` (an arch_zoo tokenizer) gives config.json its special token ids."""
-    mapping = native_config(sized(model), tokenizer)
+    mapping = native_config(sized(model))
     if mapping.hf_config is None:
         raise ConfigError("model", f"no Hugging Face family expresses this model: {mapping.reason}")
     return build_hf(model, mapping.hf_config, tokenizer)
