@@ -8,6 +8,7 @@ transformers cache): exact, and fast enough for the small models arch_zoo compar
 import hashlib
 import importlib.util
 import os
+import sys
 
 import torch
 from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
@@ -24,8 +25,12 @@ class ArchZooConfig(PretrainedConfig):
 
 
 def _load_plugins(config):
-    here = os.path.dirname(os.path.abspath(__file__))
+    # transformers runs a copy of this file from its modules cache: the plugins are read from the
+    # directory the model was loaded from
+    here = config.name_or_path if os.path.isdir(config.name_or_path or "") else os.path.dirname(__file__)
     for plugin in config.arch_zoo_plugins:
+        if plugin["module"] in sys.modules:  # this process imported the run's plugin already
+            continue
         path = os.path.join(here, plugin["file"])
         with open(path, "rb") as f:
             digest = hashlib.sha256(f.read()).hexdigest()
@@ -33,6 +38,7 @@ def _load_plugins(config):
             raise ValueError(f"{path}: sha256 {digest} differs from the exported plugin's {plugin['sha256']}")
         spec = importlib.util.spec_from_file_location(plugin["module"], path)
         module = importlib.util.module_from_spec(spec)
+        sys.modules[plugin["module"]] = module  # dataclasses look their module up by name
         spec.loader.exec_module(module)
 
 

@@ -7,6 +7,7 @@ its logits on left- and right-padded batches must equal arch_zoo's to 1e-4 and `
 tokens must be arch_zoo's. Round trips: ``to_hf(from_hf(m))`` gives the Hugging Face tensors back bit
 for bit, and ``from_hf(to_hf(x))`` rebuilds x's tensors and function."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -82,7 +83,7 @@ def exported(tmp_path_factory):
         jobs.append(job)
     torch.save(jobs, root / "jobs.pt")
     subprocess.run([sys.executable, "-m", "tests.interop.hf_load", str(root / "jobs.pt"), str(root / "out.pt")],
-                   cwd=ROOT, check=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT),
+                   cwd=ROOT, check=True, env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HOME": str(root / "hf_home"),
                                               "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     return cases, forms, {j["dir"]: j for j in jobs}, torch.load(root / "out.pt")
 

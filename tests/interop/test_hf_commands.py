@@ -80,3 +80,50 @@ def test_lm_evals_hf_model_on_the_export_scores_as_arch_zoo_eval_on_the_run(posi
                 else:
                     assert a == pytest.approx(b, abs=1e-4)
     assert json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())["bos_token"] is None
+
+
+def test_a_plugins_model_leaves_as_remote_code_with_the_plugin_file_and_its_sha256(tmp_path):
+    """A norm registered by a plugin file has no family: the export copies the file beside the
+    modelling code, and a fresh process (transformers alone, arch_zoo installed) rebuilds the model."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from arch_zoo import restore
+    from arch_zoo.config import plugins
+    from arch_zoo.config.catalog import all_registries
+    from arch_zoo.interop.export_dir import export_run
+    from tests.test_plugins import TINY, forget_plugins
+
+    source = ("from arch_zoo.components.norms import NORMS, RMSNorm, RMSNormOptions\n"
+              "NORMS.register('exported_rms', RMSNormOptions, 'RMSNorm by another name')(\n"
+              "    type('ExportedRMS', (RMSNorm,), {}))\n")
+    (tmp_path / "exported_norm.py").write_text(source)
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump({"name": "p", "plugins": ["exported_norm.py"],
+                                                       "model": {"kind": "decoder", "norm": "exported_rms", "position": "rope",
+                                                                 "ffn": "swiglu", "bias": False, "tie_embeddings": False},
+                                                       "task": {"name": "char_lm"}}))
+    before = ({family: dict(reg._entries) for family, reg in all_registries().items()}, dict(plugins._loaded))
+    try:
+        assert main(["train", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "run"), "--quiet", *TINY]) == 0
+        form = export_run(tmp_path / "run", tmp_path / "hf").form
+        _, model, tok = restore(tmp_path / "run")
+    finally:
+        forget_plugins(before)
+    assert form == "written as arch_zoo remote code: norm exported_rms has no Llama equivalent"
+    kept = json.loads((tmp_path / "hf" / "config.json").read_text())["arch_zoo_plugins"]
+    assert [hashlib.sha256((tmp_path / "hf" / p["file"]).read_bytes()).hexdigest() for p in kept] == \
+        [hashlib.sha256(source.encode()).hexdigest()]
+    ids = tok.encode("def main():")
+    code = ("import sys, torch\nfrom transformers import AutoModelForCausalLM\n"
+            "m = AutoModelForCausalLM.from_pretrained(sys.argv[1], trust_remote_code=True)\n"
+            "torch.save(m(torch.tensor([eval(sys.argv[2])])).logits, sys.argv[3])\n")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "hf"), str(ids), str(tmp_path / "logits.pt")],
+                   check=True, cwd=tmp_path, env={**os.environ, "HF_HOME": str(tmp_path / "hf_home"),
+                                                  "HF_HUB_OFFLINE": "1"})
+    with torch.no_grad():
+        ours = model(torch.tensor([ids])).logits
+    assert torch.allclose(torch.load(tmp_path / "logits.pt"), ours, atol=1e-5)
