@@ -321,6 +321,8 @@ CASES = [
     ("export-hf-encoder-as-causal-lm", "export {ws}/encoder_run --to hf --out {ws}/hf_out --auto-class "
      "AutoModelForCausalLM", "--auto-class: {ws}/encoder_run is a model of kind 'encoder', which cannot be loaded "
      "as AutoModelForCausalLM; it exports as AutoModelForMaskedLM"),
+    ("export-hf-best-without-checkpoint", "export {ws}/sweep --best --to hf --out {ws}/hf_out",
+     "--best: none of the 10 completed runs of {ws}/sweep has both val/loss (the sweep's metric) and a checkpoint"),
     ("export-hf-without-out", "export {ws}/run --to hf", "--out: --to hf needs --out DIR"),
     ("export-out-without-hf", "export {ws}/run --to tensorboard --out {ws}/hf_out", "--out: is for --to hf"),
     ("import-not-a-checkpoint-dir", "import {ws}/a_dir --out {ws}/imported",
