@@ -52,27 +52,31 @@ def function_view(m: ModelConfig) -> Dict[str, Any]:
     return out
 
 
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool):
+        return math.isclose(a, b, rel_tol=1e-12)
+    return a == b
+
+
 def first_difference(a: Any, b: Any, path: str = "") -> Optional[str]:
-    """The first key where two function views differ, as "key value" of ``a`` (the model's)."""
+    """The first field where two function views differ, as "field value" of ``a`` (the model's):
+    "position alibi", or "attention sliding_window (decoder layer 1)" for a per-layer one."""
     if isinstance(a, dict) and isinstance(b, dict):
         for k in a:
             found = first_difference(a[k], b.get(k), f"{path}.{k}" if path else k)
             if found:
                 return found
         return None
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):  # a stack's layers
         for i, (x, y) in enumerate(zip(a, b)):
-            found = first_difference(x, y, path.replace("model.", "") if path != "model" else path)
+            found = first_difference(x, y)
             if found:
-                return found if not path.startswith(("encoder", "decoder")) else f"{found} (layer {i})"
+                return f"{found} ({path} layer {i})"
         return None
-    if isinstance(a, float) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-12):
+    if _same(a, b):
         return None
-    if a != b:
-        name = a.get("name") if isinstance(a, dict) else a
-        key = path.split('.', 1)[-1] if path.startswith('model.') else path
-        return f"{key[:-len('.name')] if key.endswith('.name') else key} {name}"
-    return None
+    key = path.removeprefix("model.").removesuffix(".name")
+    return f"{key} {a.get('name') if isinstance(a, dict) else a}"
 
 
 def count_differences(a: Any, b: Any) -> int:
@@ -81,9 +85,7 @@ def count_differences(a: Any, b: Any) -> int:
         return sum(count_differences(v, b.get(k)) for k, v in a.items())
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         return sum(count_differences(x, y) for x, y in zip(a, b))
-    if isinstance(a, float) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-12):
-        return 0
-    return int(a != b)
+    return int(not _same(a, b))
 
 
 def _inverse(table: Mapping[str, str], value: str, what: str) -> str:
@@ -232,8 +234,4 @@ WRITERS: Dict[str, List[Callable[[ModelConfig, dict], Dict[str, Any]]]] = {
     "encoder": [bert],
     "encoder_decoder": [t5],
 }
-
-
-def family_name(writer) -> str:
-    return writer.__name__
 
