@@ -123,7 +123,7 @@ class ArchZooLM(TemplateLM):
     def _score(self, pairs: Sequence[Tuple[Sequence[int], Sequence[int]]]) -> List[Tuple[float, bool]]:
         if self.seq2seq:
             return seq2seq_loglikelihoods(self.model, pairs, self.max_length, self.batch_size, self.tokenizer_.pad_id,
-                                          self.tokenizer_.bos_id)
+                                          self.encoding.decoder_start_id)
         return loglikelihoods(self.model, pairs, self.max_length, self.batch_size, self.tokenizer_.pad_id)
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> List[Tuple[float, bool]]:
@@ -169,7 +169,7 @@ class ArchZooLM(TemplateLM):
             for start in range(0, len(order), self.batch_size):
                 batch = order[start:start + self.batch_size]
                 prompts = [self.tok_encode(requests[i].args[0])[-room:] or [self.prefix_token_id] for i in batch]
-                start_token = self.tokenizer_.bos_id if self.seq2seq else None
+                start_token = self.encoding.decoder_start_id if self.seq2seq else None
                 result = generate(self.model, prompts, max_new_tokens=new_tokens, eos_token_id=self.eot_token_id,
                                   pad_token_id=self.tokenizer_.pad_id, decoder_start_token_id=start_token,
                                   **{k: v for k, v in options.items() if v is not None})

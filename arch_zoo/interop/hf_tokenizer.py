@@ -39,14 +39,20 @@ def declared_special_tokens(path) -> Dict[str, Optional[str]]:
     return found
 
 
-def hf_tokenizer(path):
-    """The arch_zoo tokenizer of a Hugging Face checkpoint directory (its tokenizer.json)."""
+def hf_tokenizer(path, model_config: Optional[dict] = None):
+    """The arch_zoo tokenizer of a Hugging Face checkpoint directory (its tokenizer.json). An
+    encoder-decoder's ``decoder_start_token_id`` (config.json's) is kept as ``decoder_start_token``:
+    Hugging Face starts the decoder with it (T5: the pad token), arch_zoo by default with BOS."""
     from ..data.pretrained import PretrainedOptions, PretrainedTokenizer
 
     path = Path(path).expanduser()
     if not (path / "tokenizer.json").is_file():
         raise CheckpointError(str(path), "has no tokenizer.json (a fast tokenizer's file); only those are read")
-    return PretrainedTokenizer(PretrainedOptions(path=str(path)), declared=declared_special_tokens(path))
+    tokenizer = PretrainedTokenizer(PretrainedOptions(path=str(path)), declared=declared_special_tokens(path))
+    start = (model_config or {}).get("decoder_start_token_id")
+    if (model_config or {}).get("is_encoder_decoder") and isinstance(start, int):
+        tokenizer.declared["decoder_start_token"] = tokenizer.decode([start], skip_special=False)
+    return tokenizer
 
 
 # --------------------------------------------------------------------------- export

@@ -113,6 +113,33 @@ def tiny_t5(directory: Path, seed: int = 0) -> Path:
     return directory
 
 
+def tiny_t5_eos(directory: Path, seed: int = 0) -> Path:
+    """A T5 as T5's own checkpoints are: a tokenizer that appends </s> to every text and names no BOS,
+    and <pad> (not </s>) as the decoder start token."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(TEXT, trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "</s>", "<unk>"],
+                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    eos = tok.token_to_id("</s>")
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>",
+                                                       special_tokens=[("</s>", eos)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", pad_token="<pad>", unk_token="<unk>")
+    torch.manual_seed(seed)
+    pad = tok.token_to_id("<pad>")
+    model = T5ForConditionalGeneration(T5Config(
+        vocab_size=tok.get_vocab_size(), d_model=32, d_kv=16, d_ff=64, num_layers=2, num_decoder_layers=2,
+        num_heads=2, relative_attention_num_buckets=8, relative_attention_max_distance=16, dropout_rate=0.0,
+        pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=pad)).eval()
+    model.save_pretrained(directory)
+    fast.save_pretrained(directory)
+    return directory
+
+
 def import_run(hf_dir: Path, out: Path) -> Path:
     """The checkpoint as an arch_zoo run, as ``arch-zoo import`` writes it: weights through
     ``load_hf_checkpoint``, its tokenizer.json and declared special tokens as the run's tokenizer."""

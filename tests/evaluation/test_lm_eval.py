@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("lm_eval")
 
-from tests.evaluation.helpers import import_run, in_task_dir, tiny_gpt2, tiny_llama, tiny_t5  # noqa: E402
+from tests.evaluation.helpers import import_run, in_task_dir, tiny_gpt2, tiny_llama, tiny_t5, tiny_t5_eos  # noqa: E402
 
 TASKS = ["zoo_choice", "zoo_gen", "zoo_text"]
 MAX_LENGTH = 24  # below the documents' lengths: rolling windows, and contexts cut from the left
@@ -22,7 +22,8 @@ MAX_LENGTH = 24  # below the documents' lengths: rolling windows, and contexts c
 # GPT-2's one <|endoftext|> is its BOS and EOS and its tokenizer adds nothing; the Llama's tokenizer puts
 # <s> before every text and its EOS </s> differs: hf's defaults (BOS prefix, the tokenizer's own special
 # tokens) then decide every score, and the imported run must follow them
-BUILDERS = {"gpt2": tiny_gpt2, "llama": tiny_llama, "t5": tiny_t5}
+# T5's own tokenizers append </s> and name no BOS, and its decoder starts from <pad>
+BUILDERS = {"gpt2": tiny_gpt2, "llama": tiny_llama, "t5": tiny_t5, "t5_eos": tiny_t5_eos}
 
 
 @pytest.fixture(scope="module", params=sorted(BUILDERS))
@@ -103,7 +104,9 @@ def test_rolling_loglikelihood_is_the_full_forward_over_the_document(checkpoints
             if cfg.model.kind == "decoder":
                 logp = model(torch.tensor([ids])).logits[0, :-1].log_softmax(-1)
             else:  # the window's one-token context is the source; the decoder starts from its start token
-                logp = model(torch.tensor([ids[:1]]), torch.tensor([[tok.bos_id] + ids[1:-1]])).logits[0].log_softmax(-1)
+                start = tok.declared.get("decoder_start_token")  # the checkpoint's (T5: <pad>), else BOS
+                start_id = tok.token_id(start) if start is not None else tok.bos_id
+                logp = model(torch.tensor([ids[:1]]), torch.tensor([[start_id] + ids[1:-1]])).logits[0].log_softmax(-1)
         expected = float(logp.gather(-1, torch.tensor(ids[1:]).unsqueeze(-1)).sum())
         assert value == pytest.approx(expected, abs=1e-4)
         assert math.isfinite(value) and value < 0
