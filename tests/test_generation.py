@@ -39,12 +39,14 @@ def _grid():
         for name in REGISTRIES[family].choices():
             if name != DEFAULTS[field]:
                 options = getattr(REGISTRIES[family].get(name).factory, "example_options", None) or {}
-                grid[f"decoder-{field}-{name}"] = dict(SMALL, kind="decoder", position="rope",
+                position = "rope" if field != "mixer" else "sinusoidal"  # rope needs attention to act in
+                grid[f"decoder-{field}-{name}"] = dict(SMALL, kind="decoder", position=position,
                                                        **{field: {"name": name, **options}})
     # a hybrid (Gated DeltaNet, then attention) and recurrent decoder layers under cross-attention
     gdn = {"name": "gated_deltanet", "chunk_size": 4}
     grid["decoder-hybrid"] = dict(SMALL, kind="decoder", position="rope", layers=[{"pattern": [{"mixer": gdn}, {}]}])
-    grid["encoder_decoder-mixer-mamba2"] = dict(SMALL, kind="encoder_decoder", position="rope", layers=[
+    grid["encoder_decoder-mixer-mamba2"] = dict(SMALL, kind="encoder_decoder", position="rope",
+                                                cross_attention_position=True, layers=[
         {"stack": "decoder", "mixer": {"name": "mamba2", "chunk_size": 4}}])
     grid["decoder-post-norm"] = dict(SMALL, kind="decoder", position="learned", norm_placement="post")
     for kind in ("decoder", "encoder_decoder"):  # a window shorter than prompt + output: the cache is trimmed

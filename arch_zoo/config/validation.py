@@ -55,6 +55,33 @@ def check_mixer(m: ModelConfig, stack: str, key: str) -> None:
                           f"{', '.join(MIXERS.get(m.mixer.name).factory.stacks)}); mixers for {what}: {', '.join(able)}")
 
 
+ATTENTION_KEYS = ("attention", "qk_norm", "attention_scale", "attn_logit_softcap")  # act in attention only
+
+
+def check_attention_keys(m: ModelConfig, resolved: dict, key: str) -> None:
+    """Keys that act only in attention need an attention layer to act in: on a stack whose layers all
+    take another mixer (and no cross-attention reads them) they would silently do nothing."""
+    def reads(cfg: ModelConfig) -> bool:
+        return MIXERS.get(cfg.mixer.name).factory.reads_attention_keys
+
+    scheme = POSITIONS.get(m.position.name).factory
+    cross = m.kind == "encoder_decoder"
+    for name, layers in resolved.items():
+        if any(map(reads, layers)) or (cross and name == "decoder" and m.cross_attention_position):
+            continue
+        if scheme.acts_in_attention and not scheme.adds_to_embeddings:
+            fits = [e.name for e in POSITIONS.entries() if e.factory.adds_to_embeddings or not e.factory.acts_in_attention]
+            raise ConfigError(f"{key}.position", f"'{m.position.name}' acts only in attention, and no {name} layer has "
+                              f"attention (mixer {layers[0].mixer.name}); choose one of: {', '.join(fits)}")
+    if cross or any(reads(c) for layers in resolved.values() for c in layers):
+        return
+    defaults = ModelConfig()
+    for name in ATTENTION_KEYS:
+        if getattr(m, name) != getattr(defaults, name):
+            raise ConfigError(f"{key}.{name}", f"acts in attention, and no layer has attention (mixer "
+                              f"{m.mixer.name}): leave it at its default, or give some layers mixer: attention")
+
+
 def validate_model(m: ModelConfig, key: str = "model", stack: Optional[str] = None) -> ModelConfig:
     """Cross-field checks, every error naming the key; returns ``m`` with its defaults that depend
     on other keys (d_ff) filled in, so the saved config holds the numbers the model was built with.
@@ -103,6 +130,8 @@ def validate_model(m: ModelConfig, key: str = "model", stack: Optional[str] = No
         for name in [stack] if stack is not None else [s for s, _ in stacks(m)]:
             check_mixer(m, name, key)
     resolved = {name: layer_models(m, name, depth, key) for name, depth in stacks(m)}
+    if stack is None:
+        check_attention_keys(m, resolved, key)
     PARAMETRIZATIONS.get(m.parametrization.name).factory.check(m.parametrization.options, m, f"{key}.parametrization")
     head = HEADS.get(m.head.name)
     if m.kind not in head.factory.kinds:

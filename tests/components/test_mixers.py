@@ -46,6 +46,13 @@ def test_a_hybrid_is_data_and_keeps_every_invariant():
     assert "cache_parity [decoder]" in ran and "padding_invariance (left) [decoder]" in ran
 
 
+def test_attention_keys_stay_allowed_where_some_layer_or_cross_attention_reads_them():
+    model_config(tiny(n_layers=4, position="rope", qk_norm="rmsnorm", layers=HYBRID))
+    model_config(tiny(kind="encoder_decoder", position="alibi", cross_attention_position=True, qk_norm="rmsnorm",
+                      layers=[{"stack": "decoder", "mixer": "lstm"}]))
+    model_config(tiny(mixer="lstm", position="learned"))
+
+
 def test_an_encoder_decoder_takes_a_causal_mixer_in_its_decoder_only():
     cfg = tiny(kind="encoder_decoder", layers=[{"stack": "decoder", "mixer": {"name": "mamba2", "state_size": 4,
                                                                               "chunk_size": 4}}])
@@ -67,6 +74,12 @@ def test_an_encoder_decoder_takes_a_causal_mixer_in_its_decoder_only():
     (tiny(mixer={"name": "attention", "gate_scope": "head"}), "model.mixer", "gate_scope refines gate"),
     (tiny(mixer={"name": "linear_attention", "feature_map": "elu1"}), "model.mixer.feature_map", "elu"),
     (tiny(mixer={"name": "gated_deltanet", "kernel": "flaa"}), "model.mixer.kernel", "fla"),
+    # attention's keys with no attention layer to act in would silently do nothing
+    (tiny(mixer="mamba2", position="t5_bias"), "model.position", "no decoder layer has attention"),
+    (tiny(mixer="lstm", qk_norm="rmsnorm"), "model.qk_norm", "no layer has attention"),
+    (tiny(mixer="linear_attention", attention={"name": "sliding_window", "window": 4}), "model.attention", "default"),
+    (tiny(kind="encoder_decoder", position="alibi", layers=[{"stack": "decoder", "mixer": "lstm"}]), "model.position",
+     "no decoder layer has attention"),
 ])
 def test_a_bad_mixer_is_one_error_naming_the_key(cfg, key, words):
     with pytest.raises(ConfigError) as err:
@@ -134,7 +147,7 @@ def test_decoding_steps_add_up_to_the_sequences_flops(options):
     """Every mixer: the FLOPs of decoding positions 0..L-1 one at a time sum to the whole sequence's
     (attention's step grows with the context; a window caps it)."""
     for name in ["attention", *RECURRENT]:
-        cfg = model_config(tiny(**SIZES, **options, mixer=name))
+        cfg = model_config(tiny(**SIZES, **(options if name == "attention" else {}), mixer=name))
         mixer = MIXERS.build(cfg.mixer, cfg, None)
         for L in (1, 5, 9):
             assert sum(mixer.step_mixing_flops(c) for c in range(L)) == pytest.approx(mixer.mixing_flops(L, True)), name

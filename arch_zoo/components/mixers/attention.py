@@ -45,6 +45,7 @@ class Attention(MultiHeadAttention, Mixer):
     stacks = ("decoder", "encoder")
     layer_name = "self-attention"  # as describe's layer lines say it
     part = "attention"
+    reads_attention_keys = True
 
     def __init__(self, options: AttentionOptions, cfg, ctx=None):
         gate = None if options.gate is None else options.gate_scope

@@ -57,6 +57,9 @@ class Mixer(nn.Module):
     stacks: ClassVar[Tuple[str, ...]] = ("decoder",)
     example_options: ClassVar[dict] = {}
     part: ClassVar[str] = "mixer"  # what parameter and FLOP breakdowns file it under ("decoder mixer")
+    # whether it reads the model's attention keys (pattern, qk_norm, scale, soft-cap, a position scheme
+    # that rotates q/k or biases scores); a model none of whose layers does refuses them
+    reads_attention_keys: ClassVar[bool] = False
 
     def forward(self, x: Tensor, inputs: MixerInputs, state: Optional[DecodingState] = None) -> Tensor:
         raise TypeError("Mixer is abstract; use a registered mixer")
