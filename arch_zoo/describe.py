@@ -8,7 +8,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .components.feedforward import is_gated
+from .components.feedforward import has_sublayer, is_gated
 from .components.placements import ends_with_norm
 from .config import ExperimentConfig
 from .config.catalog import all_registries
@@ -210,12 +210,13 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         "",
         "layers",
     ]
+    ffn = " -> feed-forward" if has_sublayer(m.ffn) else ""  # ffn: none builds no feed-forward
     if m.kind in ("encoder", "encoder_decoder"):
-        lines.append(f"  encoder x {m.encoder_layers}: {_mixing(m)} (bidirectional) -> feed-forward")
+        lines.append(f"  encoder x {m.encoder_layers}: {_mixing(m)} (bidirectional){ffn}")
     if m.kind == "decoder":
-        lines.append(f"  decoder x {m.decoder_layers}: {_mixing(m)} (causal) -> feed-forward")
+        lines.append(f"  decoder x {m.decoder_layers}: {_mixing(m)} (causal){ffn}")
     if m.kind == "encoder_decoder":
-        lines.append(f"  decoder x {m.decoder_layers}: {_mixing(m)} (causal) -> cross-attention -> feed-forward")
+        lines.append(f"  decoder x {m.decoder_layers}: {_mixing(m)} (causal) -> cross-attention{ffn}")
     if m.layers is not None:
         for stack, depth in stacks(m):
             for indices, diff in layout(m, stack, depth):

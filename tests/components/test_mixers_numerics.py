@@ -113,7 +113,7 @@ def linear_attention_loop(m, x, keep):
 
 def lstm_loop(m, x, keep):
     """The LSTM cell, written out (i, f, g, o gates in torch's order); padding skips the cell."""
-    lstm, H = m.lstm, m.hidden
+    lstm, H = m, m.hidden
     h, c = torch.zeros(H, dtype=x.dtype), torch.zeros(H, dtype=x.dtype)
     out = []
     for t in range(len(x)):

@@ -74,4 +74,5 @@ def test_the_full_preset_has_the_parameters_of_hf_mamba2_default(capsys):
         hf = sum(p.numel() for p in tf.Mamba2ForCausalLM(tf.Mamba2Config()).parameters())
     assert hf == 7_285_403_648  # the figure: Mamba-Codestral-7B
     assert main(["describe", "preset:mamba2", "--vocab-size", str(tf.Mamba2Config().vocab_size)]) == 0
-    assert f"parameters  {hf:,} total" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"parameters  {hf:,} total" in out and "decoder x 64: mamba2 (causal)\n" in out  # no feed-forward
