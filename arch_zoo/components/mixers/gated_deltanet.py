@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from ..init import mark_residual_out
 from .base import MIXERS, MixerInputs
 from .conv import GatedRMSNorm, ShortConv
-from .recurrent import RecurrentMixer, check_kernel, keep_mask, read, wide, write
+from .recurrent import RecurrentMixer, check_kernel, initialised, keep_mask, read, wide, write
 from .scan import delta_scan, delta_step
 
 
@@ -63,7 +63,7 @@ class GatedDeltaNet(RecurrentMixer):
         self.ba_proj = nn.Linear(cfg.d_model, 2 * self.hv, bias=cfg.bias)  # b, a
         self.conv = ShortConv(2 * key + value, options.conv_size, bias=False)
         self.dt_bias = nn.Parameter(torch.ones(self.hv))
-        self.A_log = nn.Parameter(torch.empty(self.hv).uniform_(1e-4, 16).log())
+        self.A_log = initialised(self.hv, lambda: torch.empty(self.hv, device="cpu").uniform_(1e-4, 16).log())
         self.norm = GatedRMSNorm(self.dv, self.dv, options.norm_eps, gate_first=False)
         self.out = mark_residual_out(nn.Linear(value, cfg.d_model, bias=cfg.bias))
 

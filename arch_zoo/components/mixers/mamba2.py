@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from ..init import mark_residual_out
 from .base import MIXERS, MixerInputs
 from .conv import GatedRMSNorm, ShortConv
-from .recurrent import RecurrentMixer, check_kernel, keep_mask, read, wide, write
+from .recurrent import RecurrentMixer, check_kernel, initialised, keep_mask, read, wide, write
 from .scan import decay_scan, decay_step
 
 
@@ -63,9 +63,12 @@ class Mamba2(RecurrentMixer):
         self.conv_dim = inner + 2 * self.groups * self.n
         self.in_proj = nn.Linear(cfg.d_model, inner + self.conv_dim + self.h, bias=cfg.bias)  # z, xBC, dt
         self.conv = ShortConv(self.conv_dim, options.conv_size, bias=options.conv_bias)
-        dt = torch.empty(self.h).uniform_(math.log(options.dt_min), math.log(options.dt_max)).exp()
-        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus(dt_bias) = dt
-        self.A_log = nn.Parameter(torch.arange(1, self.h + 1, dtype=torch.float32).log())
+        def dt_bias():  # softplus(dt_bias) = dt, dt log-uniform in [dt_min, dt_max]
+            dt = torch.empty(self.h, device="cpu").uniform_(math.log(options.dt_min), math.log(options.dt_max)).exp()
+            return dt + torch.log(-torch.expm1(-dt))
+
+        self.dt_bias = initialised(self.h, dt_bias)
+        self.A_log = initialised(self.h, lambda: torch.arange(1, self.h + 1, dtype=torch.float32, device="cpu").log())
         self.D = nn.Parameter(torch.ones(self.h))
         self.norm = GatedRMSNorm(inner, inner // self.groups, options.norm_eps, gate_first=True)
         self.out = mark_residual_out(nn.Linear(inner, cfg.d_model, bias=cfg.bias))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from typing import Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ..state import DecodingState, RecurrentState
 from .base import Mixer, MixerInputs
@@ -36,6 +36,17 @@ def read(state: Optional[DecodingState], name: str) -> Optional[Tensor]:
 def write(state: Optional[DecodingState], name: str, value: Tensor) -> None:
     if state is not None:
         state.write(name, value)
+
+
+def initialised(n: int, values: Callable[[], Tensor]) -> nn.Parameter:
+    """A parameter of ``n`` values computed on the CPU by ``values()`` (a log-uniform step size, say)
+    and moved to where the model is built; a meta build (``describe`` counting a 7B preset) keeps no
+    values, so computes none."""
+    p = nn.Parameter(torch.empty(n))
+    if not p.is_meta:
+        with torch.no_grad():
+            p.copy_(values())
+    return p
 
 
 def wide(t: Tensor) -> Tensor:
