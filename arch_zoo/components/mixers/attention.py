@@ -46,6 +46,7 @@ class Attention(MultiHeadAttention, Mixer):
     layer_name = "self-attention"  # as describe's layer lines say it
     part = "attention"
     reads_attention_keys = True
+    example_options = {"gate": "sigmoid"}  # the grid's ungated attention is every other model's default
 
     def __init__(self, options: AttentionOptions, cfg, ctx=None):
         gate = None if options.gate is None else options.gate_scope
