@@ -96,29 +96,20 @@ def tiny_gpt2(directory: Path, n_positions: int = 64, seed: int = 0) -> Path:
 def tiny_t5(directory: Path, seed: int = 0) -> Path:
     """A 2+2-layer T5 (relative position buckets, tied embeddings) and the same tokenizer, saved as a
     Hugging Face checkpoint directory; <|endoftext|> is its pad, end and decoder start token."""
-    import torch
-    from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
+    from transformers import PreTrainedTokenizerFast
 
     tok = bpe_tokenizer()
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
                                    pad_token="<|endoftext|>")
-    torch.manual_seed(seed)
     eot = tok.token_to_id("<|endoftext|>")
-    model = T5ForConditionalGeneration(T5Config(
-        vocab_size=tok.get_vocab_size(), d_model=32, d_kv=16, d_ff=64, num_layers=2, num_decoder_layers=2,
-        num_heads=2, relative_attention_num_buckets=8, relative_attention_max_distance=16, dropout_rate=0.0,
-        pad_token_id=eot, eos_token_id=eot, decoder_start_token_id=eot)).eval()
-    model.save_pretrained(directory)
-    fast.save_pretrained(directory)
-    return directory
+    return _save_t5(directory, fast, seed, pad=eot, eos=eot)
 
 
 def tiny_t5_eos(directory: Path, seed: int = 0) -> Path:
     """A T5 as T5's own checkpoints are: a tokenizer that appends </s> to every text and names no BOS,
     and <pad> (not </s>) as the decoder start token."""
-    import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
+    from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -129,12 +120,20 @@ def tiny_t5_eos(directory: Path, seed: int = 0) -> Path:
     tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>",
                                                        special_tokens=[("</s>", eos)])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", pad_token="<pad>", unk_token="<unk>")
+    return _save_t5(directory, fast, seed, pad=tok.token_to_id("<pad>"), eos=eos)
+
+
+def _save_t5(directory: Path, fast, seed: int, pad: int, eos: int) -> Path:
+    """A 2+2-layer T5 (relative position buckets, tied embeddings) for ``fast``'s vocabulary, saved with
+    ``fast`` as a checkpoint directory; ``pad`` is its pad and decoder start token."""
+    import torch
+    from transformers import T5Config, T5ForConditionalGeneration
+
     torch.manual_seed(seed)
-    pad = tok.token_to_id("<pad>")
     model = T5ForConditionalGeneration(T5Config(
-        vocab_size=tok.get_vocab_size(), d_model=32, d_kv=16, d_ff=64, num_layers=2, num_decoder_layers=2,
-        num_heads=2, relative_attention_num_buckets=8, relative_attention_max_distance=16, dropout_rate=0.0,
-        pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=pad)).eval()
+        vocab_size=fast.backend_tokenizer.get_vocab_size(), d_model=32, d_kv=16, d_ff=64, num_layers=2,
+        num_decoder_layers=2, num_heads=2, relative_attention_num_buckets=8, relative_attention_max_distance=16,
+        dropout_rate=0.0, pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=pad)).eval()
     model.save_pretrained(directory)
     fast.save_pretrained(directory)
     return directory
