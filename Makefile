@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 export WANDB_MODE ?= offline
 STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer ladder probes
 
-.PHONY: install test test-cpus test-slow demo docs bench studies $(addprefix study-,$(STUDIES)) gradnorms clean
+.PHONY: install test test-cpus test-order test-slow demo docs bench studies $(addprefix study-,$(STUDIES)) gradnorms clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	@echo "make: installing arch_zoo, torch and its extras into $(VENV): about 7 minutes on a fresh machine, once"
@@ -24,8 +24,9 @@ install: $(VENV)/.installed
 # once): one worker a logical CPU, at most 8 (each test uses one torch thread, tests/conftest.py);
 # TEST_WORKERS=0 runs the suite in the pytest process itself.
 TEST_WORKERS ?= logical
+PYTEST_SUITE = $(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --maxprocesses 8 --dist loadfile
 test: $(VENV)/.installed
-	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --maxprocesses 8 --dist loadfile
+	$(PYTEST_SUITE)
 
 # The tests that assert what training learns, again under the CPU kernels other machines use (torch
 # picks AVX-512 where the CPU has it, else AVX2; `default` is the plain path) and with 2 threads: a margin
@@ -34,6 +35,15 @@ test: $(VENV)/.installed
 test-cpus: $(VENV)/.installed
 	ATEN_CPU_CAPABILITY=avx2 ARCH_ZOO_TEST_THREADS=2 $(PY) -m pytest -q -m "(outcome or compiles) and not slow"
 	ATEN_CPU_CAPABILITY=default $(PY) -m pytest -q -m "(outcome or compiles) and not slow"
+
+# The suite as CI runs it, three more times: each under another shift of every test's seed
+# (ARCH_ZOO_TEST_SEED, tests/conftest.py), the first with its test files in reverse order, the second
+# shuffled, the third under AVX2 kernels. A test that passes only for one draw of its random inputs,
+# or only after (or before) some other file ran in its worker, fails here. ~40 min on 2 cores.
+test-order: $(VENV)/.installed
+	ARCH_ZOO_TEST_SEED=1 $(PYTEST_SUITE) --file-order reversed
+	ARCH_ZOO_TEST_SEED=2 $(PYTEST_SUITE) --file-order shuffled:2
+	ARCH_ZOO_TEST_SEED=3 ATEN_CPU_CAPABILITY=avx2 $(PYTEST_SUITE) --file-order shuffled:3
 
 test-slow: $(VENV)/.installed
 	$(PY) -m pytest -q -m slow

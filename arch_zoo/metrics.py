@@ -5,11 +5,14 @@ listed in ``GOALS`` by name; a sweep spec's ``metric.goal`` names it for the swe
 must, for a metric not listed). A run records the goals of the metrics it logged in summary.json
 (``goals``), so a report reads them from the run.
 ``best_metrics`` (a run's best value of each metric, ranked by these goals) sits beside them.
+Each metric also declares its unit (``UNITS``: per token, character, byte or example), recorded in
+summary.json (``units``): a per-token metric does not compare variants whose tokens cover different
+text, so ``per_byte_instead`` ranks them by bits per byte (reports, the sweep's table, tuning).
 This module is a leaf (no torch, no pandas): reading a report never imports the model library.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Mapping, Optional
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 DIRECTIONS = ("min", "max")
 SPELLINGS = {"min": "min", "max": "max", "minimize": "min", "maximize": "max"}  # wandb's words too
@@ -24,10 +27,76 @@ GOALS: Dict[str, str] = {
     "loss": "min",
     "perplexity": "min",
     "bpc": "min",
+    "bpb": "min",
     "accuracy": "max",
     "token_accuracy": "max",
     "exact_match": "max",
 }
+
+UNITS = ("token", "character", "byte", "example")
+# What each metric is an average over, by base name; an objective scoring one label per example
+# declares its loss and perplexity per example instead (training/objectives.py).
+UNIT_OF: Dict[str, str] = {
+    "loss": "token",
+    "perplexity": "token",
+    "token_accuracy": "token",
+    "accuracy": "token",
+    "bpc": "character",
+    "bpb": "byte",
+    "exact_match": "example",
+}
+PER_BYTE = "bpb"
+SAME_TEXT = 1e-6  # relative difference in bytes per token below which two tokenizations cover the same text
+
+
+def unit_of(metric: str, declared: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """'token', 'character', 'byte', 'example', or None when nobody declared it. ``declared`` (units a
+    run recorded, keyed by full or base name) comes before the built-in table."""
+    base = base_name(metric)
+    for table in (declared or {}, UNIT_OF):
+        for key in (metric, base):
+            if key in table:
+                return table[key]
+    return None
+
+
+def per_byte_instead(metric: str, bytes_per_token: Mapping[str, Optional[float]], available: Iterable[str],
+                     units: Optional[Mapping[str, str]] = None) -> Tuple[str, Optional[str]]:
+    """The metric to rank by and the one line that says why it is not ``metric``, else None.
+
+    ``bytes_per_token``: each variant's UTF-8 bytes per token on ``metric``'s split (None: unknown).
+    A per-token metric ranks variants only when their tokens cover the same text; when the measured
+    bytes per token differ, the split's bits per byte ranks instead (when the runs logged it), and
+    otherwise the line warns that the ranking compares different units."""
+    if unit_of(metric, units) != "token":
+        return metric, None
+    known = {v: b for v, b in bytes_per_token.items() if isinstance(b, (int, float)) and b > 0}
+    if len(known) < 2 or max(known.values()) <= min(known.values()) * (1 + SAME_TEXT):
+        return metric, None
+    split = metric.rsplit("/", 1)[0] if "/" in metric else ""
+    replacement = f"{split}/{PER_BYTE}" if split else PER_BYTE
+    shown = ", ".join(f"{v} {b:.3g}" for v, b in known.items())
+    why = (f"{metric} is per token and the variants' tokens cover different text ({split or 'eval'} bytes per "
+           f"token: {shown})")
+    if replacement in set(available):
+        return replacement, f"ranked by {replacement}, not {metric}: {why}."
+    return metric, f"warning: ranked by {metric}, though {why}; no run logged {replacement} to rank by instead."
+
+
+# The values a metric can take, where bounded: an interval reaching past them is clipped to them.
+RANGES: Dict[str, tuple] = {
+    "loss": (0.0, float("inf")),
+    "perplexity": (1.0, float("inf")),
+    "bpc": (0.0, float("inf")),
+    "accuracy": (0.0, 1.0),
+    "token_accuracy": (0.0, 1.0),
+    "exact_match": (0.0, 1.0),
+}
+
+
+def range_of(metric: str) -> Optional[tuple]:
+    """(lowest, highest) value ``metric`` can take, or None when unknown."""
+    return RANGES.get(base_name(metric))
 
 
 def base_name(metric: str) -> str:

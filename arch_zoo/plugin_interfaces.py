@@ -46,6 +46,10 @@ INTERFACES = _interfaces(
     Interface("placements", "arch_zoo.components.placements.Placement", ("ctx: LayerContext",),
               "an nn.Module of its layer: norm_slots(index) names the norms sublayer index needs; "
               "forward(x, slots, branches) (or residual(slot, x, branch) per sublayer) combines them"),
+    Interface("mixers", "arch_zoo.components.mixers.base.Mixer", ("cfg: ModelConfig", "ctx: LayerContext"),
+              "forward(x, inputs, state) -> x's shape (inputs: MixerInputs, state: its own decoding state or "
+              "None); stacks it serves, new_state() / static_state(...), mixing_flops(length, causal), "
+              "step_mixing_flops(context), state_elements(context) (docs/how-to/own-mixer.md)"),
     Interface("attention", "arch_zoo.components.attention_patterns.AttentionPattern", (),
               "restrict(mask, q_len, k_len, device) narrows a self-attention layer's mask; cache_keep() "
               "and visible_keys(seq_len, causal) say what decoding keeps and FLOP counts see"),

@@ -20,7 +20,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-RUN_ELSEWHERE = {"how-to/own-component.md": "tests/test_plugins.py"}
+RUN_ELSEWHERE = {"how-to/own-component.md": "tests/test_plugins.py",
+                 "how-to/own-mixer.md": "tests/components/test_own_mixer_doc.py"}
 # Appended to every `train` and `sweep` a page runs (not to a --dry-run): a few steps, tiny evaluations.
 TINY = ["train.max_steps=4", "train.val_every=2", "train.val_batches=1", "train.batch_size=4",
         "train.exact_match_samples=2", "train.progress_bar=false"]

@@ -23,7 +23,10 @@ READY_S = 120  # MLflow migrates a new SQLite store on first start
 
 
 def port_free(port: int) -> bool:
+    """No server listens on ``port``. SO_REUSEADDR, as TensorBoard's and MLflow's servers bind: a port whose
+    last connection lingers in TIME_WAIT (up to a minute after a server that closed first) is free to them."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((HOST, port))
         except OSError:

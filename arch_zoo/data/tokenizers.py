@@ -70,6 +70,12 @@ class Tokenizer:
     def state(self) -> dict:
         return {}
 
+    def token_bytes(self) -> Optional[np.ndarray]:
+        """UTF-8 bytes of text each token id stands for (0 for special and unknown tokens): bits per
+        byte divide summed losses by the bytes their target tokens cover. None when a token's bytes
+        cannot be known exactly (then no run of this tokenizer reports bits per byte)."""
+        return None
+
     def save(self, directory: Path) -> Path:
         path = Path(directory) / TOKENIZER_FILE
         tmp = path.with_suffix(".tmp")
@@ -122,6 +128,12 @@ class _Vocabulary(Tokenizer):
 
     def state(self):
         return {"symbols": self.symbols[len(SPECIALS):]}
+
+    def token_bytes(self):
+        if not self.lossless:  # the whitespace it drops is text no token covers
+            return None
+        return np.array([0] * len(SPECIALS) + [len(s.encode("utf-8")) for s in self.symbols[len(SPECIALS):]],
+                        dtype=np.int64)
 
 
 @TOKENIZERS.register("char", NoOptions, "one token per character seen in the training text")
@@ -200,6 +212,9 @@ class ByteTokenizer(Tokenizer):
     def encode_batch(self, texts):
         return [np.frombuffer(t.encode("utf-8"), dtype=np.uint8).astype(np.int64) + len(SPECIALS) for t in texts]
 
+    def token_bytes(self):
+        return np.array([0] * len(SPECIALS) + [1] * 256, dtype=np.int64)
+
     def decode(self, ids, skip_special=True):
         n = len(SPECIALS)
         data = bytes(i - n for i in ids if n <= i < n + 256)
@@ -271,9 +286,25 @@ class BPETokenizer(Tokenizer):
     def decode(self, ids, skip_special=True):
         return self._tok.decode(list(ids), skip_special_tokens=skip_special)
 
+    def token_bytes(self):
+        return byte_level_token_bytes(self._tok)
+
     def state(self):
         return {"options": {"vocab_size": self.options.vocab_size, "train_chars": self.options.train_chars},
                 "serialized": self._tok.to_str()}
+
+
+def byte_level_token_bytes(tok) -> Optional[np.ndarray]:
+    """Bytes per id of a Hugging Face tokenizer whose decoder is byte-level (GPT-2's alphabet: one
+    printable character per byte, so a token's bytes are its string's length); added and special
+    tokens cover none. None for any other decoder (a token's bytes are then not its string's)."""
+    if (json.loads(tok.to_str()).get("decoder") or {}).get("type") != "ByteLevel":
+        return None
+    added = {t.content for t in tok.get_added_tokens_decoder().values()}
+    out = np.zeros(tok.get_vocab_size(with_added_tokens=True), dtype=np.int64)
+    for piece, i in tok.get_vocab(with_added_tokens=True).items():
+        out[i] = 0 if piece in added else len(piece)
+    return out
 
 
 def parse_tokenizer(value, key: str = "task.tokenizer") -> ComponentSpec:

@@ -9,20 +9,22 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from ..errors import ConfigError, did_you_mean
+from ..metrics import per_byte_instead, range_of
 from ..run_names import plain
 from .load import FIXED, goal_for
-from .stats import bootstrap_ci, cohens_dz, holm, seeds_needed
+from .stats import bootstrap_ci, cohens_dz, holm, judge, seeds_needed, smallest_effect, tost_p
 
 STATUSES = ("completed", "diverged", "failed", "interrupted", "running", "pending")
 STATS = ("mean", "std", "ci_low", "ci_high", "n", "best", "best_seed",
-         "delta", "delta_ci_low", "delta_ci_high", "p", "n_paired", "p_holm", "d_z", "seeds_needed")
+         "delta", "delta_ci_low", "delta_ci_high", "p", "n_paired", "p_holm", "d_z", "seeds_needed", "margin",
+         "p_tost", "verdict")
 CONFIDENCE = 0.95
 CI_METHODS = ("t", "bootstrap")
 BOOTSTRAP_FEW = 10  # fewer seeds than this: the report warns that a bootstrap interval under-covers
@@ -44,6 +46,17 @@ def check_metric(runs: pd.DataFrame, metric: str) -> None:
     if logged and metric not in logged:
         raise ConfigError("metric", f"'{metric}' was logged by no run{did_you_mean(metric, logged)}; "
                                     f"logged metrics: {', '.join(sorted(logged))}")
+
+
+def ranking_metric(runs: pd.DataFrame, metric: str) -> Tuple[str, Optional[str]]:
+    """``metric``, or the bits per byte of its split when ``metric`` is per token and the variants'
+    tokens cover different text (measured: their runs' bytes per token on that split differ), with
+    the one line that says so (metrics.per_byte_instead)."""
+    split = metric.rsplit("/", 1)[0]
+    measured = {v: per_split.get(split) for v, per_split in (runs.attrs.get("bytes_per_token") or {}).items()
+                if v in set(runs["variant"].astype(str))}
+    available = [m for m in metrics_of(runs) if runs[m].notna().any()]
+    return per_byte_instead(metric, measured, available, runs.attrs.get("units"))
 
 
 def mean_ci(values: Sequence[float]) -> tuple:
@@ -174,11 +187,11 @@ def check_options(ci: str, min_effect: Optional[float]) -> None:
 
 
 def _effect(r: Dict[str, Any], other: Optional[Dict[str, Any]], m: str, ci: str,
-            min_effect: Optional[float]) -> Dict[str, Any]:
+            min_effect: Optional[float], margin: float = math.nan) -> Dict[str, Any]:
     """Δ vs the baseline variant ``other`` on metric ``m``: paired t-test, d_z and the seeds 80% power needs
     for the observed effect, or for ``min_effect`` (metric units) at the observed spread of the differences."""
     if other is None:
-        values = (math.nan,) * 4 + (0, math.nan, math.nan)
+        values = (math.nan,) * 4 + (0, math.nan, math.nan, math.nan)
     else:
         xa, xb = _pairs(r["_values"][m], other["_values"][m])
         delta, low, high, p, n = paired(r["_values"][m], other["_values"][m])
@@ -190,8 +203,8 @@ def _effect(r: Dict[str, Any], other: Optional[Dict[str, Any]], m: str, ci: str,
             target = min_effect / sd if sd > 0 else math.inf
         else:
             target = dz
-        values = (delta, low, high, p, n, dz, seeds_needed(target))
-    names = ("delta", "delta_ci_low", "delta_ci_high", "p", "n_paired", "d_z", "seeds_needed")
+        values = (delta, low, high, p, n, dz, seeds_needed(target), tost_p(xa - xb, margin))
+    names = ("delta", "delta_ci_low", "delta_ci_high", "p", "n_paired", "d_z", "seeds_needed", "p_tost")
     return {f"{m} {name}": value for name, value in zip(names, values)}
 
 
@@ -200,18 +213,22 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
     """One row per variant, ranked by ``metric`` (default: the sweep's) in its goal's direction.
 
     ``ci``: "t" (t-distribution) or "bootstrap" (BCa, for metrics far from normal) for the intervals of
-    the means and of Δ. ``min_effect``: the smallest difference of ``metric`` worth detecting, in its
-    units; the seeds-needed column then plans for it instead of the observed Δ."""
+    the means and of Δ. ``min_effect``: the smallest difference of ``metric`` that counts, in its units
+    (default: the sweep spec's ``metric.min_effect``, else ``stats.smallest_effect`` of the seeds'
+    spread); a Δ whose interval lies inside it is 'equivalent', and the seeds-needed column plans for it
+    (when given) instead of the observed Δ."""
+    min_effect = min_effect if min_effect is not None else runs.attrs.get("min_effect")
     check_options(ci, min_effect)
     metric = metric or runs.attrs.get("metric") or "val/loss"
     check_metric(runs, metric)
+    metric, rank_note = ranking_metric(runs, metric)
     goal = goal_for(runs.attrs, metric)
     if goal is None:
         raise ConfigError("metric", f"{metric}: no run or sweep spec says whether lower or higher is better "
                           "(set metric.goal in the sweep spec)")
     settings, metrics = settings_of(runs), metrics_of(runs)
     base = resolve_baseline(runs, baseline)
-    rows = []
+    rows, clipped = [], {}
     for variant, group in runs.groupby("variant", sort=False, dropna=False):
         first = group.iloc[0]
         row: Dict[str, Any] = {"variant": variant, **{s: first[s] for s in settings}}
@@ -235,6 +252,7 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
             mean, std, low, high = mean_ci(ok[m].to_numpy())
             if ci == "bootstrap":
                 low, high = bootstrap_ci(ok[m].to_numpy(), CONFIDENCE)
+            low, high = _clipped(m, low, high, row["variant"], clipped)
             row.update({f"{m} mean": mean, f"{m} std": std, f"{m} ci_low": low, f"{m} ci_high": high,
                         f"{m} n": len(ok)})
             direction = goal_for(runs.attrs, m)
@@ -245,6 +263,8 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
                 row[f"{m} best"], row[f"{m} best_seed"] = math.nan, pd.NA
         rows.append(row)
     candidates = [r for r in rows if r["baseline"]]
+    margins = {m: smallest_effect([list(r["_values"][m].values()) for r in rows], min_effect if m == metric else None)
+               for m in metrics}
     ambiguous = []
     for r in rows:
         other = _closest(r, candidates, settings, list(base))
@@ -252,10 +272,14 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
         if other is not None and not r["baseline"] and _tied(r, other, candidates, settings, list(base)):
             ambiguous.append(f"{r['variant']} vs {other['variant']}")
         for m in metrics:
-            r.update(_effect(r, other, m, ci, min_effect if m == metric else None))
+            r.update(_effect(r, other, m, ci, min_effect if m == metric else None, margins[m]))
     for m in metrics:  # one family per metric: every variant-vs-baseline test of it
         for r, adjusted in zip(rows, holm([r[f"{m} p"] for r in rows])):
             r[f"{m} p_holm"] = float(adjusted)
+            r[f"{m} margin"] = margins[m]
+            r[f"{m} verdict"] = None if r["baseline"] else judge(
+                r[f"{m} delta"], r[f"{m} delta_ci_low"], r[f"{m} delta_ci_high"], r[f"{m} p_holm"], margins[m],
+                goal_for(runs.attrs, m) or goal) or None  # None, not "": a CSV reads it back the same
     table = pd.DataFrame([{k: v for k, v in r.items() if k != "_values"} for r in rows])
     for s in settings:  # as the runs have them: a null beside numbers stays None, not NaN
         table[s] = pd.Series([r[s] for r in rows], dtype=object)
@@ -272,12 +296,31 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
     front = ["rank", "variant", *settings, "baseline", "baseline_variant", "seeds", *STATUSES, "other"]
     table = table[front + [c for c in table.columns if c not in front]]
     table.attrs.update(_attrs(runs, metric, goal, base, metrics, table, ci, min_effect))
+    table.attrs["notes"] += [_clip_note(m, names) for m, names in clipped.items()]
+    if rank_note:
+        table.attrs["notes"].insert(0, rank_note)
     if len(candidates) > 1:  # several baseline variants (a grid beside the baseline's axis): say who is whose
         pairs = [f"{r['variant']} vs {r['baseline_variant']}" for r in rows if not r["baseline"] and r["baseline_variant"]]
         table.attrs["notes"].append(f"Δ is against the baseline variant sharing most other settings: {'; '.join(pairs)}"
                                     + (f"; a tie, broken by the first baseline variant, for {'; '.join(ambiguous)}"
                                        if ambiguous else ""))
     return table
+
+
+def _clipped(m: str, low: float, high: float, variant: Any, clipped: Dict[str, List[str]]) -> tuple:
+    """The interval of a bounded metric's mean clipped to the metric's range (``metrics.RANGES``): a t-interval
+    at 2 seeds reaches far past it (e.g. [-3.44, 4.57] for an accuracy), and no mean can lie there."""
+    bounds = range_of(m)
+    if bounds is None or math.isnan(low) or math.isnan(high) or (bounds[0] <= low and high <= bounds[1]):
+        return low, high
+    clipped.setdefault(m, []).append(str(variant))
+    return max(low, bounds[0]), min(high, bounds[1])
+
+
+def _clip_note(m: str, names: List[str]) -> str:
+    lo, hi = range_of(m)
+    return (f"{m}: the 95% CI of the mean is clipped to the metric's range [{lo:g}, {hi:g}] for {', '.join(names)} "
+            "(its interval reached past it; with so few seeds the clipped interval is wide, not precise)")
 
 
 def missing_notes(runs: pd.DataFrame) -> List[str]:
@@ -350,4 +393,4 @@ def _attrs(runs, metric, goal, base, metrics, table, ci="t", min_effect=None) ->
     return {"name": runs.attrs.get("name", ""), "task": runs.attrs.get("task"), "metric": metric, "goal": goal,
             "goals": runs.attrs.get("goals") or {}, "baseline": base,
             "settings": settings_of(runs), "metrics": metrics, "notes": notes, "ci": ci,
-            "min_effect": min_effect}
+            "min_effect": min_effect, "not_evaluated": runs.attrs.get("not_evaluated") or {}}

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import pandas as pd
 
 from ..errors import ConfigError
-from ..formatting import plural
+from ..formatting import plural, si
 from ..metrics import direction, goal_of
 from ..run_names import plain
 from ..rundir import METRICS, RUN_JSON, is_lr_column
@@ -55,9 +55,58 @@ def _budget_note(rows: List[Dict[str, Any]], single_sweep: bool) -> List[str]:
     matches = sorted({r["_budget"] for r in rows if r.get("_budget")})
     if not matches:
         return []
-    # "tokens" keeps each variant's steps, so it claims nothing when an axis varies batch or length
-    return [f"budget: matched {' / '.join(matches)} (the sweep's budget.match); each variant's actual train_tokens, "
-            "params and train_flops (3 x forward FLOPs/token x tokens) are in variants.csv."]
+    match = matches[0]
+    # what must agree for the line to say matched (a budget of steps claims tokens only when they agree)
+    held = {"tokens": "train_tokens", "bytes": "_train_bytes", "flops": "train_flops",
+            "steps": "train_tokens"}.get(match)
+    per_step = {"tokens": "_tokens_per_step", "bytes": "_bytes_per_step", "flops": "_flops_per_step",
+                "steps": "_tokens_per_step"}.get(match)
+    tokens, text = _per_variant(rows, "train_tokens"), _per_variant(rows, "_train_bytes")
+    lines = []
+    if len(matches) == 1 and held is not None and _agree(rows, held, per_step):
+        lines.append(f"budget: matched {'steps and tokens' if match == 'steps' else match} (the sweep's "
+                     "budget.match); each variant's actual train_tokens, "
+                     "params and train_flops (3 x forward FLOPs/token x tokens) are in variants.csv.")
+    elif match == "steps" or len(set(tokens.values())) > 1:
+        why = ("train.max_steps was varied on purpose, so the budget is steps" if match == "steps" else
+               f"the sweep's budget.match is {' / '.join(matches)}, but the variants spent different amounts")
+        lines.append(f"budget: tokens not matched ({why}); each variant's training tokens: "
+                     + ", ".join(f"{v} {si(t)}" for v, t in tokens.items()) + ".")
+    else:
+        lines.append(f"budget: {' / '.join(matches)} not matched (the variants spent different amounts); each "
+                     "variant's train_tokens and train_flops are in variants.csv.")
+    if len(text) > 1 and (match == "flops" or match != "bytes" and _differ(text.values())):
+        lines.append("text read: " + ", ".join(f"{v} {si(b)} bytes" for v, b in text.items())
+                     + (" (budget.match: bytes matches text)" if match == "flops" else
+                          " (the variants' tokens cover different text, so the same tokens are not the same text; "
+                          "budget.match: bytes matches text)"))
+    return lines
+
+
+def _per_variant(rows: List[Dict[str, Any]], key: str) -> Dict[str, float]:
+    """Each variant's mean of ``key`` over its completed runs (every run's planned spend before any completed)."""
+    done = [r for r in rows if r.get("status") == "completed"] or rows
+    out: Dict[str, List[float]] = {}
+    for r in done:
+        value = r.get(key)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            out.setdefault(str(r.get("variant")), []).append(float(value))
+    return {v: sum(xs) / len(xs) for v, xs in out.items()}
+
+
+def _differ(values) -> bool:
+    values = list(values)
+    return len(values) > 1 and max(values) > min(values) * (1 + 1e-9)
+
+
+def _agree(rows: List[Dict[str, Any]], key: str, per_step: Optional[str]) -> bool:
+    """Whether every variant spent the same ``key``, to within one step of the largest one's spend
+    (whole steps cannot do better; a budget of steps must agree exactly)."""
+    spent = _per_variant(rows, key)
+    if len(spent) < 2:
+        return True
+    slack = max((r[per_step] for r in rows if per_step and isinstance(r.get(per_step), (int, float))), default=0.0)
+    return max(spent.values()) - min(spent.values()) <= slack * (1 + 1e-9)
 
 
 def _label(settings: Dict[str, Any]) -> str:
@@ -169,11 +218,18 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
         metric = {"name": metric}
     name = metric.get("name") or DEFAULT_METRIC["name"]
     goals = {k: v for r in rows for k, v in (r.get("_goals") or {}).items()}
+    units = {k: v for r in rows for k, v in (r.get("_units") or {}).items()}
+    bytes_per_token: Dict[str, Dict[str, float]] = {}  # variant -> split -> its runs' (one corpus, one tokenizer)
+    for r, rec in zip(rows, records):
+        for split, value in (r.get("_bytes_per_token") or {}).items():
+            bytes_per_token.setdefault(str(rec["variant"]), {}).setdefault(split, value)
     frame.attrs.update({
         "name": spec.get("name") or ("+".join(dict.fromkeys(str(r["sweep"]) for r in rows if r.get("sweep")))
                                      or (Path(paths[0]).resolve().name if len(paths) == 1 else "compare")),
         "settings": settings_keys, "metrics": metric_keys + _curve_only(frame),
         "metric": name, "goal": direction(metric.get("goal")) or goal_of(name, goals), "goals": goals,
+        "min_effect": metric.get("min_effect"),  # the spec's smallest effect that counts (reports/stats.py)
+        "units": units, "bytes_per_token": bytes_per_token,
         "baseline": {str(k): v for k, v in (spec.get("baseline") or {}).items()},
         "description": spec.get("description") or "",
         "samples": samples,

@@ -113,6 +113,18 @@ def _spent(budget: Dict[str, Any], step: Any) -> Dict[str, Any]:
             "train_flops": budget.get("flops", math.nan) * step / steps}
 
 
+def spent_text(budget: Dict[str, Any], step: Any) -> Dict[str, Any]:
+    """The bytes of text a run's training tokens covered up to the step it reached, and what one
+    step spends of tokens, bytes and FLOPs (a budget is matched to within one step); run.json's plan."""
+    steps = budget.get("steps")
+    if not steps or not isinstance(step, (int, float)):
+        return {}
+    out = {f"_{k}_per_step": budget[k] / steps for k in ("tokens", "bytes", "flops") if budget.get(k)}
+    if budget.get("bytes"):
+        out["_train_bytes"] = budget["bytes"] * step / steps
+    return out
+
+
 def read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
     meta = _json(run_dir / RUN_JSON) or {}
     status = _json(run_dir / STATUS) or {}
@@ -142,6 +154,7 @@ def read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
         "run_dir": str(run_dir),
     }
     row["_budget"] = (meta.get("budget") or {}).get("match")
+    row.update(spent_text(meta.get("budget") or {}, summary.get("step", status.get("step"))))
     row["_tune"] = meta.get("tune") or {}
     row["_scale"] = meta.get("scale")  # a ladder's rung (sweeps/scale_plan.py), for the scaling fits
     row["_suite"] = meta.get("suite")  # a probe suite's entry (sweeps/suite.py), for the suite table
@@ -149,6 +162,8 @@ def read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
     row["_pruned_at"] = status.get("pruned_at") if state in ("pruned", "completed") else None  # completed: cut later
     row["_settings"] = {k: scalar(v) for k, v in (meta.get("settings") or {}).items()}
     row["_goals"] = {k: v for k, v in (summary.get("goals") or {}).items() if v in DIRECTIONS}
+    row["_units"] = dict(summary.get("units") or {})
+    row["_bytes_per_token"] = (summary.get("task") or {}).get("bytes_per_token") or {}  # split -> measured
     row["_samples"] = summary.get("samples") or []
     row["_commit"] = summary.get("git_commit")
     row["_not_evaluated"] = _not_evaluated(summary)

@@ -7,6 +7,10 @@
   noncentral t distribution (what G*Power computes), and the fewest seeds that reach a target power.
 - ``bootstrap_ci``: a BCa bootstrap interval of the mean (scipy.stats.bootstrap), for metrics far
   from normal.
+- ``smallest_effect`` / ``judge``: the smallest difference that counts (the equivalence margin) and
+  the word a comparison earns: better, worse, equivalent (the interval of Δ lies inside the margin:
+  two one-sided tests, Schuirmann 1987) or inconclusive. The word is read off the interval shown
+  beside it, so the two never disagree.
 """
 from __future__ import annotations
 
@@ -24,6 +28,13 @@ RESAMPLES = 9999
 ROUNDING = 1e-9  # a spread below this fraction of the differences is float rounding, not a spread
 BOOTSTRAP_SEED = 0  # a report is a pure function of its runs: the same resamples every time
 MIN_BOOTSTRAP = 3  # fewer values: no bootstrap interval (two resample to about their min and max)
+# The smallest effect of interest, by default: a fraction of the metric's seed-to-seed spread (a
+# difference well inside what another seed changes is no finding), and never below what float
+# rounding alone moves (the attention kernels agree to 1e-5 relative, so two kernels of one function
+# differ by about that much, e.g. 7e-8 nats).
+SEED_SHARE = 0.25
+FLOAT_TOLERANCE = 1e-5
+BETTER, WORSE, EQUIVALENT, INCONCLUSIVE = "better", "worse", "equivalent", "inconclusive"
 
 
 def holm(pvalues: Sequence[float]) -> np.ndarray:
@@ -124,3 +135,50 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95) -> Tuple[flo
         if not (math.isnan(low) or math.isnan(high)):
             return low, high
     return math.nan, math.nan
+
+
+def pooled_sd(groups: Sequence[Sequence[float]]) -> float:
+    """The within-group standard deviation pooled over groups of 2 or more values; NaN without any."""
+    sums = [(len(g) - 1, float(np.var(g, ddof=1))) for g in (np.asarray(g, dtype=float) for g in groups) if len(g) >= 2]
+    df = sum(d for d, _ in sums)
+    return math.sqrt(sum(d * v for d, v in sums) / df) if df else math.nan
+
+
+def smallest_effect(groups: Sequence[Sequence[float]], given: float = None) -> float:
+    """The equivalence margin: ``given`` (the user's, in the metric's units) or SEED_SHARE x the pooled
+    seed spread of ``groups`` (each a variant's values over seeds), never below FLOAT_TOLERANCE x the
+    metric's typical magnitude; NaN when there is nothing to judge by."""
+    if given is not None:
+        return float(given)
+    values = np.concatenate([np.asarray(g, dtype=float) for g in groups]) if len(groups) else np.array([])
+    if not len(values):
+        return math.nan
+    floor = FLOAT_TOLERANCE * max(float(np.median(np.abs(values))), 1e-12)
+    sd = pooled_sd(groups)
+    return max(floor, SEED_SHARE * sd) if math.isfinite(sd) else floor
+
+
+def tost_p(differences: Sequence[float], margin: float) -> float:
+    """The p-value of two one-sided paired t-tests that the mean difference lies inside (-margin, margin):
+    the larger of the two one-sided p-values; NaN below 2 differences."""
+    d = np.asarray(differences, dtype=float)
+    if len(d) < 2 or not margin > 0:
+        return math.nan
+    mean, se = float(d.mean()), float(d.std(ddof=1)) / math.sqrt(len(d))
+    if se == 0:
+        return 0.0 if abs(mean) < margin else 1.0
+    df = len(d) - 1
+    return float(max(stats.t.sf((mean + margin) / se, df), stats.t.cdf((mean - margin) / se, df)))
+
+
+def judge(delta: float, low: float, high: float, p_holm: float, margin: float, goal: str) -> str:
+    """'equivalent' when the interval [low, high] of Δ lies inside (-margin, margin) (at a 95% interval,
+    TOST at 2.5% a side), else 'better'/'worse' when the Holm-adjusted p is below ALPHA and the interval
+    excludes 0, else 'inconclusive'; '' without a Δ."""
+    if delta is None or math.isnan(delta):
+        return ""
+    if margin is not None and margin > 0 and -margin < low and high < margin:
+        return EQUIVALENT
+    if p_holm is not None and not math.isnan(p_holm) and p_holm < ALPHA and (low > 0 or high < 0):
+        return BETTER if (delta < 0) == (goal == "min") else WORSE
+    return INCONCLUSIVE

@@ -17,14 +17,14 @@ from ..formatting import number, setting, si
 from ..run_names import plain
 from .aggregate import summarize
 from .load import MAX_LABEL_SETTINGS as MAX_SETTING_COLUMNS, goal_for, load_runs
-from .stats import ALPHA, MAX_SEEDS, POWER
+from .stats import ALPHA, FLOAT_TOLERANCE, MAX_SEEDS, POWER, SEED_SHARE
 
 RUN_COLUMNS = ["run_id", "variant", "seed", "status", "reason", "step", "params"]
 
 MAX_OTHER_METRICS = 6
 PM = "±"
 OPTIONAL = ("params", "FLOPs/token", "train tokens", "train FLOPs", "tokens/s", "MFU", "peak MB", "95% CI",
-            "Δ vs baseline [95% CI]", "p", "p (Holm)", "d_z", "seeds needed", "best seed", "notes")  # dropped from a display when no row has a value
+            "Δ vs baseline [95% CI]", "p", "p (Holm)", "verdict", "d_z", "seeds needed", "best seed", "notes")  # dropped from a display when no row has a value
 
 
 def num(v: Any, digits: int = 4) -> str:
@@ -117,13 +117,16 @@ def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
         out["Δ vs baseline [95% CI]"] = _delta(r, metric)
         out["p"] = "" if r.get("baseline") else pvalue(r.get(f"{metric} p"))
         out["p (Holm)"] = "" if r.get("baseline") else pvalue(r.get(f"{metric} p_holm"))
+        word = r.get(f"{metric} verdict")
+        out["verdict"] = word if isinstance(word, str) else ""
         dz = r.get(f"{metric} d_z")
         out["d_z"] = "" if r.get("baseline") or dz is None or math.isnan(dz) else f"{dz:+.2f}"
         out["seeds needed"] = "" if r.get("baseline") else seeds_needed_text(r, metric)
         seed = r.get(f"{metric} best_seed")
         out["best seed"] = "" if seed is None or pd.isna(seed) else str(seed)
-        for m in other_metrics(table):
-            out[m] = mean_std(r, m, pm)
+        skipped = (table.attrs.get("not_evaluated") or {}).get(str(r["variant"])) or ""
+        for m in other_metrics(table):  # a length the variant cannot run is marked, its why in the notes
+            out[m] = mean_std(r, m, pm) or ("not evaluated" if f"{m.rsplit('/', 1)[0]}:" in skipped else "")
         notes = r.get("notes")
         out["notes"] = notes if isinstance(notes, str) else ""  # None reads back from pandas as NaN
         rows.append(out)
@@ -140,7 +143,7 @@ def main_and_more(table: pd.DataFrame, pm: str = PM) -> tuple:
     if shown.empty:
         return shown, shown
     metric_cols = [c for c in shown.columns if c.startswith(table.attrs.get("metric", "val/loss") + " ")]
-    stats = [*metric_cols, "95% CI", "Δ vs baseline [95% CI]", "p", "p (Holm)", "d_z", "seeds needed"]
+    stats = [*metric_cols, "95% CI", "Δ vs baseline [95% CI]", "p", "p (Holm)", "verdict", "d_z", "seeds needed"]
     label = [c for c in shown.columns if c not in ("rank", "seeds ok", *OPTIONAL, *metric_cols)
              and c not in other_metrics(table)]
     main = shown[[*label, "seeds ok", *[c for c in stats if c in shown.columns], "rank"]]
@@ -162,6 +165,7 @@ def footnotes(table: pd.DataFrame) -> List[str]:
                      + "), paired over the seeds both completed; p from a paired t-test (scipy.stats.ttest_rel); "
                      "p (Holm): Holm-Bonferroni adjusted over every variant-vs-baseline test of this metric; "
                      "d_z = mean Δ / std of the paired differences (same sign as Δ).")
+        lines.append(margin_note(table))
         effect = (f"a difference of {table.attrs['min_effect']:g}" if table.attrs.get("min_effect")
                   else "the observed Δ")
         lines.append(f"seeds needed: paired seeds for {POWER:.0%} power (two-sided paired t-test, alpha {ALPHA:g}, exact "
@@ -169,8 +173,23 @@ def footnotes(table: pd.DataFrame) -> List[str]:
     lines.append("mean ± std over completed seeds; 95% CI " + (
         "by BCa bootstrap (scipy.stats.bootstrap, 9999 resamples, fixed seed; the percentile interval where BCa "
         "is undefined)."
-        if table.attrs.get("ci") == "bootstrap" else "from the t-distribution."))
+        if table.attrs.get("ci") == "bootstrap" else "from the t-distribution.")
+        + " An interval of a bounded metric (an accuracy in [0, 1]) is clipped to its range.")
     return lines + list(table.attrs.get("notes", []))
+
+
+def margin_note(table: pd.DataFrame) -> str:
+    """What the verdict column means, with the margin it used and where that came from."""
+    metric = table.attrs.get("metric", "val/loss")
+    col = f"{metric} margin"
+    margin = float(table[col].dropna().iloc[0]) if col in table.columns and table[col].notna().any() else math.nan
+    given = table.attrs.get("min_effect")
+    source = ("the smallest effect that counts, as given (metric.min_effect in the spec, or --min-effect)" if given
+              else f"the default smallest effect that counts: {SEED_SHARE:g} x the seeds' pooled standard deviation "
+                   f"of {metric}, at least {FLOAT_TOLERANCE:g} x its typical value (float rounding); set "
+                   "metric.min_effect in the spec, or --min-effect, to choose it")
+    return (f"verdict: equivalent when the 95% CI of Δ lies inside ±{number(margin, 3)} ({source}; two one-sided "
+            f"tests at 2.5% each); better or worse when p (Holm) < {ALPHA:g} and the CI excludes 0; else inconclusive.")
 
 
 def terminal_table(sweep_dir: Union[str, Path, pd.DataFrame, List[pd.DataFrame]], metric: Optional[str] = None,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import pandas as pd
 
@@ -47,18 +47,28 @@ def task_notes(frame: pd.DataFrame) -> List[str]:
     cuts = sorted({c for c in (cut_text(s.get("task") or {}) for s in summaries.values()) if c})
     if cuts:
         notes.append(f"data: the corpus was cut: {'; '.join(cuts)}; every run read only that part.")
-    if LOSS not in frame.columns:
-        return notes
-    for variant, group in done.groupby("variant", sort=False):
-        stalled = []
-        for _, row in group.iterrows():
-            summary = summaries[row["run_dir"]]
-            unigram, loss = (summary.get("task") or {}).get("unigram_loss"), row[LOSS]
-            if not isinstance(unigram, (int, float)) or not math.isfinite(loss) or loss < unigram * (1 - NEAR_UNIGRAM):
-                continue
-            best = ((summary.get("best") or {}).get(LOSS) or {}).get("value")
-            stalled.append({"seed": row["seed"], "loss": float(loss), "unigram": float(unigram),
-                            "best": float(best) if isinstance(best, (int, float)) else None})
-        if stalled:
-            notes.append(_untrained(str(variant), stalled, len(group)))
+    by_variant: Dict[str, List[Dict[str, Any]]] = {}
+    for r in untrained(frame, summaries):
+        by_variant.setdefault(r["variant"], []).append(r)
+    for variant, stalled in by_variant.items():
+        notes.append(_untrained(variant, stalled, int((done["variant"] == variant).sum())))
     return notes
+
+
+def untrained(frame: pd.DataFrame, summaries: Optional[Dict[Any, Dict[str, Any]]] = None) -> List[Dict[str, Any]]:
+    """The completed runs whose val/loss ended at or above (1 - NEAR_UNIGRAM) x their unigram loss: run id,
+    variant, seed, loss, unigram loss and best loss, in the frame's order."""
+    if not len(frame) or "run_dir" not in frame.columns or LOSS not in frame.columns:
+        return []
+    done = frame[frame["status"] == "completed"]
+    summaries = summaries if summaries is not None else {r: _summary(r) for r in done["run_dir"]}
+    out = []
+    for _, row in done.iterrows():
+        summary = summaries[row["run_dir"]]
+        unigram, loss = (summary.get("task") or {}).get("unigram_loss"), row[LOSS]
+        if not isinstance(unigram, (int, float)) or not math.isfinite(loss) or loss < unigram * (1 - NEAR_UNIGRAM):
+            continue
+        best = ((summary.get("best") or {}).get(LOSS) or {}).get("value")
+        out.append({"run_id": row["run_id"], "variant": str(row["variant"]), "seed": row["seed"], "loss": float(loss),
+                    "unigram": float(unigram), "best": float(best) if isinstance(best, (int, float)) else None})
+    return out

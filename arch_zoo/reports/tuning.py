@@ -7,16 +7,17 @@ value pruned at a rung shows its metric there, marked pruned, and is never the c
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import pandas as pd
 
 from ..formatting import number
-from ..metrics import direction, goal_of
+from ..metrics import PER_BYTE, direction, goal_of
 from ..run_names import plain
 from ..rundir import PRUNED
-from ..sweeps.tune import STAGE_TUNE, Choice, TuneSpec, choose, edge_warning, variant_key
+from ..sweeps.tune import STAGE_TUNE, Choice, TuneSpec, choose, edge_warning, per_byte_rows, variant_key
 
 FINISHED = ("completed", "diverged", "failed", PRUNED)  # what stage 2 waits for in stage 1
 
@@ -53,6 +54,8 @@ def tuning_record(rows: List[Dict[str, Any]], spec: Dict[str, Any]) -> Dict[str,
                       "seed": r.get("seed"),
                       "status": PRUNED if r.get("_pruned_at") is not None else r.get("status"),
                       "reason": r.get("reason"), "metric": _metric(r, select), "pruned_at": r.get("_pruned_at"),
+                      "per_byte": _metric(r, f"{select.rsplit('/', 1)[0]}/{PER_BYTE}"),
+                      "bytes_per_token": (r.get("_bytes_per_token") or {}).get(select.rsplit("/", 1)[0]),
                       "run_dir": r.get("run_dir")} for r in rows]}
 
 
@@ -84,7 +87,11 @@ def choices(record: Dict[str, Any]) -> Dict[str, Choice]:
     spec = _spec(record)
     rows = [({"variant": r["variant"], spec.key: r["value"]}, r["seed"], r["status"], r["metric"])
             for r in record["runs"]]
+    # as stage 1 chose: by bits per byte where a variant's values tokenize differently (sweeps.tune)
+    rows, switched = per_byte_rows(spec, rows, [(r.get("per_byte"), r.get("bytes_per_token")) for r in record["runs"]])
     picked = choose(spec, rows)
+    for label, (metric, why) in switched.items():
+        picked[label] = replace(picked[label], by=metric, why=why)
     names = dict.fromkeys(r["variant"] for r in record["runs"])
     return {name: picked[variant_key({"variant": name})] for name in names}
 
@@ -160,6 +167,8 @@ def tuning_notes(record: Dict[str, Any]) -> List[str]:
         warning = edge_warning(spec.key, variant, c.edge, plain(c.value))
         if warning:
             lines.append(warning)
+        if c.why:
+            lines.append(f"{variant}: {c.why}")
         if c.value is None:
             lines.append(f"warning: {variant} completed no {spec.key} on every tuning seed, so it has no stage 2")
     return lines

@@ -16,8 +16,16 @@ from ..metrics import SPELLINGS as GOALS, goal_of
 from ..run_names import yaml_value
 
 # budget.match: what every variant gets the same amount of -> how the plan gets there
-BUDGETS = {"tokens": "every variant keeps the same train.max_steps", "params": "model.d_ff adjusted per variant",
-           "flops": "train.max_steps adjusted per variant, to the nearest step"}
+BUDGETS = {"tokens": "train.max_steps set per variant so its training tokens equal the baseline's, within one batch",
+           "bytes": "train.max_steps set per variant from its bytes per token so it reads the baseline's bytes of "
+                    "text, within one batch",
+           "params": "model.d_ff adjusted per variant",
+           "flops": "train.max_steps adjusted per variant, to the nearest step",
+           "steps": "every variant keeps its train.max_steps; training tokens are not matched"}
+SETS_STEPS = ("tokens", "bytes", "flops")  # budgets that set each variant's train.max_steps
+# axes that change the tokens an optimizer step holds (the plan measures them; wandb cannot follow)
+PER_STEP_KEYS = ("train.batch_size", "train.accumulate_grad_batches", "train.devices", "task.seq_len", "task.min_len",
+                 "task.max_len")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -91,7 +99,7 @@ class SweepSpec:
     baseline: Optional[Dict[str, Any]] = None
     metric: Dict[str, str] = field(default_factory=lambda: {"name": "val/loss", "goal": "min"})
     match_params: Optional[float] = None  # relative tolerance, when parameter matching is on
-    budget: str = "tokens"  # tokens | params | flops (params <=> match_params is set)
+    budget: str = "tokens"  # tokens | bytes | params | flops | steps (params <=> match_params is set)
     source_key: Dict[str, str] = field(default_factory=dict)  # axis key -> "grid" | "zip" | "random.parameters"
     command_line: List[str] = field(default_factory=list)  # the overrides given after SPEC (also in ``overrides``)
     tune: Optional[TuneSpec] = None  # per-variant tuning (stage 1) before the evaluation on ``seeds`` (stage 2)
@@ -201,7 +209,7 @@ def _finish(spec: SweepSpec, data: Mapping) -> None:
                                   f"varied keys: {', '.join(spec.axes) or 'none'}")
     if data.get("metric") is not None:
         m = _mapping(data["metric"], "metric")
-        _check_keys(m, ("name", "goal"), "metric.")
+        _check_keys(m, ("name", "goal", "min_effect"), "metric.")
         if not isinstance(m.get("name"), str) or not m["name"]:
             raise ConfigError("metric.name", f"expected a metric name such as val/loss, got {m.get('name')!r}")
         goal = m.get("goal", goal_of(m["name"]))
@@ -211,6 +219,12 @@ def _finish(spec: SweepSpec, data: Mapping) -> None:
         if goal not in GOALS:
             raise ConfigError("metric.goal", f"expected min or max, got {goal!r}")
         spec.metric = {"name": m["name"], "goal": GOALS[goal]}
+        effect = m.get("min_effect")
+        if effect is not None:
+            if isinstance(effect, bool) or not isinstance(effect, (int, float)) or not 0 < effect < math.inf:
+                raise ConfigError("metric.min_effect", f"expected a positive difference in {m['name']}'s units "
+                                  f"(the smallest that counts), got {effect!r}")
+            spec.metric["min_effect"] = float(effect)
     match = data.get("match_params")
     if match is True:
         spec.match_params = 0.01
@@ -234,6 +248,8 @@ def _budget(spec: SweepSpec, value: Any) -> None:
     if value is None:
         if spec.match_params is not None:
             spec.budget = "params"
+        elif "train.max_steps" in spec.source_key:  # steps varied on purpose: the budget is steps, said so
+            spec.budget = "steps"
         return
     b = {"match": value} if isinstance(value, str) else _mapping(value, "budget")
     _check_keys(b, ("match", "tolerance"), "budget.")
@@ -252,9 +268,9 @@ def _budget(spec: SweepSpec, value: Any) -> None:
         if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
             raise ConfigError("budget.tolerance", f"expected a fraction in (0, 1), got {tol!r}")
         spec.match_params = float(tol)
-    if match == "flops" and "train.max_steps" in spec.source_key:
-        raise ConfigError("budget", f"match: flops sets each variant's train.max_steps, so it cannot also be varied "
-                          f"by {spec.source_key['train.max_steps']}; drop that axis or match tokens")
+    if match in SETS_STEPS and "train.max_steps" in spec.source_key:
+        raise ConfigError("budget", f"match: {match} sets each variant's train.max_steps, so it cannot also be varied "
+                          f"by {spec.source_key['train.max_steps']}; drop that axis or match steps")
 
 
 def _int(value: Any, key: str) -> int:

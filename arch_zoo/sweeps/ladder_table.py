@@ -12,8 +12,6 @@ from .probe import TIMED_STEPS
 from .scale import FLOPS_KEY, LR_MODES, SIZE_KEY, arch_settings
 from .tables import _table
 
-MIN_RUNGS = 3  # the report fits a curve from this many rungs up (reports/scaling)
-
 
 def duration(seconds: float) -> str:
     if seconds < 90:
@@ -62,10 +60,13 @@ def ladder_table(plan: Plan, estimates: Dict[str, float], workers: Optional[int]
              f"(the median of {TIMED_STEPS} timed steps per model on {plural(threads, 'torch thread')}, a local "
              "worker's share of this machine's cores, as loaded now, times each run's steps, plus its validations; "
              "start-up and data preparation not included)\n")
-    rungs = len(scale.flops) if scale.flops else len(scale.sizes)
-    if rungs < MIN_RUNGS:
-        text += (f"note: {plural(rungs, 'budget' if scale.flops else 'size')}: the report fits a scaling curve from "
-                 f"{MIN_RUNGS} up, so this ladder gets per-rung comparisons only\n")
+    if not scale.fit:
+        text += "scale.fit: false: the report gives per-rung comparisons only, no scaling fits\n"
+    elif scale.holdout == "largest":
+        text += (f"holdout: rung {scale.rungs} (the largest) is held out: each variant is fitted on rungs 1-"
+                 f"{scale.rungs - 1} and the report compares the prediction with what rung {scale.rungs} measured\n")
+    if scale.lr is None:
+        text += shared_lr_note(plan) + "\n"
     if scale.lr == "transfer" and not _has_parametrization(plan):
         text += ("note: scale.lr: transfer reuses the smallest rung's value at every size, which assumes a "
                  "parametrization under which it transfers (µP); this arch_zoo has no model.parametrization to "
@@ -77,6 +78,15 @@ def ladder_table(plan: Plan, estimates: Dict[str, float], workers: Optional[int]
                      f"({t.warmup_steps}); set scale.warmup_fraction\n")
             break
     return text
+
+
+def shared_lr_note(plan: Plan) -> str:
+    """Item 1 of issue 42: a ladder whose rungs share one learning rate says so, naming it."""
+    lrs = sorted({r.config.train.lr for r in plan.runs})
+    shown = ", ".join(f"{v:g}" for v in lrs)
+    return (f"note: every rung trains at train.lr = {shown}, not tuned per size (scale.lr: tune or transfer, with "
+            "a tune key, would tune it): compute multipliers between untuned rungs can grow or shrink with the lr "
+            "alone")
 
 
 def _has_parametrization(plan: Plan) -> bool:

@@ -1,6 +1,7 @@
 """From a spec to the list of runs: one validated config per (variant, seed), with its run id,
 parameter count, training budget and, under ``budget: params`` (``match_params``), the adjusted
-``model.d_ff``, or under ``budget: flops``, the adjusted ``train.max_steps``. A tuned spec
+``model.d_ff``, or under ``budget: tokens | bytes | flops``, the adjusted ``train.max_steps`` (tokens and
+bytes: where an axis changes what a step holds, or what a token covers). A tuned spec
 (``tune``) plans in two stages: ``make_plan`` gives stage 1, ``second_plan`` stage 2 from its choices.
 
 Everything a user can get wrong surfaces here, before any run starts, as a ConfigError naming
@@ -14,7 +15,7 @@ from typing import Any, Dict, List, Optional
 from ..config import ExperimentConfig
 from ..config.loading import load
 from ..errors import ConfigError
-from .costs import tokens_per_step, training_flops
+from .costs import matched_steps, step_bytes, tokens_per_step, training_flops
 from .halving import check_budgets
 from .sizer import Sizer
 from .scale import FLOPS_KEY, SIZE_KEY, size_overrides, transfer_lookup
@@ -202,6 +203,7 @@ def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
     runs: List[RunPlan] = []
     for seed in seeds:
         ref_flops: Dict[int, float] = {}
+        ref_spend: Dict[int, float] = {}  # budget tokens / bytes: the reference's training tokens or bytes
         targets: Dict[int, int] = {}
         for j in sorted(set(refs)):
             ref_cfg = dataclasses.replace(loaded[j], seed=seed)
@@ -210,6 +212,9 @@ def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
                 targets[j] = sizer.count(ref_cfg, ref_blame)
             ref_flops[j] = training_flops(ref_cfg.train.max_steps, sizer.tokens_per_step(ref_cfg, ref_blame),
                                           sizer.flops_per_token(ref_cfg, ref_blame))
+            if _sets_steps(spec):
+                ref_spend[j] = ref_cfg.train.max_steps * _per_step(spec, ref_cfg, sizer, ref_blame,
+                                                                   variant_name(variants[j].settings, names))
         for i, (variant, cfg) in enumerate(zip(variants, loaded)):
             blame = lambda exc, v=variant: configs.error(exc, v)  # noqa: E731
             cfg = dataclasses.replace(cfg, seed=seed)
@@ -221,6 +226,12 @@ def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
                               variant_name(variant.settings, names), key)
                 cfg = dataclasses.replace(configs.load(variant, d_ff, steps_now), seed=seed)
                 matched = {"model.d_ff": d_ff}
+            if _sets_steps(spec) and i != refs[i]:  # tokens or bytes per step differ: steps make up for it
+                steps_now = matched_steps(ref_spend[refs[i]], _per_step(spec, cfg, sizer, blame,
+                                                                         variant_name(variant.settings, names)))
+                if steps_now != cfg.train.max_steps:
+                    cfg = dataclasses.replace(configs.load(variant, matched.get("model.d_ff"), steps_now), seed=seed)
+                    matched["train.max_steps"] = steps_now
             if spec.budget == "flops" and i != refs[i]:
                 per_step = training_flops(1, sizer.tokens_per_step(cfg, blame), sizer.flops_per_token(cfg, blame))
                 steps_now = max(1, round(ref_flops[refs[i]] / per_step))
@@ -241,14 +252,33 @@ def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
     return Plan(spec, runs, spec.axes, names)
 
 
+def _sets_steps(spec: SweepSpec) -> bool:
+    """Tokens and bytes budgets set each variant's steps, except where a ladder's sizes or a suite's
+    entries (each its own task) own them."""
+    return spec.budget in ("tokens", "bytes") and spec.scale is None and spec.suite is None
+
+
+def _per_step(spec: SweepSpec, cfg: ExperimentConfig, sizer: Sizer, blame, name: str) -> float:
+    """What one step of ``cfg`` spends in the budget's unit: training tokens, or bytes of text."""
+    tokens = sizer.tokens_per_step(cfg, blame)
+    return step_bytes(tokens, sizer.bytes_per_token(cfg, blame), name) if spec.budget == "bytes" else tokens
+
+
 def _budget(spec: SweepSpec, cfg: ExperimentConfig, sizer: Sizer, blame, ref_flops: float) -> Dict[str, Any]:
     """What this run will spend, as recorded in run.json and shown by --dry-run and the report;
-    ``flops_vs_baseline`` is the relative mismatch left by whole steps."""
+    ``flops_vs_baseline`` is the relative mismatch left by whole steps; ``bytes``: the text its
+    training tokens cover (text tasks)."""
     steps, tokens = cfg.train.max_steps, tokens_per_step(cfg, sizer.tokens_per_example(cfg, blame))
     flops = training_flops(steps, tokens, sizer.flops_per_token(cfg, blame))
-    return {"match": spec.budget, "steps": steps, "tokens": steps * tokens, "params": sizer.count(cfg, blame),
-            "flops": flops, "flops_vs_baseline": flops / ref_flops - 1 if ref_flops else None,
-            "flops_counted_at": sizer.lengths(cfg, blame)[1]}
+    out = {"match": spec.budget, "steps": steps, "tokens": steps * tokens, "tokens_per_step": tokens,
+           "params": sizer.count(cfg, blame), "flops": flops,
+           "flops_vs_baseline": flops / ref_flops - 1 if ref_flops else None,
+           "flops_counted_at": sizer.lengths(cfg, blame)[1]}
+    per_token = sizer.bytes_per_token(cfg, blame)
+    if per_token:
+        out.update(bytes=steps * tokens * per_token, bytes_per_token=per_token,
+                   val_bytes_per_token=sizer.bytes_per_token(cfg, blame, "val"))
+    return out
 
 
 def _baseline(spec: SweepSpec, variants: List[Variant], names: Dict[str, str]) -> List[int]:

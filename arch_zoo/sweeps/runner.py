@@ -1,6 +1,7 @@
 """``run_sweep``: spec -> plan -> store -> launcher -> index (the tables the CLI prints: ``tables.py``)."""
 from __future__ import annotations
 
+import dataclasses
 import signal
 import time
 from dataclasses import dataclass, field
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ..formatting import plural
+from ..metrics import PER_BYTE
 from ..run_names import plain
 from ..rundir import PAUSED, PRUNED, SUMMARY
 from .plan import Plan, make_plan, second_plan
@@ -15,7 +17,8 @@ from .rungs import cut_runs, next_round
 from .spec import SweepSpec, load_spec
 from .store import Store, read_json
 from .stages import stage_two_size
-from .tune import STAGE_TUNE, Choice, base_settings, choose, edge_warning, shown, variant_key
+from .tables import plan_warnings
+from .tune import STAGE_TUNE, Choice, base_settings, choose, edge_warning, per_byte_rows, shown, variant_key
 from .invocation import Invocation, utc_now, worker_times
 from .worker import FINISHED, Result, Task
 from ..training.interrupts import SweepInterrupted, sigterm_held, sigterm_raises
@@ -219,6 +222,8 @@ def _plan(spec: SweepSpec, out, launch, log: Callable[[str], None]) -> Tuple[Pla
         from ..data.tasks.common import prepare_all
 
         prepare_all([r.config for r in plan.runs], log)  # each distinct token store once, before any worker
+        for line in plan_warnings(plan):  # what --dry-run warned of, said again as the sweep starts
+            log(line)
     except BaseException as exc:
         launch.stop(abort=True)
         if isinstance(exc, KeyboardInterrupt):  # nothing was written yet
@@ -232,22 +237,32 @@ def stage_one(plan: Plan, store: Store) -> Tuple[List[str], Dict[str, Choice], D
     status'), each variant's choice (final only once none waits) and each variant's name, by the
     key ``choose`` gives it. Reads the store, writes nothing (``--dry-run`` shows it too)."""
     tune = plan.spec.tune
-    rows, waiting, names = [], [], {}
+    rows, measured, waiting, names = [], [], [], {}
     cut = cut_runs(plan, store) if tune.halving is not None else set()
+    split = tune.select.rsplit("/", 1)[0]
     for run in plan.runs:
         status = PRUNED if run.run_id in cut else store.status(run.run_id)["status"]
         if status not in FINISHED + ("failed", PRUNED):
             waiting.append(f"{run.variant} s{run.seed}: {status}")
-        final = (read_json(store.run_dir(run.run_id) / SUMMARY) or {}).get("final", {})
+        summary = read_json(store.run_dir(run.run_id) / SUMMARY) or {}
+        final = summary.get("final", {})
         rows.append((run.settings, run.seed, status, final.get(tune.select)))
+        measured.append((final.get(f"{split}/{PER_BYTE}"),
+                         ((summary.get("task") or {}).get("bytes_per_token") or {}).get(split)))
         names[variant_key(base_settings(run.settings, tune.keys))] = run.tune["variant"]
-    return waiting, choose(tune, rows), names
+    rows, switched = per_byte_rows(tune, rows, measured)  # a tuned key that changes what a token is
+    chosen = choose(tune, rows)
+    for label, (metric, why) in switched.items():
+        if label in chosen:
+            chosen[label] = dataclasses.replace(chosen[label], by=metric, why=why)
+    return waiting, chosen, names
 
 
 def choice_line(tune, name: str, c: Choice, verb: str = "trains at") -> str:
     if c.value is None:
         return f"stage 1: no {tune.key} completed on every tuning seed for {name}; it has no stage 2"
-    return f"stage 1: {name} {verb} {shown(tune, c.value)} ({tune.select} {c.scores[c.value]:.4f})"
+    line = f"stage 1: {name} {verb} {shown(tune, c.value)} ({c.by or tune.select} {c.scores[c.value]:.4f})"
+    return line + (f"\n  {c.why}" if c.why else "")
 
 
 def _second_stage(plan: Plan, store: Store, log: Callable[[str], None]) -> Optional[Plan]:

@@ -4,9 +4,12 @@
       sizes: [{d_model: 32, n_layers: 2, n_heads: 2}, {d_model: 64, n_layers: 4, n_heads: 4}, ...]
       # or a rule that makes them: widths at a fixed depth-to-width ratio and head size
       rule: {widths: [32, 64, 128], aspect_ratio: 16, head_dim: 16, ffn_ratio: 4}
+      # or depths at a fixed width: rule: {depths: [2, 4, 8], d_model: 64, head_dim: 16}
       budget: {tokens_per_param: 20}      # or {flops: [1.0e12, 3.0e12, 1.0e13]} (IsoFLOP); default: max_steps
       lr: tune                            # with ``tune``: tune | transfer (tune the smallest rung only)
       warmup_fraction: 0.1                # optional, with a budget: train.warmup_steps as a fraction of each rung's steps
+      holdout: largest                    # fit the rungs below the largest, predict it (default from 4 rungs); none
+      fit: false                          # per-rung tables only: no curve fits (then fewer than 3 rungs are allowed)
 
 A ladder is a sweep: ``expand`` crosses every variant with the sizes (and the FLOPs budgets of an
 IsoFLOP ladder) as one more axis, ``scale.size`` (and ``scale.flops``), so names, run ids, the
@@ -24,8 +27,11 @@ from ..errors import ConfigError, did_you_mean
 from .fields import SweepSpec, Variant, _check_keys, _mapping
 
 SIZE_KEY, FLOPS_KEY = "scale.size", "scale.flops"  # the axes a ladder adds to every variant's settings
-SCALE_KEYS = ("sizes", "rule", "budget", "lr", "warmup_fraction")
-RULE_KEYS = ("widths", "aspect_ratio", "head_dim", "ffn_ratio")
+SCALE_KEYS = ("sizes", "rule", "budget", "lr", "warmup_fraction", "holdout", "fit")
+MIN_RUNGS = 3  # L = E + A C^-alpha has three parameters: fewer rungs fit any curve exactly, and say nothing
+HOLDOUTS = ("largest", "none")
+HOLDOUT_FROM = 4  # rungs from which the largest is held out by default (3 are left to fit)
+RULE_KEYS = ("widths", "aspect_ratio", "depths", "d_model", "head_dim", "ffn_ratio")
 LR_MODES = {"tune": "tune: tuned per size (the two-stage tuning at every rung)",
             "transfer": "tune: tuned on the smallest rung only, its value reused at every rung (µP)"}
 # short labels for the keys a size usually sets: d64-L4-h4
@@ -47,6 +53,12 @@ class ScaleSpec:
     flops: Tuple[float, ...] = ()  # IsoFLOP budgets: every size at every budget
     lr: Optional[str] = None  # with tune: tune | transfer
     warmup_fraction: Optional[float] = None
+    holdout: Optional[str] = None  # "largest", or None: every rung fitted
+    fit: bool = True  # False: per-rung tables only
+
+    @property
+    def rungs(self) -> int:
+        return len(self.flops) or len(self.sizes)
 
     @property
     def budget(self) -> str:
@@ -100,9 +112,43 @@ def _label(keys: Mapping[str, Any]) -> str:
     return "-".join(f"{ABBREVIATIONS.get(k, k)}{plain(v)}" for k, v in keys.items() if v is not None) or "base"
 
 
+def _positive_int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(where, f"expected a positive integer, got {value!r}")
+    return value
+
+
+def _depth_rule(r: Mapping[str, Any]) -> List[Tuple[Dict[str, Any], str]]:
+    """Depths at one width (OLMo-core and Chinchilla also ladder by depth): n_layers grows, the rest stays."""
+    for k in ("d_model", "head_dim"):
+        if k not in r:
+            raise ConfigError(f"scale.rule.{k}", "missing: a depth rule needs depths, d_model and head_dim")
+    depths = r["depths"]
+    if not isinstance(depths, (list, tuple)) or not depths:
+        raise ConfigError("scale.rule.depths", f"expected a list of layer counts, got {depths!r}")
+    width = _positive_int(r["d_model"], "scale.rule.d_model")
+    head_dim = _positive_int(r["head_dim"], "scale.rule.head_dim")
+    if width % head_dim:
+        raise ConfigError("scale.rule.head_dim", f"{head_dim} does not divide d_model {width}")
+    ratio = _number(r["ffn_ratio"], "scale.rule.ffn_ratio") if r.get("ffn_ratio") is not None else None
+    return [({"d_model": width, "n_layers": _positive_int(d, f"scale.rule.depths[{i}]"), "n_heads": width // head_dim,
+              "d_ff": None if ratio is None else max(1, round(ratio * width))}, f"scale.rule.depths[{i}]")
+            for i, d in enumerate(depths)]
+
+
 def _rule(raw: Any) -> List[Tuple[Dict[str, Any], str]]:
     r = _mapping(raw, "scale.rule")
     _check_keys(r, RULE_KEYS, "scale.rule.")
+    if ("depths" in r) == ("widths" in r):
+        raise ConfigError("scale.rule", "give widths (at a fixed aspect_ratio) or depths (at a fixed d_model), not "
+                          "both or neither")
+    if "depths" in r:
+        for k in ("widths", "aspect_ratio"):
+            if k in r:
+                raise ConfigError(f"scale.rule.{k}", "is for a width rule; a depth rule sets depths and d_model")
+        return _depth_rule(r)
+    if "d_model" in r:
+        raise ConfigError("scale.rule.d_model", "is for a depth rule; a width rule sets widths and aspect_ratio")
     for k in ("widths", "aspect_ratio", "head_dim"):
         if k not in r:
             raise ConfigError(f"scale.rule.{k}", "missing: a rule needs widths, aspect_ratio (d_model / n_layers) "
@@ -175,7 +221,8 @@ def parse_scale(value: Any, spec: SweepSpec) -> ScaleSpec:
         made = [(_size_keys(x, f"scale.sizes[{i}]", fields), f"scale.sizes[{i}]") for i, x in enumerate(raw)]
         names = [x.get("name") if isinstance(x, Mapping) else None for x in raw]
     else:
-        made, names = _rule(s["rule"]), [None] * len(s["rule"]["widths"])
+        made = _rule(s["rule"])
+        names = [None] * len(made)
     sizes: List[Size] = []
     for (keys, where), name in zip(made, names):
         for k in keys:
@@ -203,8 +250,39 @@ def parse_scale(value: Any, spec: SweepSpec) -> ScaleSpec:
         raise ConfigError("scale.warmup_fraction", "sets warmup from each rung's steps, which only a budget "
                           "(tokens_per_param or flops) gives; without one every rung trains train.max_steps, so "
                           "set train.warmup_steps")
-    return ScaleSpec(tuple(sizes), budget.get("tokens_per_param"), budget.get("per", "total"), budget.get("flops", ()),
-                     lr, warmup)
+    out = ScaleSpec(tuple(sizes), budget.get("tokens_per_param"), budget.get("per", "total"), budget.get("flops", ()),
+                    lr, warmup)
+    fit = s.get("fit", True)
+    if not isinstance(fit, bool):
+        raise ConfigError("scale.fit", f"expected true (fit a curve per variant) or false (per-rung tables only), "
+                          f"got {fit!r}")
+    return dataclasses.replace(out, fit=fit, holdout=holdout_of(s, out.rungs) if fit else _no_holdout(s))
+
+
+def _no_holdout(s: Mapping[str, Any]) -> None:
+    if s.get("holdout") not in (None, "none"):
+        raise ConfigError("scale.holdout", "predicts a rung from the fits, and scale.fit is false: drop one of them")
+    return None
+
+
+def holdout_of(s: Mapping[str, Any], rungs: int) -> Optional[str]:
+    """The rung held out of the fits ("largest" or None) for a ``scale`` mapping of ``rungs`` rungs, after
+    refusing a ladder too short to fit (or to fit once a rung is held out): one line, before anything trains."""
+    what = "budgets (scale.budget.flops)" if (s.get("budget") or {}).get("flops") is not None else "sizes"
+    if rungs < MIN_RUNGS:
+        raise ConfigError("scale", f"{rungs} rung{'s' * (rungs != 1)} ({what}): a scaling fit L = E + A C^-alpha has "
+                          f"3 parameters and needs at least {MIN_RUNGS} rungs; add {what}, or set scale.fit: false "
+                          "for per-rung tables only")
+    raw = s.get("holdout")
+    if raw is not None and raw not in HOLDOUTS:
+        raise ConfigError("scale.holdout", f"expected one of {', '.join(HOLDOUTS)}, got {raw!r}"
+                          f"{did_you_mean(str(raw), HOLDOUTS)}")
+    if raw == "largest" and rungs - 1 < MIN_RUNGS:
+        raise ConfigError("scale.holdout", f"holding out the largest of {rungs} rungs leaves {rungs - 1} to fit; a "
+                          f"fit needs {MIN_RUNGS}: add {what}, or set scale.holdout: none")
+    if raw is None:
+        return "largest" if rungs >= HOLDOUT_FROM else None
+    return None if raw == "none" else raw
 
 
 def check_with_tune(spec: SweepSpec) -> None:

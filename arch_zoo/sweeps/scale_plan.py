@@ -94,7 +94,7 @@ def scale_record(scale: ScaleSpec, settings: Mapping[str, Any], cfg, sizer, blam
     return {"rung": scale.rung(size.label), "size": size.label, "keys": dict(size.keys), "budget": scale.budget,
             "params": sizer.count(cfg, blame), "non_embedding_params": sizer.non_embedding(cfg, blame),
             "tokens_per_param": scale.tokens_per_param, "flops_budget": settings.get(FLOPS_KEY),
-            "lr": scale.lr}
+            "lr": scale.lr, "holdout": scale.holdout, "fit": scale.fit}
 
 
 def size_blame(scale: Optional[ScaleSpec], settings: Mapping[str, Any], exc: ConfigError,

@@ -4,7 +4,7 @@ each distinct model once, at the lengths its task trains at)."""
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..config import ExperimentConfig
 from ..coerce import to_dict
@@ -48,7 +48,7 @@ class Sizer:
         cpt = data.info.get("chars_per_token") or {}
         task_objective = objectives.objective(data.objective)
         out = [f"{split}/{name}" for split in data.eval_splits
-               for name in task_objective.metric_names(cpt.get(split.split("@")[0], 0.0))]
+               for name in task_objective.metric_names(cpt.get(split.split("@")[0], 0.0), data.token_bytes is not None)]
         if "exact_match" in data.metrics and cfg.train.exact_match_samples > 0:
             out.append("val/exact_match")
         return out
@@ -85,6 +85,13 @@ class Sizer:
     def tokens_per_example(self, cfg: ExperimentConfig, blame) -> float:
         counts, _ = self.lengths(cfg, blame)
         return sum(n * (a + b) for (a, b), n in counts.items()) / sum(counts.values())
+
+    def bytes_per_token(self, cfg: ExperimentConfig, blame, split: str = "train") -> Optional[float]:
+        """UTF-8 bytes of text per token of a split of ``cfg``'s task, as its store measures them (None:
+        no text, or a tokenizer whose tokens' bytes are unknown)."""
+        self.vocab_size(cfg, blame)
+        data = self.data.get(self._key(cfg))
+        return ((data.info.get("bytes_per_token") or {}) if data is not None else {}).get(split)
 
     def non_embedding(self, cfg: ExperimentConfig, blame: Callable[[ConfigError], ConfigError]) -> int:
         """Parameters less the token and position embeddings (``summary.non_embedding_parameters``)."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, did_you_mean
-from ..metrics import goal_of
+from ..metrics import PER_BYTE, goal_of, per_byte_instead
 from ..run_names import recorded
 from .fields import GOALS, SweepSpec, TuneSpec, Variant, _axis_key, _check_keys, _int, _mapping, _values
 from .halving import parse_halving
@@ -212,6 +212,8 @@ class Choice:
     value: Any  # None: no value completed on every tuning seed
     scores: Dict[Any, Optional[float]]  # value -> mean over tuning seeds; None: some seed did not complete
     edge: Optional[str] = None  # "smallest" | "largest": the best value is at that end of the range
+    by: Optional[str] = None  # the metric chosen by when not tune.select (bits per byte: see per_byte_rows)
+    why: Optional[str] = None  # the one line that says why
 
 
 def choose(tune: TuneSpec, results: Sequence[Tuple[Dict[str, Any], int, str, Optional[float]]]
@@ -237,6 +239,32 @@ def choose(tune: TuneSpec, results: Sequence[Tuple[Dict[str, Any], int, str, Opt
         _, _, best = min(ok, key=lambda t: (sign * t[0], t[1]))
         out[label] = Choice(best, scores, edge_of(tune.values, best))
     return out
+
+
+def per_byte_rows(tune: TuneSpec, rows: List[Tuple[Dict[str, Any], int, str, Optional[float]]],
+                  measured: Sequence[Tuple[Optional[float], Optional[float]]]
+                  ) -> Tuple[list, Dict[str, Tuple[str, str]]]:
+    """Stage 1's rows with, for each variant whose tuned values tokenize the text differently (their
+    runs' bytes per token on ``select``'s split differ), ``select`` replaced by that split's bits per
+    byte: a per-token loss does not compare them (metrics.per_byte_instead). ``measured``: per row,
+    (its bits per byte, its bytes per token). Returns the rows and {variant key: (metric, why)}."""
+    per_byte = f"{tune.select.rsplit('/', 1)[0]}/{PER_BYTE}"
+    bytes_per_token: Dict[str, Dict[str, float]] = {}
+    logged: Dict[str, List[str]] = {}
+    for (settings, *_), (bpb, bpt) in zip(rows, measured):
+        label = variant_key(base_settings(settings, tune.keys))
+        if bpt is not None:
+            bytes_per_token.setdefault(label, {}).setdefault(shown(tune, tuned_value(tune, settings)), bpt)
+        if bpb is not None:
+            logged[label] = [per_byte]
+    switched = {}
+    for label, per_value in bytes_per_token.items():
+        metric, why = per_byte_instead(tune.select, per_value, logged.get(label, []))
+        if why:
+            switched[label] = (metric, why)
+    out = [(*row[:3], bpb) if switched.get(variant_key(base_settings(row[0], tune.keys)), ("",))[0] == per_byte
+           else row for row, (bpb, _) in zip(rows, measured)]
+    return out, switched
 
 
 def edge_of(values: Sequence[Any], best: Any) -> Optional[str]:

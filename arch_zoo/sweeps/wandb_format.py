@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
 from ..errors import ConfigError
-from .fields import Distribution, SweepSpec, _check_keys, _distribution, _finish, _mapping, _name, _values, \
-    parse_overrides, resolve_base
+from .fields import PER_STEP_KEYS, Distribution, SweepSpec, _check_keys, _distribution, _finish, _mapping, _name, \
+    _values, parse_overrides, resolve_base
 from ..run_names import yaml_value
 
 DISTRIBUTIONS = ("categorical", "uniform", "int_uniform", "log_uniform_values")
@@ -110,9 +110,14 @@ def to_wandb(spec: SweepSpec, store: Path, entity: Optional[str] = None) -> Dict
     if spec.tune is not None:
         raise ConfigError("tune", "a wandb sweep has no second stage that trains each variant at its own best value; "
                           "run the tuned sweep here, or export a spec without tune")
-    if spec.budget == "flops":
+    if spec.budget in ("flops", "bytes"):
         raise ConfigError("budget", "wandb cannot adjust train.max_steps per variant; run the sweep here, or "
                           "export a spec that matches tokens")
+    per_step = [k for k in spec.axes if k in PER_STEP_KEYS]
+    if spec.budget == "tokens" and per_step:  # each value would need its own steps to keep tokens matched
+        raise ConfigError("budget", f"{per_step[0]} changes the tokens a step holds, and wandb cannot adjust "
+                          "train.max_steps per variant to keep tokens matched; run the sweep here, or export it "
+                          "with budget: steps (tokens not matched)")
     if spec.scale is not None:
         raise ConfigError("scale", "a wandb sweep has no size ladder (a set of model keys per size, each with its own "
                           "budget); run the ladder here, or export a spec without scale")

@@ -1,6 +1,7 @@
 """The LightningModule: one for every model kind; the task's objective picks the loss."""
 from __future__ import annotations
 
+import math
 import random
 from collections import defaultdict
 from contextlib import contextmanager, nullcontext
@@ -35,6 +36,8 @@ class ArchZooModule(pl.LightningModule):
         self.compiled = compiled_forward(self.model, cfg.train)  # None when eager; a plain object: never in state_dict
         self.eval_splits = data.eval_splits
         self.chars_per_token = {k: float(v) for k, v in (data.info.get("chars_per_token") or {}).items()}
+        # a plain tensor, not a buffer: checkpoints keep the model's state only (and load as before)
+        self.token_bytes = torch.as_tensor(data.token_bytes) if data.token_bytes is not None else None
         n = cfg.train.exact_match_samples if "exact_match" in data.metrics else 0
         self.generation = {stage: list(islice((e for e in data.splits[stage] if e.prompt_ids is not None), n))
                            for stage in ("val", "test")}  # (lazily: a corpus split is read from its store)
@@ -64,6 +67,11 @@ class ArchZooModule(pl.LightningModule):
                 self.log(f"train/{k}", v, prog_bar=False, batch_size=labels.shape[0])
         loss = objectives.loss_fn(logits, labels, self.cfg.train.label_smoothing)
         self.log("train/loss", loss, prog_bar=True, batch_size=labels.shape[0])  # the task's alone: comparable
+        if self.token_bytes is not None and self.objective.language_model:  # this batch's summed loss over its bytes
+            scored = (labels != objectives.IGNORE).sum()
+            covered = objectives.target_bytes(labels, self.token_bytes).clamp(min=1)
+            self.log("train/bpb", loss.detach() * scored / covered / math.log(2), prog_bar=False,
+                     batch_size=labels.shape[0])
         if self.cfg.train.z_loss:  # weighted as the task loss is, per scored position
             z = self.cfg.train.z_loss * objectives.z_loss(logits, labels)
             self.log("train/z_loss", z, prog_bar=False, batch_size=labels.shape[0])
@@ -104,7 +112,7 @@ class ArchZooModule(pl.LightningModule):
         with self._recording(batch, split) if diagnose else nullcontext() as model:
             logits, labels = self.objective.forward(model or self.compiled or self.model, batch)
         sums = self._sums.setdefault(split, defaultdict(float))
-        for k, v in self.objective.metric_sums(logits, labels).items():
+        for k, v in self.objective.metric_sums(logits, labels, self.token_bytes).items():
             sums[k] += v
 
     def validation_step(self, batch, batch_idx, dataloader_idx=0):

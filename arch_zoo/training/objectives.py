@@ -18,6 +18,7 @@ from ..components.heads import SEQUENCE_CLASSES, TOKEN_CLASSES, VOCAB_LOGITS
 from ..components.moe import router_aux_loss
 from ..data.tasks.base import IGNORE
 from ..errors import ConfigError
+from ..metrics import base_name, unit_of
 from ..registry import NoOptions, Registry
 
 OBJECTIVES = Registry("objectives", "objective")
@@ -26,6 +27,12 @@ OBJECTIVES = Registry("objectives", "objective")
 def loss_fn(logits: Tensor, labels: Tensor, label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE,
                            label_smoothing=label_smoothing, reduction=reduction)
+
+
+def target_bytes(labels: Tensor, token_bytes: Tensor) -> Tensor:
+    """UTF-8 bytes of text the scored targets in ``labels`` cover (``token_bytes``: bytes per id)."""
+    scored = labels != IGNORE
+    return token_bytes.to(labels.device)[labels[scored]].sum()
 
 
 def z_loss(logits: Tensor, labels: Tensor) -> Tensor:
@@ -62,18 +69,22 @@ class Objective:
         """The router load-balancing loss of the forward just run (None without mixture-of-experts layers)."""
         return router_aux_loss(model, self.stack_masks(batch))
 
-    def metric_sums(self, logits: Tensor, labels: Tensor) -> Dict[str, float]:
-        """Sums for loss (unsmoothed, per target token or sequence) and accuracy."""
+    def metric_sums(self, logits: Tensor, labels: Tensor, token_bytes: Optional[Tensor] = None) -> Dict[str, float]:
+        """Sums for loss (unsmoothed, per target token or sequence) and accuracy; with ``token_bytes``
+        (UTF-8 bytes per token id, a text task's), the bytes of text the scored targets cover."""
         loss_sum = loss_fn(logits, labels, reduction="sum").item()
         valid = labels != IGNORE
         correct = (logits.argmax(-1) == labels) & valid
         sums = {"loss": loss_sum, "count": float(valid.sum()), "correct": float(correct.sum())}
         if self.per_example:
             sums["examples"] = float(labels.numel())
+        if token_bytes is not None and self.language_model:
+            sums["bytes"] = float(target_bytes(labels, token_bytes))
         return sums
 
     def finish(self, sums: Mapping[str, float], chars_per_token: float = 0.0) -> Dict[str, float]:
-        """Turn accumulated sums into metrics."""
+        """Turn accumulated sums into metrics. Bits per byte are the summed loss over the summed bytes
+        of the scored targets (so a split's long and short windows weigh by their text, not equally)."""
         n = max(sums.get("count", 0.0), 1.0)
         loss = sums["loss"] / n
         out = {"loss": loss, self.accuracy_name: sums["correct"] / n}
@@ -81,11 +92,21 @@ class Objective:
             out["perplexity"] = math.exp(min(loss, 50.0))
             if chars_per_token:
                 out["bpc"] = loss / math.log(2) / chars_per_token
+            if sums.get("bytes"):
+                out["bpb"] = sums["loss"] / math.log(2) / sums["bytes"]
         return out
 
-    def metric_names(self, chars_per_token: float = 0.0) -> List[str]:
+    def metric_names(self, chars_per_token: float = 0.0, bytes_known: bool = False) -> List[str]:
         """What ``finish`` returns, without data (a sweep checks its metric against these before training)."""
-        return list(self.finish({"loss": 1.0, "count": 1.0, "correct": 1.0}, chars_per_token))
+        sums = {"loss": 1.0, "count": 1.0, "correct": 1.0, **({"bytes": 1.0} if bytes_known else {})}
+        return list(self.finish(sums, chars_per_token))
+
+    def unit(self, metric: str) -> Optional[str]:
+        """What ``metric`` is an average over (summary.json's ``units``; metrics.UNITS): one label per
+        example makes the loss per example."""
+        if self.per_example and base_name(metric) in ("loss", "perplexity", "accuracy"):
+            return "example"
+        return unit_of(metric)
 
     def decoder_start(self, bos: int) -> Optional[int]:
         """The token a decoder starts from when generating for a prompt (None: the prompt itself)."""

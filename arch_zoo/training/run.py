@@ -88,21 +88,30 @@ def _notices(cfg: ExperimentConfig, data: TaskData, quiet: bool) -> None:
     cut = cut_text(data.info)
     if cut and not quiet:
         print(f"arch-zoo: note: the corpus was cut: {cut}", file=sys.stderr)
+    for why in (data.info.get("not_evaluated") or {}).values() if not quiet else ():
+        print(f"arch-zoo: warning: {why}", file=sys.stderr)
     drowned = embedding_scale(cfg.model, data.tokenizer.vocab_size).warning()
     for line in ([drowned] if drowned else []) + recipe_warnings(cfg.train):
         print(f"arch-zoo: warning: {line}", file=sys.stderr)
 
 
-def _drop_unreachable_lengths(cfg: ExperimentConfig, data: TaskData) -> None:
-    """Extra eval splits (``val@L``) longer than the position scheme can represent (a learned table)
-    are not evaluated; ``data.info["not_evaluated"]`` says why, and reports show it."""
+def unreachable_lengths(cfg: ExperimentConfig) -> Dict[str, str]:
+    """Extra eval splits (``val@L``, from ``task.eval_lengths``) longer than the model's position scheme
+    can represent (a learned table): {split: why}, naming the key, the length and the limit."""
     limit = position_limit(cfg.model)
-    if limit is None:
-        return
-    for split in [s for s in data.eval_splits if s.startswith("val@") and int(s[4:]) > limit]:
-        del data.splits[split]
-        data.info.setdefault("not_evaluated", {})[split] = (
-            f"position '{cfg.model.position.name}' represents at most {limit} positions")
+    lengths = (getattr(cfg.task.options, "eval_lengths", None) or []) if cfg.task is not None else []
+    return {f"val@{n}": f"task.eval_lengths: {n} is past what position '{cfg.model.position.name}' represents "
+                        f"(at most {limit} positions, model.max_seq_len {cfg.model.max_seq_len}); val@{n} is not "
+                        "evaluated" for n in lengths if limit is not None and n > limit}
+
+
+def _drop_unreachable_lengths(cfg: ExperimentConfig, data: TaskData) -> None:
+    """Extra eval splits a variant cannot run are not evaluated; ``data.info["not_evaluated"]`` says
+    why, and reports show it."""
+    for split, why in unreachable_lengths(cfg).items():
+        if split in data.splits:
+            del data.splits[split]
+            data.info.setdefault("not_evaluated", {})[split] = why
 
 
 RESUMABLE_ACROSS = ("compile", "compile_mode", "strategy")  # checkpoints are full (consolidated) state dicts

@@ -72,9 +72,9 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
     trainer = _trainer(t, run_dir, loggers, quiet, [*keep_best, checkpoint, meter, guard,
                                                     *([StopAt(stop_at)] if stop_at is not None else []), *callbacks])
     dm.consumed = lambda: trainer.global_step * t.accumulate_grad_batches
-    names = [f"{s}/{m}" for s in data.eval_splits for m in ("loss", "accuracy", "token_accuracy", "bpc")]
+    names = [f"{s}/{m}" for s in data.eval_splits for m in ("loss", "accuracy", "token_accuracy", "bpc", "bpb")]
     if writer:
-        define_summaries(loggers, names + ["val/exact_match", "train/loss"], goal_of)
+        define_summaries(loggers, names + ["val/exact_match", "train/loss", "train/bpb"], goal_of)
     trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if resume_from is not None else None)
 
     diverged = module.diverged_at is not None
@@ -133,6 +133,7 @@ def _summary(cfg: ExperimentConfig, data: TaskData, module: ArchZooModule, train
         "best": best_metrics(module.history, goal_of),
         **({"best_checkpoint": keep_best[0].record()} if keep_best else {}),  # by the sweep's metric and goal
         "goals": {k: goal_of(k) for k in final if goal_of(k)},  # how reports rank them
+        "units": {k: module.objective.unit(k) for k in final if module.objective.unit(k)},  # and in what unit
         "samples": module.samples,
         "parameters": count_parameters(model),
         "active_parameters": active_parameters(model),  # per token: less than parameters with mixture-of-experts

@@ -264,12 +264,17 @@ SWEEP_MEANINGS = {
     "random": "a random search: `n` distinct samples of `parameters`, drawn with `seed`",
     "seeds": "the seeds every variant runs (default: the base config's `seed`)",
     "baseline": "the variant every other is compared against: `{key: value}`",
-    "metric": "the metric that ranks variants: `{name, goal}`; goal defaults to the metric's declared direction",
+    "metric": "the metric that ranks variants: `{name, goal, min_effect}`; goal defaults to the metric's declared "
+              "direction; `min_effect`, the smallest difference that counts (below it a Δ is 'equivalent'), "
+              "defaults to a quarter of the seeds' spread",
     "match_params": "`true` or `{tolerance: 0.01}`: the same as `budget: {match: params}`",
     "budget": "what every variant gets the same amount of: `tokens` (default), `params` or `flops`",
     "tune": "per-variant tuning of one key (or a `grid` of several) before the comparison ([a tuned sweep](../how-to/tuned-sweep.md))",
-    "scale": "a size ladder: every variant at several sizes (`sizes` or a width `rule`), each with its budget "
-             "(`budget: {tokens_per_param: K}` or IsoFLOP `flops`), `lr: tune | transfer`, `warmup_fraction` "
+    "scale": "a size ladder: every variant at several sizes (`sizes`, or a `rule` of widths or of depths), each "
+             "with its budget "
+             "(`budget: {tokens_per_param: K}` or IsoFLOP `flops`), `lr: tune | transfer`, `warmup_fraction`, "
+             "`holdout: largest | none` (default largest from 4 rungs), `fit: false` (per-rung tables only; "
+             "otherwise at least 3 rungs) "
              "([size ladders](../how-to/sweeps.md#size-ladders-does-it-hold-at-scale))",
     "suite": "a probe suite: every variant trained on every (task, options) entry, scored per task and on "
              "average; a shipped suite's name (`mad`) or `{name, tasks}` "

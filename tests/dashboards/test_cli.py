@@ -51,3 +51,28 @@ def test_dashboard_serves_the_sweep_and_stops_cleanly_on_ctrl_c_or_sigterm(sweep
     assert port_free(port)
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
     assert [line for line in ps if f"--port {port}" in line] == []
+
+
+def test_a_port_is_free_once_its_server_is_gone_though_its_last_connection_lingers():
+    """The server closing first leaves its side of the connection in TIME_WAIT for up to a minute; a plain
+    bind then fails, but no server listens and the servers the dashboard starts (SO_REUSEADDR) can bind."""
+    import socket
+
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as TensorBoard's and MLflow's servers do
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    assert not port_free(port)  # listening
+    client = socket.create_connection(("127.0.0.1", port))
+    conn, _ = server.accept()
+    conn.close()  # the server's side closes first: TIME_WAIT is on the server's port
+    server.close()
+    client.recv(1)
+    client.close()
+    plain = socket.socket()
+    with pytest.raises(OSError):  # what the old check did: it called the port busy
+        plain.bind(("127.0.0.1", port))
+    plain.close()
+    assert port_free(port)
+

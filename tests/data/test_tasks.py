@@ -316,7 +316,10 @@ def test_user_files_are_the_corpus(text_files):
     assert all(len(e.input_ids) == 32 for e in data.splits["train"])
     assert all(len(e.input_ids) == 64 for e in data.splits["val@64"])
     assert set(info["chars_per_token"]) == set(data.splits) and info["chars_per_token"]["val"] == 1.0
-    assert data.metrics == ("bpc",) and data.eval_splits == ["val", "val@16", "val@64"]
+    assert data.metrics == ("bpc", "bpb") and data.eval_splits == ["val", "val@16", "val@64"]
+    text_bytes = {"val": len(text[a:b].encode()), "test": len(text[b:].encode())}
+    for split, nbytes in text_bytes.items():  # every character one token: bytes per token is bytes over characters
+        assert info["bytes_per_token"][split] == pytest.approx(nbytes / len(data.splits[split].ids))
 
 
 def test_bpe_corpus_records_chars_per_token(text_files):

@@ -16,7 +16,7 @@ from arch_zoo.reports.scaling.bootstrap import fit_curves, huber_delta, interval
 from arch_zoo.reports.scaling.fit import OK, curve as fitted_curve, fit_many, fit_points, huber
 from arch_zoo.reports.scaling.multiplier import multiplier
 from arch_zoo.reports.scaling.points import Cell, Ladder, Rung, draws, resample, seed_noise
-from arch_zoo.reports.scaling.verdict import verdict
+from arch_zoo.reports.scaling.verdict import k_phrase, relation, verdict
 
 from .ladders import COMPUTE, write_ladder
 
@@ -157,7 +157,9 @@ def test_compute_multipliers_equal_the_closed_form_of_the_two_curves(ladder_repo
         assert tuple(fits.loc[name, ["E", "A", "alpha"]]) == pytest.approx(curve, rel=1e-5)
     top = want[-1], rungs.iloc[-1]["k_ci_low"], rungs.iloc[-1]["k_ci_high"]
     assert s.verdicts["ffn=swiglu"] == (f"better at every size (k = {number(top[0], 3)}x [{number(top[1], 3)}, "
-                                        f"{number(top[2], 3)}] at the largest rung)")
+                                        f"{number(top[2], 3)}] at the largest rung: above 1); decision accuracy: the "
+                                        "smallest rung's order matches the largest's for 100% [100%, 100%] of 1 "
+                                        "variant pair")
 
 
 def test_every_export_carries_the_fit_and_the_multipliers(ladder_report, tmp_path):
@@ -236,15 +238,37 @@ def test_extrapolating_inside_the_ladder_or_without_one_is_refused(ladder_report
 
 
 @pytest.mark.parametrize("marks,expected", [
-    ([(-0.1, 0.01)] * 3, "better at every size"),
-    ([(0.1, 0.01)] * 3, "worse at every size"),
-    ([(0.01, 0.5)] * 3, "no difference at any size"),
-    ([(-0.1, 0.01), (-0.05, 0.02), (0.05, 0.03), (0.1, 0.01)],
+    (["better"] * 3, "better at every size"),
+    (["worse"] * 3, "worse at every size"),
+    (["equivalent"] * 3, "equivalent at every size"),
+    (["inconclusive"] * 3, "inconclusive at every size"),
+    (["better", "better", "worse", "worse"],
      "flips between rung 2 and rung 3: better at rungs 1, 2; worse at rungs 3, 4"),
-    ([(0.0, 0.4), (-0.1, 0.01), (-0.2, 0.001)], "better at rungs 2, 3; no difference at rung 1"),
+    (["inconclusive", "better", "better"], "better at rungs 2, 3; inconclusive at rung 1"),
+    (["equivalent", "", "better"], "better at rung 3; equivalent at rung 1; untested at rung 2"),
 ])
-def test_the_verdict_reads_the_per_rung_holm_p_values(marks, expected):
-    assert verdict([(str(i + 1), d, p) for i, (d, p) in enumerate(marks)], "min") == expected
+def test_the_verdict_reads_the_per_rung_verdicts(marks, expected):
+    assert verdict([(str(i + 1), w) for i, w in enumerate(marks)]) == expected
+
+
+def test_a_verdict_and_a_multiplier_pointing_opposite_ways_are_said_to_disagree():
+    line = verdict([("1", "better"), ("2", "better")], "k = 0.8x [0.7, 0.9] at the largest rung: below 1", "below 1")
+    assert line.startswith("better at every size (k = 0.8x") and "point opposite ways" in line
+    assert "opposite" not in verdict([("1", "better")], "k = 1.2x [1.1, 1.3]: above 1", "above 1")
+
+
+@pytest.mark.parametrize("low,high,band,words", [
+    (1.1, 1.3, (0.95, 1.05), "above 1"), (0.7, 0.9, (0.95, 1.05), "below 1"),
+    (0.97, 1.04, (0.95, 1.05), "equivalent to 1 (within the smallest effect)"),
+    (1.01, 1.2, (0.95, 1.05), "inconclusive"),  # excludes 1 but reaches into the band: no word claims more
+    (0.9, 1.2, None, "inconclusive"), (1.01, 1.2, None, "above 1"),
+])
+def test_a_multipliers_words_are_read_off_its_interval_and_the_band(low, high, band, words):
+    assert relation(low, high, band) == words
+    phrase = k_phrase((low + high) / 2, low, high, band)
+    assert phrase.endswith(": " + words)
+    if band is not None and band[0] <= (low + high) / 2 <= band[1]:
+        assert phrase.startswith("k = 1.00x")  # within the smallest effect: printed as 1.00
 
 
 def test_an_isoflop_ladder_fits_the_best_size_at_each_budget(tmp_path):

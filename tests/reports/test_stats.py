@@ -1,6 +1,7 @@
 """The statistics of a comparison: Holm-adjusted p, d_z, seeds needed for 80% power, bootstrap CIs,
 and the report columns that show them. Reference values are typed in, not recomputed by the code
 under test."""
+import json
 import math
 
 import numpy as np
@@ -160,8 +161,8 @@ def test_report_has_holm_effect_size_and_seeds_needed_in_every_export(report):
     assert "| nan " not in md  # the baseline row has no notes: an empty cell, not "nan"
     assert "- seeds needed: paired seeds for 80% power (two-sided paired t-test, alpha 0.05" in md
     assert "p (Holm): Holm-Bonferroni adjusted over every variant-vs-baseline test" in md
-    assert "p (Holm) & d\\_z & seeds needed" in (out / "table.tex").read_text()
-    assert "<th>p (Holm)</th><th>d_z</th><th>seeds needed</th>" in (out / "report.html").read_text()
+    assert "p (Holm) & verdict & d\\_z & seeds needed" in (out / "table.tex").read_text()
+    assert "<th>p (Holm)</th><th>verdict</th><th>d_z</th><th>seeds needed</th>" in (out / "report.html").read_text()
 
 
 def test_report_warns_when_a_variant_has_fewer_than_three_completed_seeds(report):
@@ -235,3 +236,27 @@ def test_cli_bootstrap_intervals_and_min_effect(tmp_path, capsys):
     assert main(["report", str(root), "--ci", "normal"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--ci" in err and "bootstrap" in err
+
+
+def test_a_bounded_metrics_interval_at_two_seeds_is_clipped_to_its_range(tmp_path):
+    """Issue 43 item 4: an accuracy over 2 seeds has a t-interval far past [0, 1] (12.7 standard errors a
+    side); the report clips it to the range and says so. A loss's interval that stays above 0 is untouched."""
+    acc = {"sinusoidal": [0.2, 0.9], "rope": [0.55, 0.6]}
+    root = write_sweep(tmp_path / "s", {"sinusoidal": [2.1, 2.2], "rope": [2.0, 2.05]}, status={}, seeds=(0, 1))
+    for d in (root / "runs").iterdir():
+        summary = json.loads((d / "summary.json").read_text())
+        name, seed = d.name.rsplit("-s", 1)
+        summary["final"]["val/token_accuracy"] = acc[name][int(seed)]
+        (d / "summary.json").write_text(json.dumps(summary))
+    table = summarize(load_runs(root)).set_index("variant")
+    for name, values in acc.items():
+        raw = stats.t.interval(0.95, 1, loc=np.mean(values), scale=stats.sem(values))
+        row = table.loc[f"position={name}"]
+        got = (row["val/token_accuracy ci_low"], row["val/token_accuracy ci_high"])
+        assert got == pytest.approx(tuple(np.clip(raw, 0.0, 1.0)), rel=1e-12)
+    assert raw[0] > 0 and raw[1] < 1  # rope's own interval needed no clip, and kept its t-interval
+    loss = stats.t.interval(0.95, 1, loc=2.15, scale=stats.sem([2.1, 2.2]))
+    assert loss[0] > 0 and table.loc["position=sinusoidal", "val/loss ci_low"] == pytest.approx(loss[0], rel=1e-12)
+    assert ("val/token_accuracy: the 95% CI of the mean is clipped to the metric's range [0, 1] for "
+            "position=sinusoidal (its interval reached past it; with so few seeds the clipped interval is wide, not "
+            "precise)") in summarize(load_runs(root)).attrs["notes"]

@@ -99,7 +99,7 @@ def test_params_budget_equals_match_params(spec_dir):
 
 BAD = {
     "unknown match": ({"grid": GRID, "budget": {"match": "flop"}},
-                      "budget.match: expected one of tokens, params, flops, got 'flop' (did you mean 'flops'?)"),
+                      "budget.match: expected one of tokens, bytes, params, flops, steps, got 'flop' (did you mean 'flops'?)"),
     "flops with a max_steps axis": ({"grid": {"train.max_steps": [5, 10]}, "budget": {"match": "flops"}},
                                     "budget: match: flops sets each variant's train.max_steps"),
     "contradicts match_params": ({"grid": GRID, "budget": "flops", "match_params": True},

@@ -2,6 +2,7 @@
 import pytest
 
 from arch_zoo.cli import main
+from arch_zoo.config.schema import TrainConfig
 
 from .conftest import BASE, write_spec
 
@@ -28,6 +29,8 @@ CASES = {
     "bad override": ({"grid": GRID, "overrides": {"train.max_stepz": 5}}, "overrides.train.max_stepz: unknown key"),
     "unknown spec key": ({"grid": GRID, "seed": [0]}, "seed: unknown sweep key (did you mean 'seeds'?)"),
     "bad metric goal": ({"grid": GRID, "metric": {"name": "val/loss", "goal": "down"}}, "metric.goal:"),
+    "bad smallest effect": ({"grid": GRID, "metric": {"name": "val/loss", "min_effect": -0.01}},
+                            "metric.min_effect: expected a positive difference in val/loss's units"),
     "seed as an axis": ({"grid": {"seed": [0, 1]}}, "grid.seed: seeds are not an axis"),
     "task problem": ({"grid": GRID, "overrides": {"task.seq_len": 64}}, "overrides.task.seq_len:"),
     "tuning seed is an evaluation seed": ({"grid": GRID, "seeds": [1, 2], "tune": {**TUNE, "seeds": [2]}},
@@ -67,6 +70,20 @@ CASES = {
                             "tune.halving.rungs: unknown sweep key"),
     "halving missing key": ({"grid": GRID, "seeds": [1], "tune": {**TUNE, "halving": {"eta": 3}}},
                             "tune.halving.min_steps: missing"),
+    "ladder of two rungs": ({"grid": GRID, "scale": {"sizes": [{"d_model": 16}, {"d_model": 32}]}},
+                            "scale: 2 rungs (sizes): a scaling fit L = E + A C^-alpha has 3 parameters and needs at "
+                            "least 3 rungs; add sizes, or set scale.fit: false for per-rung tables only"),
+    "ladder of two rungs held out": ({"grid": GRID, "scale": {"sizes": [{"d_model": 16}, {"d_model": 32}],
+                                                              "holdout": "largest"}}, "scale: 2 rungs (sizes)"),
+    "isoflop ladder of two budgets": ({"grid": GRID, "scale": {"sizes": [{"d_model": 16}, {"d_model": 32}],
+                                                               "budget": {"flops": [1e8, 4e8]}}},
+                                      "scale: 2 rungs (budgets (scale.budget.flops))"),
+    "hold-out leaves two rungs": ({"grid": GRID, "scale": {"sizes": [{"d_model": 16}, {"d_model": 24},
+                                                                     {"d_model": 32}], "holdout": "largest"}},
+                                  "scale.holdout: holding out the largest of 3 rungs leaves 2 to fit; a fit needs 3"),
+    "unknown hold-out": ({"grid": GRID, "scale": {"sizes": [{"d_model": 16}, {"d_model": 24}, {"d_model": 32}],
+                                                  "holdout": "biggest"}},
+                         "scale.holdout: expected one of largest, none"),
     "wandb method": ({"method": "bayes", "parameters": {"model.position": {"values": ["rope"]}}}, "method:"),
 }
 
@@ -82,6 +99,24 @@ def test_bad_spec_is_one_line_naming_the_key(case, spec_dir, tmp_path, capsys):
     assert err.count("\n") == 1 and err.startswith("arch-zoo: error: "), err
     assert expected in err, err
     assert not out.exists()  # checked before anything was written
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "rung" in c or "budgets" in c or "hold-out" in c])
+def test_a_ladder_too_short_to_fit_is_refused_by_the_dry_run_too(case, spec_dir, tmp_path, capsys):
+    """Issue 42 item 0: fewer than 3 rungs to fit is refused at --dry-run as before training; scale.fit: false
+    (per-rung tables only) lets the same ladder through."""
+    spec, expected = CASES[case]
+    code = main(["sweep", str(write_spec(spec_dir, spec)), "--out", str(tmp_path / "out"), "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and expected in err, err
+    tables_only = {**spec, "scale": {k: v for k, v in spec["scale"].items() if k != "holdout"} | {"fit": False}}
+    assert main(["sweep", str(write_spec(spec_dir, tables_only)), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "scale.fit: false: the report gives per-rung comparisons only" in out
+    lr = BASE["train"].get("lr", TrainConfig.lr)  # item 1: a ladder that tunes no lr names the one its rungs share
+    assert (f"note: every rung trains at train.lr = {lr:g}, not tuned per size (scale.lr: tune or transfer, with a "
+            "tune key, would tune it): compute multipliers between untuned rungs can grow or shrink with the lr "
+            "alone") in out
 
 
 def test_missing_spec_file_and_bad_flags(tmp_path, capsys):

@@ -38,12 +38,13 @@ def test_a_rule_makes_widths_at_a_fixed_aspect_ratio_and_head_size():
     assert [s.keys for s in spec.scale.sizes] == [
         {"d_model": w, "n_layers": w // 16, "n_heads": w // 16, "d_ff": None} for w in (32, 64, 128)]
     assert [s.label for s in spec.scale.sizes] == ["d32-L2-h2", "d64-L4-h4", "d128-L8-h8"]
-    spec = _parse({"rule": {"widths": [64], "aspect_ratio": 32, "head_dim": 32, "ffn_ratio": 2}})
+    spec = _parse({"rule": {"widths": [64], "aspect_ratio": 32, "head_dim": 32, "ffn_ratio": 2}, "fit": False})
     assert spec.scale.sizes[0].keys == {"d_model": 64, "n_layers": 2, "n_heads": 2, "d_ff": 128}
 
 
 def test_the_sizes_are_one_more_axis_smallest_rung_first():
-    spec = _parse({"sizes": [{"d_model": 32}, {"model.d_model": 64, "name": "big"}], "budget": {"flops": [1e9, 4e9]}})
+    spec = _parse({"sizes": [{"d_model": 32}, {"model.d_model": 64, "name": "big"}], "budget": {"flops": [1e9, 4e9]},
+                   "fit": False})
     assert spec.axes == ["model.position", "scale.size", "scale.flops"]
     got = [(v.settings["scale.size"], v.settings["scale.flops"], v.settings["model.position"]) for v in expand(spec)]
     assert got == [(s, c, p) for s in ("d32", "big") for c in (1e9, 4e9) for p in ("rope", "alibi")]
@@ -54,13 +55,13 @@ def test_a_key_a_size_sets_is_neither_an_axis_nor_an_override():
         parse_spec({"name": "t", "base": "preset:gpt2", "grid": {"model.d_model": [32, 64]},
                     "scale": {"sizes": [{"d_model": 32}]}})
     with pytest.raises(ConfigError, match="model.d_model: is set by the spec's scale"):
-        add_overrides(_parse({"sizes": [{"d_model": 32}]}), ["model.d_model=48"])
+        add_overrides(_parse({"sizes": [{"d_model": 32}], "fit": False}), ["model.d_model=48"])
     with pytest.raises(ConfigError, match="scale.lr: transfer is about the tuned value; add a tune key"):
-        _parse({"sizes": [{"d_model": 32}], "lr": "transfer"})
+        _parse({"sizes": [{"d_model": 32}], "lr": "transfer", "fit": False})
     from arch_zoo.sweeps.wandb_format import to_wandb
 
     with pytest.raises(ConfigError, match="scale: a wandb sweep has no size ladder"):
-        to_wandb(_parse({"sizes": [{"d_model": 32}]}), ".")
+        to_wandb(_parse({"sizes": [{"d_model": 32}], "fit": False}), ".")
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +101,8 @@ def test_non_embedding_parameters_leave_out_token_and_position_tables():
 
 def test_an_isoflop_ladder_trains_each_size_on_what_its_budget_buys(spec_dir):
     budgets = [2e8, 8e8]
-    spec = {**LADDER, "seeds": [0], "scale": {"sizes": SIZES[:2], "budget": {"flops": budgets}, "warmup_fraction": 0.1}}
+    spec = {**LADDER, "seeds": [0], "scale": {"sizes": SIZES[:2], "budget": {"flops": budgets}, "warmup_fraction": 0.1,
+                                              "fit": False}}
     plan = make_plan(load_spec(write_spec(spec_dir, spec)))
     assert len(plan.runs) == 2 * 2 * 2
     for run in plan.runs:
@@ -133,7 +135,7 @@ def test_transfer_tunes_the_smallest_rung_and_reuses_its_choice_at_every_size(sp
 
 
 def test_transfer_needs_mup_where_the_schema_has_a_parametrization():
-    scale = _parse({"sizes": [{"d_model": 32}]}).scale
+    scale = _parse({"sizes": [{"d_model": 32}], "fit": False}).scale
     scale = dataclasses.replace(scale, lr="transfer")
     variant = SimpleNamespace(settings={})
     check_transfer(scale, [(variant, SimpleNamespace(model=SimpleNamespace()))])  # no such key: the user's call
@@ -181,6 +183,29 @@ def test_the_dry_run_of_a_ladder_without_a_budget_says_every_rung_trains_max_ste
     from arch_zoo.sweeps import probe
 
     monkeypatch.setattr(probe, "step_seconds", lambda cfg, data, timed=probe.TIMED_STEPS: 0.25)
-    spec = {**LADDER, "seeds": [0], "scale": {"sizes": SIZES[:2]}}
+    spec = {**LADDER, "seeds": [0], "scale": {"sizes": SIZES[:2], "fit": False}}
     assert main(["sweep", str(write_spec(spec_dir, spec)), "--dry-run", "--out", str(tmp_path / "out")]) == 0
     assert "budget: every rung trains train.max_steps\n" in capsys.readouterr().out
+
+
+def test_a_depth_rule_makes_depths_at_one_width(spec_dir):
+    """Issue 42 item 4: a ladder by depth at a fixed width, as OLMo-core and Chinchilla also ladder."""
+    spec = _parse({"rule": {"depths": [2, 4, 8], "d_model": 64, "head_dim": 16, "ffn_ratio": 2}})
+    assert [s.keys for s in spec.scale.sizes] == [
+        {"d_model": 64, "n_layers": d, "n_heads": 4, "d_ff": 128} for d in (2, 4, 8)]
+    assert [s.label for s in spec.scale.sizes] == ["d64-L2-h4-ff128", "d64-L4-h4-ff128", "d64-L8-h4-ff128"]
+    for rule, message in (({"depths": [2], "widths": [32], "d_model": 64, "head_dim": 16}, "not both or neither"),
+                          ({"aspect_ratio": 16, "head_dim": 16}, "not both or neither"),
+                          ({"depths": [2, 4, 8], "head_dim": 16}, "scale.rule.d_model: missing"),
+                          ({"depths": [2, 0, 8], "d_model": 64, "head_dim": 16}, r"scale.rule.depths\[1\]: expected a"),
+                          ({"depths": [2, 4, 8], "d_model": 64, "head_dim": 16, "aspect_ratio": 16},
+                           "scale.rule.aspect_ratio: is for a width rule")):
+        with pytest.raises(ConfigError, match=message):
+            _parse({"rule": rule})
+    ladder = {**LADDER, "seeds": [0], "scale": {"rule": {"depths": [1, 2, 3], "d_model": 16, "head_dim": 8},
+                                                "budget": {"tokens_per_param": 0.5}}}
+    plan = make_plan(load_spec(write_spec(spec_dir, ladder)))
+    by_rung = {r.scale["rung"]: r for r in plan.runs if r.settings["model.position"] == "sinusoidal"}
+    assert [by_rung[i].config.model.n_layers for i in range(3)] == [1, 2, 3]
+    assert by_rung[0].scale["non_embedding_params"] < by_rung[1].scale["non_embedding_params"] \
+        < by_rung[2].scale["non_embedding_params"]

@@ -28,14 +28,14 @@ def cfg(model=None, task=None, train=None, **top):
 def test_copy_task_reaches_perfect_exact_match_on_held_out_sequences(tmp_path):
     """The copy task is learned: every held-out val sequence and >= 95% of test, greedily decoded.
 
-    The learning rate decays to zero (cosine) rather than following copy.yaml's Noam schedule, which
-    still runs at 40% of its peak at step 400: a model stopped there misses 1-6 of 128 sequences with
+    The shipped schedule decays the learning rate to zero (cosine); under the paper's Noam schedule,
+    still at 40% of its peak at step 400, a model stopped there missed 1-6 of 128 sequences with
     repeated symbols on some CPU kernels, thread counts and seeds. Decayed, it gets every val and test
-    sequence right under the default and avx2 kernels, seeds 0-4 (and at 2 threads, the three cells
-    that failed before)."""
+    sequence right under the default and avx2 kernels, seeds 0-4, and at 2 threads."""
     c = load("configs/experiments/copy.yaml", [
         "task.max_len=5", "task.n_symbols=8", "task.n_train=4000", "task.n_val=128", "task.n_test=128",
-        "train.max_steps=400", "train.val_every=200", "train.schedule=cosine", "train.progress_bar=false"])
+        "train.max_steps=400", "train.val_every=200", "train.progress_bar=false"])
+    assert c.train.schedule.name == "cosine" and c.train.min_lr_ratio == 0.0  # the shipped schedule ends at zero
     result = run_one(c, tmp_path / "copy", quiet=True)
     assert result.status == "completed"
     assert result.metrics["val/exact_match"] == 1.0  # every held-out sequence, greedily
@@ -44,6 +44,17 @@ def test_copy_task_reaches_perfect_exact_match_on_held_out_sequences(tmp_path):
     assert 5 <= len(samples) <= 10 and all(not s["exact"] for s in samples[5:])
     assert all(s["greedy"] == s["target"] for s in samples if s["exact"])
     assert sum(s["exact"] for s in samples) >= 4 and len({s["prompt"] for s in samples}) > 1
+
+
+@pytest.mark.slow
+@pytest.mark.outcome
+def test_the_shipped_copy_experiment_copies_at_least_99_percent_of_test_sequences(tmp_path):
+    """docs/studies/copy.md's claim for `arch-zoo train configs/experiments/copy.yaml` as shipped: at
+    least 0.99 test exact match (254 of 256) on any thread count and CPU kernel; the runs behind the
+    page got 1.0 at 1 and 2 threads, native and avx2 (1-3 min a run, so CI runs the smaller copy above)."""
+    c = load("configs/experiments/copy.yaml", ["train.progress_bar=false"])
+    result = run_one(c, tmp_path / "copy", quiet=True)
+    assert result.metrics["val/exact_match"] >= 0.99 and result.metrics["test/exact_match"] >= 0.99
 
 
 @pytest.mark.outcome
@@ -172,6 +183,7 @@ def test_eval_lengths_past_a_learned_table_are_skipped_with_the_reason():
     data = prepare(cfg(model={**TINY_DECODER, "position": "learned", "max_seq_len": 16},
                        task={"name": "char_lm", "max_chars": 20000, "seq_len": 16, "eval_lengths": [16, 32]}))
     assert data.eval_splits == ["val", "val@16"]
-    assert data.info["not_evaluated"] == {"val@32": "position 'learned' represents at most 16 positions"}
+    assert data.info["not_evaluated"] == {"val@32": "task.eval_lengths: 32 is past what position 'learned' represents "
+                                          "(at most 16 positions, model.max_seq_len 16); val@32 is not evaluated"}
     rope = prepare(cfg(task={"name": "char_lm", "max_chars": 20000, "seq_len": 16, "eval_lengths": [64]}))
     assert rope.eval_splits == ["val", "val@64"] and "not_evaluated" not in rope.info

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 
 from ...registry import Registry
@@ -41,8 +42,9 @@ class TaskData:
     objective: str
     splits: Dict[str, Sequence[Example]]  # "train", "val", "test", extra eval splits "val@L"; corpus tasks: lazy Windows
     n_classes: Optional[int] = None  # classification tasks
-    metrics: Tuple[str, ...] = ()  # extra metrics: "exact_match", "bpc", "accuracy"
+    metrics: Tuple[str, ...] = ()  # extra metrics: "exact_match", "bpc", "bpb", "accuracy"
     info: Dict[str, object] = field(default_factory=dict)  # provenance: files, text hash, sizes
+    token_bytes: Optional[np.ndarray] = None  # text tasks: UTF-8 bytes per token id (bits per byte; text_bytes.py)
 
     @property
     def eval_splits(self) -> List[str]:

@@ -12,7 +12,8 @@ each followed by the eos token, to a split chosen by their content hash. ``windo
 starts every window at a document (padded by the batch), and ``scored: completion`` (char_lm) reads
 prompt-completion records and scores only the completions (``windows.py``). The tokenizer is fitted
 on the train part. ``TaskData.info`` records the files, a sha256 of the text, the store and each
-split's characters per token (bits per character = loss / ln 2 / chars_per_token)."""
+split's characters per token (bits per character = loss / ln 2 / chars_per_token) and UTF-8 bytes per
+token; ``TaskData.token_bytes`` gives each token's bytes, so bits per byte are exact sums (objectives.py)."""
 from __future__ import annotations
 
 import random
@@ -28,6 +29,7 @@ from ..prepare import AUTO, DTYPES, STDLIB_CHARS
 from ..prepare import prepare as prepare_store
 from ..progress import interactive, quiet, stderr_log
 from ..sources import sorted_py_files
+from ..text_bytes import bytes_per_token
 from ..tokenizers import SPECIALS, TOKENIZERS
 from ..windows import DocumentWindows, LMExample, ScoredSpans, Windows
 from .base import IGNORE, TASKS, Example, Task, TaskData
@@ -130,6 +132,8 @@ class CorpusTask(Task):
             splits[name] = self.split_windows(store, ids[name], name, self.seq_len, make(name, i), keep_tail=True)
         splits.update(self.extra_splits(store, ids["val"], make))
         tokens, chars = store.counts("tokens"), store.counts("chars")
+        token_bytes = tok.token_bytes()
+        per_token = {name: bytes_per_token(ids[name], token_bytes) for name in ids}
         info = store.info()
         info.update(
             tokenizer=tok.name, vocab_size=tok.vocab_size, seq_len=self.seq_len, train_offset=offset, tokens=tokens,
@@ -141,7 +145,9 @@ class CorpusTask(Task):
             info["long_documents"] = {name: {"documents": rows.documents, "longer_than_window": rows.long,
                                              "handled": self.options.long_documents}
                                       for name, rows in splits.items()}
-        return TaskData(tok, self.objective, splits, metrics=self.metrics, info=info)
+        if token_bytes is not None:  # the text each split's tokens cover (budgets in bytes; reports' rankings)
+            info["bytes_per_token"] = {name: per_token[name.split("@")[0]] for name in splits}
+        return TaskData(tok, self.objective, splits, metrics=self.metrics, info=info, token_bytes=token_bytes)
 
     def split_windows(self, store, ids, split: str, length: int, make, offset: int = 0, keep_tail: bool = False):
         """A split's windows as ``task.windows`` says, with the store's scored spans where it has them."""
@@ -190,7 +196,7 @@ class CharLMOptions(CorpusOptions):
 class CharLMTask(CorpusTask):
     kinds = ("decoder",)
     objective = "lm"
-    metrics = ("bpc",)
+    metrics = ("bpc", "bpb")
 
     def extra_splits(self, store, val_ids, make):
         out = {}

@@ -15,18 +15,22 @@ import pandas as pd
 
 from ...errors import ConfigError
 from ...run_names import short_names
-from ...sweeps.scale import SIZE_KEY
+from ...sweeps.scale import HOLDOUT_FROM, MIN_RUNGS, SIZE_KEY
 from ..stats import BOOTSTRAP_SEED
 from .bootstrap import REPLICATES, Curve, fit_curves, huber_delta
 from .fit import OK, curve as curve_values
-from .multiplier import at
+from .multiplier import at, equivalence_band
+from .predict import DECISION_COLUMNS, HOLDOUT_COLUMNS, decision_accuracy, decision_line, held_out_fits, \
+    holdout_table
 from .points import ARCH_HIDDEN, Ladder, arch_label, draws, ladder_points, resample, seed_noise
-from .verdict import k_phrase, verdict
+from .trust import drop_untrained, shared_lr_note
+from .verdict import k_phrase, relation, verdict
 
 FIT_COLUMNS = ["variant", "x", "status", "rungs", "E", "E_ci_low", "E_ci_high", "A", "A_ci_low", "A_ci_high", "alpha",
                "alpha_ci_low", "alpha_ci_high", "x_ref", "huber_delta", "replicates", "replicates_used", "note"]
 GRID = 60  # points along a plotted curve
-K_COLUMNS = ["variant", "baseline", "rung", "size", "kind", "compute", "loss_fit", "k", "k_ci_low", "k_ci_high", "note"]
+K_COLUMNS = ["variant", "baseline", "rung", "size", "kind", "compute", "loss_fit", "k", "k_ci_low", "k_ci_high",
+             "k_equivalent_low", "k_equivalent_high", "relation", "note"]
 
 
 @dataclass
@@ -41,6 +45,10 @@ class Scaling:
     extrapolate_to: Optional[float] = None
     ladder: Optional[Ladder] = None
     confidence: float = 0.95
+    margin: float = math.nan  # the smallest effect that counts, in the metric's units
+    holdout: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=HOLDOUT_COLUMNS))
+    decisions: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=DECISION_COLUMNS))
+    held: Dict[str, Curve] = field(default_factory=dict)  # variant -> its fit without the held-out rung
 
 
 def is_ladder(runs: pd.DataFrame) -> bool:
@@ -65,7 +73,7 @@ def _fit_row(c: Curve, replicates: int) -> Dict[str, Any]:
 
 
 def _rung_stats(table: pd.DataFrame, ladder: Ladder, variant: str, names: Dict[str, str], metric: str) -> List:
-    """(rung name, Δ, Holm p) of ``variant`` at each rung, from the per-variant table's rows."""
+    """(rung name, verdict word) of ``variant`` at each rung, from the per-variant table's rows."""
     out = []
     for _, row in table.iterrows():
         if row.get("baseline") or arch_label({k: row[k] for k in ladder.keys[variant]}, names) != variant:
@@ -76,8 +84,9 @@ def _rung_stats(table: pd.DataFrame, ladder: Ladder, variant: str, names: Dict[s
         if rung is None:
             continue
         name = str(rung.number) + (f" ({size})" if ladder.isoflop else "")
-        out.append((rung.number, name, row.get(f"{metric} delta"), row.get(f"{metric} p_holm")))
-    return [(n, d, p) for _, n, d, p in sorted(out, key=lambda t: t[0])]
+        word = row.get(f"{metric} verdict")
+        out.append((rung.number, name, word if isinstance(word, str) else ""))
+    return [(n, w) for _, n, w in sorted(out, key=lambda t: t[0])]
 
 
 def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[float] = None,
@@ -89,10 +98,14 @@ def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[fl
             raise ConfigError("--extrapolate-to", "is for a ladder sweep (a spec with scale); these runs have no rungs")
         return None
     metric, goal = table.attrs.get("metric", "val/loss"), table.attrs.get("goal", "min")
-    ladder = ladder_points(runs, metric)
+    kept, notes = drop_untrained(runs)
+    ladder = ladder_points(kept, metric)
     settings = [s for s in runs.attrs.get("settings") or [] if s not in ARCH_HIDDEN]
     names = short_names(settings)
-    notes: List[str] = []
+    lr_note = shared_lr_note(runs)
+    notes += [lr_note] if lr_note else []
+    margins = table[f"{metric} margin"].dropna() if f"{metric} margin" in table.columns else []
+    margin = float(margins.iloc[0]) if len(margins) else math.nan
     base_rows = table[table["baseline"] == True] if "baseline" in table.columns else table.iloc[:0]  # noqa: E712
     baseline = arch_label({k: base_rows.iloc[0][k] for k in settings}, names) if len(base_rows) else None
     computes = [c.compute for rs in ladder.rungs.values() for r in rs for c in r.cells]
@@ -106,13 +119,14 @@ def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[fl
                      "report a loss metric (--metric val/loss) for fits")
     delta = huber_delta(seed_noise(ladder))
     rng = np.random.default_rng(BOOTSTRAP_SEED)
-    shared = draws(ladder, replicates, rng)  # the same resampled seeds for every variant at a rung
+    shared = draws(ladder, replicates, rng)  # the same draws on the same seeds for every variant at a rung
     curves: Dict[str, Curve] = {}
     fit_rows = []
     x_ref = math.exp(float(np.mean(np.log(computes)))) if computes else 1.0
     params = [c.params for rs in ladder.rungs.values() for r in rs for c in r.cells]
     n_ref = math.exp(float(np.mean(np.log(params)))) if params else 1.0
-    fitted = ladder.variants if goal == "min" else []
+    plan = _plan(runs, ladder.planned)
+    fitted = ladder.variants if goal == "min" and plan["fit"] else []
     drawn = {v: resample(ladder.rungs[v], shared, replicates) for v in fitted}
     for c in fit_curves([(v, ladder.rungs[v], drawn[v]) for v in fitted], x_ref, delta):
         curves[c.variant] = c
@@ -136,15 +150,16 @@ def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[fl
         if variant == baseline:
             continue
         c = curves.get(variant)
-        k_text = None
+        k_text = k_rel = None
         if c is not None and base is not None and c.ok and base.ok:
-            rows = _k_rows(c, base, ladder, extrapolate_to)
+            rows = _k_rows(c, base, ladder, extrapolate_to, margin)
             k_rows += rows
             largest = [r for r in rows if r["kind"] == "rung"][-1]
-            k_text = k_phrase(largest["k"], largest["k_ci_low"], largest["k_ci_high"])
+            k_text = k_phrase(largest["k"], largest["k_ci_low"], largest["k_ci_high"], _band(largest))
+            k_rel = largest["relation"]
         elif c is not None and not c.ok:
             k_text = f"no compute multiplier: {c.status}"
-        verdicts[variant] = verdict(_rung_stats(table, ladder, variant, names, metric), goal, k_text)
+        verdicts[variant] = verdict(_rung_stats(table, ladder, variant, names, metric), k_text, k_rel)
     for c in curves.values():
         if c.ok:
             notes += misfits(c, ladder.rungs[c.variant])
@@ -153,31 +168,70 @@ def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[fl
         elif c.usable.sum() < 0.95 * replicates:
             notes.append(f"{c.variant}: intervals from {int(c.usable.sum())} of {replicates} bootstrap replicates; "
                          "the others did not converge")
+    held, holdout, lines, decisions = _predictive(ladder, drawn, curves, baseline, x_ref, delta, plan)
+    cite = decision_line(decisions)
+    verdicts = {v: line + (f"; {cite}" if cite else "") for v, line in verdicts.items()}
+    notes += lines
+    if not plan["fit"]:
+        notes.append("scale.fit: false: per-rung comparisons only, no scaling fits")
     seeds = [len(cell.losses) for rs in ladder.rungs.values() for r in rs for cell in r.cells]
-    if seeds and min(seeds) < 5:
-        notes.append("warning: the bootstrap resamples the seeds of each rung, and with fewer than 5 seeds it has few "
-                     "distinct resamples: its intervals cover less than their nominal 95%")
-    if ladder.planned < 3:
+    if seeds and min(seeds) < 2:
+        notes.append("warning: a rung with one seed has no spread to draw from: the intervals leave out its seed noise "
+                     "and cover less than their nominal 95%")
+    if ladder.planned < MIN_RUNGS and plan["fit"]:
         notes.append(f"the ladder has {ladder.planned} rung{'s' * (ladder.planned != 1)}: fits need at least 3")
     return Scaling(metric, baseline, pd.DataFrame(fit_rows, columns=FIT_COLUMNS),
-                   pd.DataFrame(k_rows, columns=K_COLUMNS), verdicts, notes, curves, extrapolate_to, ladder)
+                   pd.DataFrame(k_rows, columns=K_COLUMNS), verdicts, notes, curves, extrapolate_to, ladder,
+                   margin=margin, decisions=decisions, held=held,
+                   **({"holdout": holdout} if holdout is not None else {}))
 
 
-def _k_rows(c: Curve, base: Curve, ladder: Ladder, extrapolate_to: Optional[float]) -> List[Dict[str, Any]]:
+def _predictive(ladder: Ladder, drawn, curves: Dict[str, Curve], baseline: Optional[str], x_ref: float, delta: float,
+                plan: Dict[str, Any]):
+    """(held-out fits, their table or None, the lines it gives, decision accuracy): how well the ladder predicts."""
+    held = held_out_fits(ladder, drawn, x_ref, delta) if plan["holdout"] == "largest" else {}
+    holdout, lines = holdout_table(ladder, held, curves, baseline) if held else (None, [])
+    return held, holdout, lines, decision_accuracy(ladder, drawn, x_ref, delta)
+
+
+def _plan(runs: pd.DataFrame, planned: int) -> Dict[str, Any]:
+    """The ladder's fit and hold-out settings as its runs recorded them (runs planned before they were recorded:
+    fits, and the largest rung held out from HOLDOUT_FROM rungs up)."""
+    records = list((runs.attrs.get("scale") or {}).values())
+    first = records[0] if records else {}
+    holdout = first["holdout"] if "holdout" in first else ("largest" if planned >= HOLDOUT_FROM else None)
+    return {"fit": first.get("fit", True), "holdout": holdout}
+
+
+def _band(row: Dict[str, Any]):
+    low, high = row["k_equivalent_low"], row["k_equivalent_high"]
+    return None if math.isnan(low) else (low, high)
+
+
+def _k_rows(c: Curve, base: Curve, ladder: Ladder, extrapolate_to: Optional[float],
+            margin: float = math.nan) -> List[Dict[str, Any]]:
     rows = []
     sizes = {r.number: (r.best().size if r.best() else r.label) for r in ladder.rungs[c.variant]}
     for number, compute in zip(c.numbers, c.px):
         k, low, high, loss = at(c, base, float(compute))
         rows.append({"variant": c.variant, "baseline": base.variant, "rung": number, "size": sizes[number],
                      "kind": "rung", "compute": float(compute), "loss_fit": loss, "k": k, "k_ci_low": low,
-                     "k_ci_high": high, "note": _k_note(k, base)})
+                     "k_ci_high": high, **_equivalence(base, float(compute), margin, low, high),
+                     "note": _k_note(k, base)})
     if extrapolate_to is not None:
         k, low, high, loss = at(c, base, extrapolate_to)
         rows.append({"variant": c.variant, "baseline": base.variant, "rung": None, "size": None,
                      "kind": "extrapolated", "compute": extrapolate_to, "loss_fit": loss, "k": k, "k_ci_low": low,
-                     "k_ci_high": high, "note": "extrapolated beyond the largest rung: both curves are assumed to "
+                     "k_ci_high": high, **_equivalence(base, extrapolate_to, margin, low, high),
+                     "note": "extrapolated beyond the largest rung: both curves are assumed to "
                                                 "hold there" + (f"; {_k_note(k, base)}" if math.isinf(k) else "")})
     return rows
+
+
+def _equivalence(base: Curve, compute: float, margin: float, low: float, high: float) -> Dict[str, Any]:
+    band_low, band_high = equivalence_band(base, compute, margin)
+    band = None if math.isnan(band_low) else (band_low, band_high)
+    return {"k_equivalent_low": band_low, "k_equivalent_high": band_high, "relation": relation(low, high, band)}
 
 
 def _k_note(k: float, base: Curve) -> Optional[str]:
@@ -237,6 +291,13 @@ def series(s: Scaling) -> Dict[str, dict]:
                 far = np.geomspace(c.px.max(), top, GRID // 2)
                 mid, low, high = band(c, far)
                 entry.update(far_x=far.tolist(), far=mid.tolist(), far_low=low.tolist(), far_high=high.tolist())
+        held = s.held.get(variant)
+        if held is not None and held.ok and len(s.holdout):
+            row = s.holdout[s.holdout["variant"] == variant].iloc[0]
+            grid = np.geomspace(held.px.min() / 1.5, row["compute"] * 1.2, GRID)
+            mid, low, high = band(held, grid)
+            entry.update(held_x=[float(row["compute"])], held_y=[float(row["measured"])], held_fit_x=grid.tolist(),
+                         held_fit=mid.tolist(), held_low=low.tolist(), held_high=high.tolist())
         out[variant] = entry
     return out
 

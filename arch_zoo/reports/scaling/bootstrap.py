@@ -16,10 +16,10 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ...sweeps.scale import MIN_RUNGS
 from .fit import ALPHA_AT_BOUND, HUBER_DELTA, OK, Fits, fit_many, solve
 from .points import Rung, point_arrays
 
-MIN_RUNGS = 3  # three parameters: fewer rungs fit any curve exactly, and say nothing
 HUBER_K = 1.345
 CONFIDENCE = 0.95
 REPLICATES = 1000

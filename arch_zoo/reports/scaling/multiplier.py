@@ -39,3 +39,20 @@ def at(variant: Curve, baseline: Curve, compute: float) -> Tuple[float, float, f
     low, high = interval(ks)
     loss = float(np.exp(predict(variant.point.theta, np.full((1, 1), math.log(x)))[0, 0]))
     return k, low, high, loss
+
+
+def equivalence_band(baseline: Curve, compute: float, margin: float) -> Tuple[float, float]:
+    """(k low, k high): the multipliers at ``compute`` FLOPs whose loss lies within ``margin`` of the baseline's
+    fitted loss there, L_b(k C) = L_b(C) + margin and L_b(C) - margin (k high is inf when L_b(C) - margin is
+    at or below the baseline's floor); (nan, nan) without a margin."""
+    if margin is None or not margin > 0:
+        return math.nan, math.nan
+    x = compute / baseline.x_ref
+    E, log_a, alpha = (float(v) for v in baseline.point.theta[0])
+    loss = float(np.exp(predict(baseline.point.theta, np.full((1, 1), math.log(x)))[0, 0]))
+
+    def k_for(target: float) -> float:
+        gap = target - E
+        return math.inf if gap <= 0 else math.exp((log_a - math.log(gap)) / alpha - math.log(x))
+
+    return k_for(loss + margin), k_for(loss - margin)
