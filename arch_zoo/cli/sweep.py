@@ -12,7 +12,7 @@ from .common import EXIT_RUN_FAILED, cache_dir, cache_option, output_dir
 
 def _sweep(args) -> int:
     from ..sweeps import dry_run_table, load_spec, make_plan, run_sweep
-    from .sweep_support import export_path, failure_line, final_table, plan_warnings, preload_reports
+    from .sweep_support import export_path, failure_line, final_table, preload_reports
 
     spec = load_spec(args.spec, args.overrides)
     if args.workers is not None and args.workers < 1:
@@ -38,7 +38,9 @@ def _sweep(args) -> int:
         if spec.command_line:
             print(f"command-line overrides (every run): {' '.join(spec.command_line)}")
         sys.stdout.write(dry_run_table(plan, store))  # a sweep that has run: what is done, what stage 1 chose
-        for line in plan_warnings(plan):
+        from ..sweeps.plan_checks import run_warnings
+
+        for line in run_warnings(plan):
             print(f"arch-zoo: warning: {line}", file=sys.stderr)
         if spec.scale is not None:
             from ..sweeps.ladder_table import ladder_table

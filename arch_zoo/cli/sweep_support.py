@@ -4,10 +4,7 @@ from __future__ import annotations
 import importlib
 import threading
 from pathlib import Path
-from typing import Dict, List
 
-from ..recipes import recipe_warnings
-from ..sweeps.plan import Plan
 from ..sweeps.runner import DEFAULT_OUT, SweepOutcome
 from ..sweeps.spec import SweepSpec
 from ..sweeps.tables import results_table
@@ -15,16 +12,6 @@ from ..sweeps.tables import results_table
 
 def export_path(spec: SweepSpec, out) -> Path:
     return Path(out or DEFAULT_OUT) / spec.name / "wandb_sweep.yaml"
-
-
-def plan_warnings(plan: Plan) -> List[str]:
-    """Each recipe warning the planned runs would print when they start, once, with the runs it is about."""
-    runs: Dict[str, List[str]] = {}
-    for run in plan.runs:
-        for line in recipe_warnings(run.config.train):
-            runs.setdefault(line, []).append(run.run_id)
-    return [f"{ids[0] if len(ids) == 1 else f'{len(ids)} of {len(plan.runs)} runs ({ids[0]}, ...)'}: {line}"
-            for line, ids in runs.items()]
 
 
 def preload_reports() -> None:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from ..config.coerce import to_dict
+from ..coerce import to_dict
 from ..config.loading import model_config
 from ..errors import ConfigError
 from .checkpoint import CheckpointError, WeightMap

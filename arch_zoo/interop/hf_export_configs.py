@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from ..components.placements import ends_with_norm
 from ..config import ModelConfig
-from ..config.coerce import to_dict
+from ..coerce import to_dict
 from ..config.validation import layer_configs, stacks, validate_model
 from .hf_llama import GATED
 from .hf_registry import FFN_ACTIVATIONS

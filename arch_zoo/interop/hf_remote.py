@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import rundir
-from ..config.coerce import to_dict
+from ..coerce import to_dict
 from ..errors import ConfigError
 
 CLASSES = {"AutoModelForCausalLM": "ArchZooForCausalLM", "AutoModelForMaskedLM": "ArchZooForMaskedLM",

@@ -17,7 +17,7 @@ from .rungs import cut_runs, next_round
 from .spec import SweepSpec, load_spec
 from .store import Store, read_json
 from .stages import stage_two_size
-from .tables import plan_warnings
+from .plan_checks import comparison_warnings
 from .tune import STAGE_TUNE, Choice, base_settings, choose, edge_warning, per_byte_rows, shown, variant_key
 from .invocation import Invocation, utc_now, worker_times
 from .worker import FINISHED, Result, Task
@@ -222,7 +222,7 @@ def _plan(spec: SweepSpec, out, launch, log: Callable[[str], None]) -> Tuple[Pla
         from ..data.tasks.common import prepare_all
 
         prepare_all([r.config for r in plan.runs], log)  # each distinct token store once, before any worker
-        for line in plan_warnings(plan):  # what --dry-run warned of, said again as the sweep starts
+        for line in comparison_warnings(plan):  # what --dry-run warned of, said again as the sweep starts
             log(line)
     except BaseException as exc:
         launch.stop(abort=True)

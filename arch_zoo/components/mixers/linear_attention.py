@@ -7,7 +7,7 @@ every query reads the sum over all real keys. Padding contributes no key."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
