@@ -11,6 +11,7 @@ STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tu
 .PHONY: install test test-cpus test-order test-slow demo docs bench studies $(addprefix study-,$(STUDIES)) gradnorms clean
 
 $(VENV)/.installed: pyproject.toml Makefile
+	@echo "make: installing arch_zoo, torch and its extras into $(VENV): about 7 minutes on a fresh machine, once"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"

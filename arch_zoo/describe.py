@@ -8,7 +8,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .components.feedforward import is_gated
+from .components.feedforward import has_sublayer, is_gated
 from .components.placements import ends_with_norm
 from .config import ExperimentConfig
 from .config.catalog import all_registries
@@ -130,7 +130,7 @@ def _flops_lines(model, m, seq_len: Optional[int], data, moe: bool) -> List[str]
     """Forward FLOPs per token at a stated length: ``--seq-len``, else the task's training examples (as
     summary.json and sweep budgets count them), else model.max_seq_len."""
     from .data.lengths import split_lengths
-    from .models.flops import FlopCounter, at_length
+    from .models.flops import FlopCounter, at_length, decoding_state_bytes
 
     seq2seq = m.kind == "encoder_decoder"
     if seq_len is None and data is not None:
@@ -147,7 +147,15 @@ def _flops_lines(model, m, seq_len: Optional[int], data, moe: bool) -> List[str]
     lines = [f"forward FLOPs per token  {_fmt(flops['total'])} (a training step is ~3x"
              f"{'; active experts only' if moe else ''})",
              f"  {where}" + ("; source and target tokens both count" if seq2seq else "")]
-    return lines + [f"  {part:<26}{_fmt(n):>14}" for part, n in flops.items() if part != "total"]
+    lines += [f"  {part:<26}{_fmt(n):>14}" for part, n in flops.items() if part != "total"]
+    if m.kind != "encoder":  # what one more token costs after a full context, and what decoding keeps
+        n = seq_len or m.max_seq_len
+        source = n if seq2seq else 0
+        state = decoding_state_bytes(model, n, 4, source)
+        lines += ["", f"decoding at context {n}" + (f" (source {n})" if seq2seq else ""),
+                  f"  one step FLOPs            {_fmt(FlopCounter(model).decode_step(n, source)):>14}",
+                  f"  state bytes (float32)     {_fmt(state):>14}  {_fmt(state / n)} per token"]
+    return lines
 
 
 def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_len: Optional[int] = None,
@@ -176,6 +184,7 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         f"  position      {m.position.describe()}" + (", also in cross-attention" if m.cross_attention_position else ""),
         f"  norm          {m.norm.describe()}, placement {m.norm_placement.describe()}: {placement}; "
         f"final norm {'yes' if ends_with_norm(m) else 'no'}",
+        f"  mixer         {m.mixer.describe()}" + _notes("mixers", m.mixer),
         f"  attention     {m.attention.describe()}, {m.attention_kernel.describe()} kernel, q.k scaled by "
         f"{_attention_scale(m, model)}"
         + (f", qk-norm {m.qk_norm.describe()} " + ("per head" if m.qk_norm_scope == "head" else
@@ -201,12 +210,13 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         "",
         "layers",
     ]
+    ffn = " -> feed-forward" if has_sublayer(m.ffn) else ""  # ffn: none builds no feed-forward
     if m.kind in ("encoder", "encoder_decoder"):
-        lines.append(f"  encoder x {m.encoder_layers}: self-attention (bidirectional) -> feed-forward")
+        lines.append(f"  encoder x {m.encoder_layers}: {_mixing(m)} (bidirectional){ffn}")
     if m.kind == "decoder":
-        lines.append(f"  decoder x {m.decoder_layers}: self-attention (causal) -> feed-forward")
+        lines.append(f"  decoder x {m.decoder_layers}: {_mixing(m)} (causal){ffn}")
     if m.kind == "encoder_decoder":
-        lines.append(f"  decoder x {m.decoder_layers}: self-attention (causal) -> cross-attention -> feed-forward")
+        lines.append(f"  decoder x {m.decoder_layers}: {_mixing(m)} (causal) -> cross-attention{ffn}")
     if m.layers is not None:
         for stack, depth in stacks(m):
             for indices, diff in layout(m, stack, depth):
@@ -219,6 +229,11 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         lines.append(f"  {part:<26}{n:>14,}  {100 * n / total:5.1f}%")
     lines += ["", *_flops_lines(model, m, seq_len, data, active != total)]
     return "\n".join(lines) + "\n"
+
+
+def _mixing(m) -> str:
+    """The layers' mixer as the layer line names it (a mixer may say it as ``layer_name``)."""
+    return getattr(registry_of("mixers").get(m.mixer.name).factory, "layer_name", m.mixer.name)
 
 
 def _notes(family: str, spec) -> str:

@@ -8,7 +8,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Type
 
-from .config.coerce import ComponentSpec, NoOptions, coerce, component_field  # noqa: F401  (component authors import them from here)
+from .coerce import ComponentSpec, NoOptions, coerce, component_field  # noqa: F401  (component authors import them from here)
 from .errors import ConfigError, choice_error, did_you_mean
 
 _FAMILIES: Dict[str, "Registry"] = {}  # family -> registry, filled as each family's module is imported

@@ -52,6 +52,17 @@ def plain(v: Any) -> str:
     return yaml_value(v)
 
 
+def label(v: Any) -> str:
+    """A value as ``describe`` writes a component: sliding_window(window=4), {name: rope} as rope;
+    anything else as ``plain``."""
+    if not isinstance(v, Mapping):
+        return plain(v)
+    options = ", ".join(f"{k}={label(x)}" for k, x in v.items() if k != "name")
+    if "name" not in v:
+        return options
+    return f"{v['name']}({options})" if options else str(v["name"])
+
+
 def short_names(keys: Iterable[str]) -> Dict[str, str]:
     """model.position -> position, unless two keys end alike; then the shortest unambiguous suffix."""
     keys = list(keys)
@@ -83,13 +94,27 @@ def _clean(text: str, limit: int) -> str:
 
 def run_id(settings: Mapping[str, Any], names: Mapping[str, str], seed: int) -> str:
     """<slug>-s<seed>-<hash6>: readable, a portable directory name, stable across reruns. The slug
-    is axis-value pairs joined by "__": norm-rmsnorm__norm_placement-post-s0-3b9ec6.
+    is axis-value pairs joined by "__": norm-rmsnorm__norm_placement-post-s0-3b9ec6; a component
+    with options reads as its label, attention-sliding_window.window4-s0-1f2e3d.
 
     The slug may shorten values (long floats, option mappings), so the hash, over the full
     settings and seed, keeps ids distinct. Everything a sweep shares between its runs is left
     out of the hash on purpose: if the spec changes it, the same run id meets a different config
     and the store reports a conflict instead of quietly starting over."""
-    slug = "__".join(f"{_clean(names[k], 24)}-{_clean(plain(v), 20)}" for k, v in settings.items()) or "base"
+    slug = "__".join(f"{_clean(names[k], 24)}-{_slug_value(v)}" for k, v in settings.items()) or "base"
+    return f"{slug[:80]}{id_suffix(settings, seed)}"
+
+
+def _slug_value(v: Any) -> str:
+    """A component mapping as its ``label`` in a directory name's characters: sliding_window.window4."""
+    if isinstance(v, Mapping):
+        return _clean(re.sub(r"[(,]\s*", ".", label(v)).replace("=", ""), 32)
+    return _clean(plain(v), 20)
+
+
+def id_suffix(settings: Mapping[str, Any], seed: int) -> str:
+    """-s<seed>-<hash6>: the part of a run id that identifies the run, whatever its slug looks like
+    (an earlier version wrote other slugs; a sweep store finds its runs by this part)."""
     digest = hashlib.sha1(json.dumps({"settings": {k: settings[k] for k in sorted(settings)}, "seed": seed},
                                      sort_keys=True, default=str).encode()).hexdigest()[:6]
-    return f"{slug[:80]}-s{seed}-{digest}"
+    return f"-s{seed}-{digest}"

@@ -6,8 +6,9 @@
                      ``Attempt``); a run stopped at a successive-halving rung is ``paused`` (a sweep
                      may resume it) or ``pruned`` (the sweep decided it stops there), and ``rungs``
                      keeps its validation metrics at each rung step it stopped at
-    metrics.csv      Lightning's CSVLogger: train loss, lr and validation metrics over steps; a resumed
-                     run continues it from the rows its checkpoint covers
+    metrics.csv      Lightning's CSVLogger: train loss, lr (every parameter group's) and validation
+                     metrics over steps (``METRICS_STEPS``); a resumed run continues it from the rows
+                     its checkpoint covers
     summary.json     final and best metrics, size, speed, memory, versions, git commit, attempts
     tokenizer.json   the tokenizer, to decode the model's outputs
     checkpoints/last.ckpt
@@ -32,6 +33,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -51,6 +53,28 @@ RUN_JSON, LOCK, INDEX, SPEC, INVOCATIONS = "run.json", ".lock", "index.csv", "sw
 FINISHED = ("completed", "diverged")  # never trained again
 STAGE_TUNE, STAGE_EVAL = "tune", "eval"  # run.json's tune.stage: a tuning run (stage 1) or an evaluation run (stage 2)
 PAUSED, PRUNED = "paused", "pruned"  # stopped at a rung (``run_one(stop_at=...)``); resumable from there
+# metrics.csv logs each validation at the optimizer steps done before it (trainer.global_step), the step
+# status.json, summary.json, the console and the live loggers give it. Run dirs whose status.json (and
+# checkpoints) do not say so were written before: they logged an in-fit validation one step early.
+METRICS_STEPS = "global_step"
+VALIDATION_METRIC = re.compile(r"^val(@\d+)?/")  # a validation split's metric column
+
+
+def is_lr_column(name: str) -> bool:
+    """metrics.csv's learning rates: ``lr`` (the group at train.lr) and ``lr/<part>.<k>``, every group's."""
+    return name == "lr" or name.startswith("lr/")
+
+
+def validation_logged_early(run_dir: Path) -> bool:
+    """Whether ``run_dir``'s metrics.csv logs an in-fit validation at step k - 1 (an earlier version's)."""
+    return (read_json(Path(run_dir) / STATUS) or {}).get("metrics_steps") != METRICS_STEPS
+
+
+def validation_rows_to_global_step(header: List[str], rows: List[Dict[str, str]]) -> List[Dict[str, str]]:
+    """An earlier version's metrics.csv rows with each validation row moved to the step it followed."""
+    columns = [c for c in header if VALIDATION_METRIC.match(c)]
+    return [{**r, "step": str(int(float(r["step"])) + 1)} if r.get("step") and any(r.get(c) for c in columns) else r
+            for r in rows]
 
 
 def stopped_by(record: Dict[str, Any], stop_at: Optional[int]) -> bool:
@@ -136,8 +160,8 @@ def keep_plugins(run_dir: Path, records: List[Dict[str, Any]]) -> None:
 
 
 def resume_state(run_dir: Path) -> Optional[Dict[str, int]]:
-    """What a rerun resumes from: the checkpoint's step and how many rows of metrics.csv it covers
-    (None for a run without a checkpoint, or one written before checkpoints recorded their rows)."""
+    """What a rerun resumes from: the checkpoint's step, how many rows of metrics.csv it covers and
+    whether those log validation a step early (``METRICS_STEPS``); None for a run without a checkpoint."""
     path = run_dir / CHECKPOINT
     if not path.exists():
         return None
@@ -146,7 +170,8 @@ def resume_state(run_dir: Path) -> Optional[Dict[str, int]]:
     state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     step = int(state.get("global_step", 0))
     rows = state.get("arch_zoo", {}).get("metrics_rows")
-    return {"step": step, "metrics_rows": _rows_before(run_dir / METRICS, step) if rows is None else int(rows)}
+    return {"step": step, "metrics_rows": _rows_before(run_dir / METRICS, step) if rows is None else int(rows),
+            "validation_early": state.get("arch_zoo", {}).get("metrics_steps") != METRICS_STEPS}
 
 
 def _rows_before(path: Path, step: int) -> int:

@@ -19,6 +19,9 @@ A component that needs options to be built, or to act at all in these checks' se
 tokens: a sliding window must be shorter), declares them for tests as ``example_options`` (a dict)
 on its class; ``check_component`` uses them when given none.
 
+What a component of each family is (the class to subclass, the arguments it is built with, what is
+called on it) is ``interface(family)``; ``check_interface(family, name)`` holds a component to it.
+
 An optimizer (``train.optimizer``, a plugin's included) has its own checks (``optimizer_checks``):
 
     check_optimizer("my_lion", {"beta2": 0.99})   # trains, resumes to the same weights, survives DDP
@@ -32,12 +35,13 @@ import torch
 
 from .config import ModelConfig
 from .config.catalog import all_registries
-from .config.coerce import field_family
+from .coerce import field_family
 from .config.loading import model_config
 from .errors import ConfigError
 from .generation import generate, left_pad
 from .models import build_model
 from .optimizer_checks import check_optimizer, optimizer_resumes, optimizer_survives_ddp, optimizer_trains  # noqa: F401
+from .plugin_interfaces import INTERFACES, Interface, check_interface, interface  # noqa: F401
 
 VOCAB = 23
 KINDS = ("encoder", "decoder", "encoder_decoder")
@@ -277,6 +281,8 @@ def check_component(family: str, name: str, options: Optional[Mapping[str, Any]]
     ``feedforward``, ... : the registry families a model config chooses from), built with
     ``options`` (default: its ``example_options``) in tiny models of each kind it fits, other keys
     at their defaults or as ``changes`` set them. Raises AssertionError on the first broken
-    invariant; returns the names of the checks that ran."""
+    invariant; returns the names of the checks that ran. The component must first fit its family's
+    interface (``check_interface``: base class, constructor arguments)."""
     all_registries()[family].get(name)  # an unknown name is a clear error, not an empty run
+    check_interface(family, name)
     return check_model(config_for(family, name, options, **changes), kinds)

@@ -98,6 +98,8 @@ def ws(tmp_path_factory):
     shutil.copytree(ws / "run", ws / "no_tokenizer")
     (ws / "no_tokenizer" / "tokenizer.json").unlink()
     shutil.copytree(Path(__file__).parent / "evaluation" / "tasks", ws / "tasks")  # lm_eval task files (arch-zoo eval)
+    shutil.copytree(ws / "tasks", ws / "bad_tasks")
+    (ws / "bad_tasks" / "zoo_broken.yaml").write_text("task: zoo_broken\ndoc_to_text: [unclosed\n")
     _encoder_run(ws / "run", ws / "encoder_run")
     return ws
 
@@ -308,6 +310,26 @@ CASES = [
      "--tasks: unknown lm_eval task 'zoo_choise' (did you mean 'zoo_choice'?) under {ws}/tasks"),
     ("eval-task-data-missing", "eval {ws}/run --tasks zoo_missing --include-path {ws}/tasks --no-builtin-tasks",
      "--tasks: zoo_missing: cannot load the task's data"),
+    ("eval-task-file-not-yaml", "eval {ws}/run --tasks zoo_broken --include-path {ws}/bad_tasks --no-builtin-tasks",
+     "{ws}/bad_tasks/zoo_broken.yaml: is not valid YAML, so lm_eval skipped its tasks (while parsing a flow sequence"),
+    # a run as a Hugging Face directory (export --to hf) and a Hugging Face directory as a run (import)
+    ("export-hf-run-without-checkpoint", "export {ws}/a_dir --to hf --out {ws}/hf_out",
+     "run: {ws}/a_dir has no checkpoint (checkpoints/last.ckpt): nothing to export"),
+    ("export-hf-out-not-empty", "export {ws}/run --to hf --out {ws}/tasks",
+     "--out: {ws}/tasks exists and is not empty; give --force to replace it"),
+    ("export-hf-out-unwritable", "export {ws}/run --to hf --out /sys/hf_out",
+     "--out: the output is written in /sys/hf_out, which cannot be created"),
+    ("export-hf-encoder-as-causal-lm", "export {ws}/encoder_run --to hf --out {ws}/hf_out --auto-class "
+     "AutoModelForCausalLM", "--auto-class: {ws}/encoder_run is a model of kind 'encoder', which cannot be loaded "
+     "as AutoModelForCausalLM; it exports as AutoModelForMaskedLM"),
+    ("export-hf-best-without-checkpoint", "export {ws}/sweep --best --to hf --out {ws}/hf_out",
+     "--best: none of the 10 completed runs of {ws}/sweep has both val/loss (the sweep's metric) and a checkpoint"),
+    ("export-hf-without-out", "export {ws}/run --to hf", "--out: --to hf needs --out DIR"),
+    ("export-out-without-hf", "export {ws}/run --to tensorboard --out {ws}/hf_out", "--out: is for --to hf"),
+    ("import-not-a-checkpoint-dir", "import {ws}/a_dir --out {ws}/imported",
+     "{ws}/a_dir: not a Hugging Face checkpoint directory: it has no config.json"),
+    ("import-out-not-empty", "import {ws}/a_dir --out {ws}/tasks",
+     "--out: {ws}/tasks exists and is not empty; give --force to replace it"),
     ("eval-encoder-run", "eval {ws}/encoder_run --tasks zoo_choice --include-path {ws}/tasks",
      "run: {ws}/encoder_run is a model of kind 'encoder', which cannot score loglikelihoods"),
     ("eval-missing-run", "eval {ws}/nope --tasks zoo_choice", "run: {ws}/nope does not exist"),

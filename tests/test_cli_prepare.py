@@ -14,7 +14,7 @@ import pytest
 
 import arch_zoo.data.progress as progress
 from arch_zoo.cli import main
-from arch_zoo.data.lock import acquire, is_held
+from arch_zoo.locks import acquire, is_held
 from arch_zoo.data.prepare import prepare
 from arch_zoo.data.tasks import TASKS
 
@@ -106,7 +106,7 @@ if sys.argv[1] == "filelock":
     lock = FileLock(sys.argv[2])
     lock.acquire()
 else:
-    from arch_zoo.data.lock import acquire
+    from arch_zoo.locks import acquire
     lock = acquire(Path(sys.argv[2]))
 print("held", flush=True)
 time.sleep(120)

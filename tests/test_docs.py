@@ -20,7 +20,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-RUN_ELSEWHERE = {"how-to/own-component.md": "tests/test_plugins.py"}
+RUN_ELSEWHERE = {"how-to/own-component.md": "tests/test_plugins.py",
+                 "how-to/own-mixer.md": "tests/components/test_own_mixer_doc.py"}
 # Appended to every `train` and `sweep` a page runs (not to a --dry-run): a few steps, tiny evaluations.
 TINY = ["train.max_steps=4", "train.val_every=2", "train.val_batches=1", "train.batch_size=4",
         "train.exact_match_samples=2", "train.progress_bar=false"]
@@ -288,6 +289,30 @@ def test_presets_reference_has_every_preset():
 
     page = reference.presets_page()
     assert all(f"## `{name}`" in page for name in preset_names())
+
+
+def test_make_says_how_long_a_fresh_install_takes_before_it_starts(tmp_path):
+    """On a machine without the virtual environment, `make demo` says first that the install takes
+    about 7 minutes, as README and Getting started do, then installs, then runs the quickstart."""
+    plan = subprocess.run(["make", "-n", "demo", f"VENV={tmp_path / 'venv'}"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    lines = plan.stdout.splitlines()
+    assert plan.returncode == 0 and "about 7 minutes on a fresh machine" in lines[0], plan.stdout
+    assert "-m venv" in lines[1] and "sweeps/quickstart.yaml" in lines[-2]
+    for page in (ROOT / "README.md", DOCS / "getting-started.md"):
+        assert "about 7 minutes" in page.read_text(), page
+
+
+def test_the_plugin_page_gives_every_familys_interface_as_arch_zoo_testing_does():
+    from arch_zoo.config.catalog import all_registries
+    from arch_zoo.testing import INTERFACES
+
+    assert set(INTERFACES) == set(all_registries())  # a new family needs its interface
+    text = (DOCS / "how-to" / "plugin-interfaces.md").read_text()
+    rows = {m[0]: m[1:] for m in re.findall(r"^\| `(\w+)` \| (.+?) \| `(\(.*?\))` \| (.+) \|$", text, re.M)}
+    assert set(rows) == set(INTERFACES)
+    for family, face in INTERFACES.items():
+        assert rows[family] == (f"`{face.base}`" if face.base else "any class", face.signature, face.builds), family
 
 
 # ---------------------------------------------------------------------------------------- README

@@ -21,7 +21,7 @@ from tests.conftest import run_with_torch_only
 VOCAB = 40
 REGISTRIES = all_registries()
 SMALL = dict(d_model=32, n_layers=2, n_heads=4, d_ff=64, max_seq_len=48, tie_embeddings=False)  # untied: no echo
-DEFAULTS = {field: getattr(ModelConfig(), field).name for field in ("attention", "attention_kernel", "norm", "ffn")}
+DEFAULTS = {field: getattr(ModelConfig(), field).name for field in ("mixer", "attention", "attention_kernel", "norm", "ffn")}
 
 
 def _grid():
@@ -34,11 +34,20 @@ def _grid():
                 grid[f"{kind}-{pos}-{label}"] = dict(SMALL, kind=kind, position=pos, n_kv_heads=kv)
             if kind == "encoder_decoder" and REGISTRIES["positions"].get(pos).factory.acts_in_attention:
                 grid[f"{kind}-{pos}-cross"] = dict(SMALL, kind=kind, position=pos, cross_attention_position=True)
-    for field, family in (("attention", "attention"), ("attention_kernel", "attention_kernel"), ("norm", "norms"),
-                          ("ffn", "feedforward")):
+    for field, family in (("mixer", "mixers"), ("attention", "attention"), ("attention_kernel", "attention_kernel"),
+                          ("norm", "norms"), ("ffn", "feedforward")):
         for name in REGISTRIES[family].choices():
             if name != DEFAULTS[field]:
-                grid[f"decoder-{field}-{name}"] = dict(SMALL, kind="decoder", position="rope", **{field: name})
+                options = getattr(REGISTRIES[family].get(name).factory, "example_options", None) or {}
+                position = "rope" if field != "mixer" else "sinusoidal"  # rope needs attention to act in
+                grid[f"decoder-{field}-{name}"] = dict(SMALL, kind="decoder", position=position,
+                                                       **{field: {"name": name, **options}})
+    # a hybrid (Gated DeltaNet, then attention) and recurrent decoder layers under cross-attention
+    gdn = {"name": "gated_deltanet", "chunk_size": 4}
+    grid["decoder-hybrid"] = dict(SMALL, kind="decoder", position="rope", layers=[{"pattern": [{"mixer": gdn}, {}]}])
+    grid["encoder_decoder-mixer-mamba2"] = dict(SMALL, kind="encoder_decoder", position="rope",
+                                                cross_attention_position=True, layers=[
+        {"stack": "decoder", "mixer": {"name": "mamba2", "chunk_size": 4}}])
     grid["decoder-post-norm"] = dict(SMALL, kind="decoder", position="learned", norm_placement="post")
     for kind in ("decoder", "encoder_decoder"):  # a window shorter than prompt + output: the cache is trimmed
         grid[f"{kind}-sliding-window-3"] = dict(SMALL, kind=kind, position="rope",

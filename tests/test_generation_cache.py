@@ -57,14 +57,14 @@ def test_gqa_caches_only_the_kv_heads(kind, kv_heads, strategy):
     # encoder-decoder: the start token plus every new token but the last
     self_len = (7 if kind == "decoder" else 1) + STEPS - 1
     for layer in made[0].layers:
-        for cached in (layer.self_kv.k, layer.self_kv.v):
+        for cached in (layer.mixer.k, layer.mixer.v):
             assert cached.shape == (rows, kv_heads, self_len, HEAD_DIM)
-        assert layer.self_kv._k.shape[1] == layer.self_kv._v.shape[1] == kv_heads  # the buffers too
+        assert layer.mixer._k.shape[1] == layer.mixer._v.shape[1] == kv_heads  # the buffers too
         if kind == "encoder_decoder":
-            for cached in (layer.cross_kv.k, layer.cross_kv.v):
+            for cached in (layer.cross.k, layer.cross.v):
                 assert cached.shape == (rows, kv_heads, 7, HEAD_DIM)  # one entry per source token
         else:
-            assert layer.cross_kv.k is None
+            assert layer.cross.k is None
 
 
 def _count_calls(modules):
@@ -112,5 +112,5 @@ def test_the_cached_cross_kv_are_the_projection_of_the_encoder_memory():
         memory = model.encode(torch.tensor([PROMPTS[0]]))
         for layer, cache in zip(model.decoder.layers, made[0].layers):
             k, v = layer.cross_attn.sublayer.kv(memory).split(2 * HEAD_DIM, dim=-1)
-            torch.testing.assert_close(cache.cross_kv.k, k.unflatten(-1, (2, HEAD_DIM)).transpose(1, 2))
-            torch.testing.assert_close(cache.cross_kv.v, v.unflatten(-1, (2, HEAD_DIM)).transpose(1, 2))
+            torch.testing.assert_close(cache.cross.k, k.unflatten(-1, (2, HEAD_DIM)).transpose(1, 2))
+            torch.testing.assert_close(cache.cross.v, v.unflatten(-1, (2, HEAD_DIM)).transpose(1, 2))

@@ -59,7 +59,7 @@ def test_compiled_beam_equals_eager_and_shares_the_step():
     assert (step.cache.batch, step.cache.columns) == (3, 64)
     # the greedy, sampled and beam runs above (whichever ran) all used this one compiled step
     assert [k[:5] for k in _STEPS[model_for(CI_MODEL)] if k[4] == "inductor"] == [(3, 64, None, None, "inductor")]
-    ring = step.cache.layers[0].self_kv
+    ring = step.cache.layers[0].mixer
     assert ring.ring and ring.k.shape[-2] == 3  # the window's keys only, not 64 columns
 
 

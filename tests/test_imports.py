@@ -15,6 +15,21 @@ print(m(torch.ones(1, 3, dtype=torch.long), torch.ones(1, 2, dtype=torch.long)).
     assert "torch.Size([1, 2, 11])" in proc.stdout
 
 
+def test_the_model_path_needs_the_schema_and_the_model_registries_only():
+    """DESIGN: `import arch_zoo.models` (and building a model from a mapping) loads no module of
+    data/, recipes/ or sweeps/, nor the catalog of every family."""
+    proc = run_with_torch_only("""
+import sys
+from arch_zoo.models import build_model
+build_model({'kind': 'decoder', 'd_model': 16, 'n_heads': 2, 'n_layers': 1, 'position': 'alibi'}, 11)
+loaded = sorted(m for m in sys.modules if m.startswith(('arch_zoo.data', 'arch_zoo.recipes', 'arch_zoo.sweeps',
+                                                        'arch_zoo.config.catalog')))
+print('loaded:', loaded, 'models' in sys.modules['arch_zoo.models'].__name__)
+""")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["loaded:", "[]", "True"], proc.stdout
+
+
 def test_sweeps_preload_the_report_libraries_on_a_background_thread():
     """While workers train, `arch-zoo sweep` imports pandas & co. for its final table off the main thread."""
     import subprocess
@@ -112,12 +127,15 @@ def test_the_schema_is_a_leaf_and_validation_sits_above_the_registries():
     """DESIGN "The next shape": schema as a leaf module that imports no registry; validation
     against registries above it; no function-level imports kept only to dodge a cycle."""
     edges = _import_graph()
-    leaf = {"arch_zoo.errors", "arch_zoo.config.coerce", "arch_zoo.config.schema", "arch_zoo.config"}
+    leaf = {"arch_zoo.errors", "arch_zoo.coerce", "arch_zoo.config.schema", "arch_zoo.config",
+            "arch_zoo.config.coerce"}  # (the last: the old path, kept for code outside the package)
     for mod in leaf:
         assert edges[mod] <= leaf, f"{mod} imports {sorted(edges[mod] - leaf)}"
-    assert edges["arch_zoo.config.schema"] <= {"arch_zoo.config.coerce"}
-    assert edges["arch_zoo.config.coerce"] <= {"arch_zoo.errors"}
-    assert edges["arch_zoo.registry"] <= leaf  # the registry coerces options; it knows no schema
+    assert edges["arch_zoo.config.schema"] <= {"arch_zoo.coerce"}
+    assert edges["arch_zoo.coerce"] <= {"arch_zoo.errors"}
+    # the registry coerces options: it sits beside coerce, below the config package it knows nothing of
+    assert edges["arch_zoo.registry"] <= {"arch_zoo.errors", "arch_zoo.coerce"}
+    assert not [m for m, deps in edges.items() if "arch_zoo.config.coerce" in deps]  # nothing uses the old path
     for mod in ("arch_zoo.config.parse", "arch_zoo.config.plugins"):  # right above the registry
         assert edges[mod] <= leaf | {"arch_zoo.registry", "arch_zoo.config.parse"}, f"{mod} imports {sorted(edges[mod] - leaf)}"
     for mod, deps in edges.items():
@@ -149,6 +167,8 @@ def test_no_arrow_climbs_back_up():
                       for dep in deps if _layer(dep) is not None and _layer(dep) <= LAYERS.index("training"))
     assert not climbing, climbing
     assert edges["arch_zoo.rundir"] == set(), edges["arch_zoo.rundir"]  # a leaf: the run directory's schema
+    # the package's own module (`arch_zoo.restore`, lazily) reaches no further up than training
+    assert all(_layer(d) is None or _layer(d) >= LAYERS.index("training") for d in edges["arch_zoo"]), edges["arch_zoo"]
 
 
 def test_config_is_one_package():
@@ -158,7 +178,7 @@ def test_config_is_one_package():
     root = Path(arch_zoo.__file__).parent
     gone = [n for n in ("config_types", "loading", "validation", "layer_configs", "catalog", "plugins") if (root / f"{n}.py").exists()]
     assert not gone and not (root / "config.py").exists(), gone
-    assert {"schema", "coerce", "parse", "catalog", "plugins", "validation", "layers", "loading"} <= {p.stem for p in (root / "config").glob("*.py")}
+    assert {"schema", "parse", "catalog", "plugins", "validation", "layers", "loading"} <= {p.stem for p in (root / "config").glob("*.py")}
 
 
 def test_no_import_cycles_among_arch_zoo_modules():

@@ -15,7 +15,7 @@ import sys
 from typing import List, Optional
 
 from ..errors import ConfigError
-from . import coord_check, data, describe, evaluate, generate, reports, sweep, train
+from . import coord_check, data, describe, evaluate, generate, interop, reports, sweep, train
 from .common import EXIT_INTERRUPTED, EXIT_RUN_FAILED, EXIT_USER_ERROR, Parser
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_RUN_FAILED", "EXIT_USER_ERROR", "build_parser", "main", "run"]
@@ -24,7 +24,7 @@ __all__ = ["EXIT_INTERRUPTED", "EXIT_RUN_FAILED", "EXIT_USER_ERROR", "build_pars
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="arch-zoo", description="Controlled Transformer architecture comparisons.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for group in (describe, train, data, generate, evaluate, sweep, reports, coord_check):  # the order `arch-zoo --help` lists them in
+    for group in (describe, train, data, generate, evaluate, sweep, reports, interop, coord_check):  # the order `arch-zoo --help` lists them in
         group.add_parsers(sub)
     return parser
 

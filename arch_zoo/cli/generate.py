@@ -18,7 +18,7 @@ def _generate(args) -> int:
     from ..errors import choice_error
     from ..generation import STRATEGIES, generate
     from ..generation.prompts import unknown_pieces
-    from ..sweeps.best import best_run, checkpoint
+    from ..training.best import best_run, checkpoint
     from ..training.restore import prompt_ids, restore
 
     if not args.prompt:

@@ -7,6 +7,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..provenance import command_line
 from .common import output_dir
+from .interop import export_hf, export_options
 
 
 def _stats_options(p) -> None:
@@ -68,6 +69,13 @@ def _compare(args) -> int:
 def _export(args) -> int:
     from ..dashboards.export import export_all
 
+    if "hf" in args.to:
+        return export_hf(args)
+    for flag, given in (("--out", args.out), ("--best", args.best), ("--force", args.force),
+                        ("--auto-class", args.auto_class)):
+        if given:
+            raise ConfigError(flag, "is for --to hf")
+
     if args.tracking_uri and "mlflow" not in args.to:
         raise ConfigError("--tracking-uri", f"is for --to mlflow; --to {' --to '.join(args.to)} writes next to the runs")
     results = export_all(args.paths, args.to, tracking_uri=args.tracking_uri)
@@ -114,12 +122,14 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=_compare)
 
     p = sub.add_parser("export", help="write finished runs (metrics.csv, summary.json) into TensorBoard, MLflow "
-                                      "or wandb; rerunning adds only what is new")
+                                      "or wandb (rerunning adds only what is new), or a run as a Hugging Face "
+                                      "model directory (--to hf --out DIR)")
     p.add_argument("paths", nargs="+", metavar="RUN_OR_SWEEP_DIR", help="sweep or run directories")
     p.add_argument("--to", required=True, action="append", help="tensorboard, mlflow or wandb; repeat it for several "
-                   "(--to mlflow --to tensorboard)")
+                   "(--to mlflow --to tensorboard); or hf, alone")
     p.add_argument("--tracking-uri", default=None, help="mlflow: a server URL or a store URI (default: "
                    "sqlite:///<sweep dir>/mlflow.db)")
+    export_options(p)
     p.set_defaults(func=_export)
 
     p = sub.add_parser("dashboard", help="export a sweep and serve it in TensorBoard or MLflow on 127.0.0.1")

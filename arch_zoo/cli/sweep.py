@@ -38,6 +38,10 @@ def _sweep(args) -> int:
         if spec.command_line:
             print(f"command-line overrides (every run): {' '.join(spec.command_line)}")
         sys.stdout.write(dry_run_table(plan, store))  # a sweep that has run: what is done, what stage 1 chose
+        from ..sweeps.plan_checks import run_warnings
+
+        for line in run_warnings(plan):
+            print(f"arch-zoo: warning: {line}", file=sys.stderr)
         if spec.scale is not None:
             from ..sweeps.ladder_table import ladder_table
             from ..sweeps.probe import probe_plan

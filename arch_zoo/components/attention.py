@@ -8,6 +8,10 @@ it. Which keys a query may see, and what the cache keeps, is the attention patte
 positions rotate them, over each head's head_dim with one gain shared by the heads (``qk_norm_scope:
 head``; Qwen3) or over the whole q and k projections, all heads at once (``projection``; OLMo 2).
 
+An output gate (``gate``, Qiu et al. 2025; Qwen3-Next) multiplies each head's output by
+sigmoid(x W_g) before the output projection: one gate per element of the head (``elementwise``) or one
+per head (``head``).
+
 Tensors inside attention are (batch, heads, length, head_dim); scores are (batch, heads, q_len, k_len).
 """
 from __future__ import annotations
@@ -24,6 +28,7 @@ from ..registry import NoOptions, Registry
 from .attention_patterns import ATTENTION, AttentionPattern, GlobalAttention
 from .masks import AttentionMask
 from .norms import NORMS
+from .state import KVCache, StaticKV, mask_keys  # noqa: F401  (KVCache: long imported from here)
 from .parametrization import PARAMETRIZATIONS
 
 # The q.k scale is the model's function, not the kernel's (configs saved before 0.2 had it here).
@@ -99,85 +104,6 @@ class ExplicitBackend(Backend):
         return explicit_attention(q, k, v, mask, dropout, self.scale, self.softcap)
 
 
-class KVCache:
-    """One attention layer's keys and values. Self-attention appends the new positions each step;
-    cross-attention fills it once from the encoder memory and then only reads it.
-
-    Keys and values live in buffers that double when full, so appending a position copies that
-    position rather than the whole cache (as torch.cat would); ``k`` and ``v`` are views of the
-    live part, ``[start, len)``. ``trim(n)`` drops all but the newest n keys (a sliding window's
-    cache): the dropped ones are only skipped until the buffer is next full, when the live part moves
-    to a fresh buffer of twice its size, so a trimmed cache's memory stays bounded and each step
-    copies O(1) positions on average. While autograd records, appends use torch.cat instead: writing
-    into a buffer would overwrite tensors saved for the backward pass."""
-
-    def __init__(self):
-        self._k: Optional[Tensor] = None  # (B, kv_heads, capacity, head_dim)
-        self._v: Optional[Tensor] = None
-        self._start = 0
-        self._len = 0
-
-    @property
-    def k(self) -> Optional[Tensor]:
-        return None if self._k is None else self._k[:, :, self._start: self._len]
-
-    @property
-    def v(self) -> Optional[Tensor]:
-        return None if self._v is None else self._v[:, :, self._start: self._len]
-
-    @property
-    def capacity(self) -> int:
-        """Positions the buffers hold room for (live or not): what the cache costs in memory."""
-        return 0 if self._k is None else self._k.shape[-2]
-
-    def __len__(self) -> int:
-        return self._len - self._start
-
-    def append(self, k: Tensor, v: Tensor) -> Tuple[Tensor, Tensor]:
-        if self._k is None or (torch.is_grad_enabled() and (k.requires_grad or v.requires_grad)):
-            if self._k is not None:
-                k, v = torch.cat((self.k, k), dim=-2), torch.cat((self.v, v), dim=-2)
-            self._k, self._v, self._start, self._len = k, v, 0, k.shape[-2]  # full: the next append moves it
-            return k, v
-        end = self._len + k.shape[-2]
-        if end > self._k.shape[-2]:
-            self._k, self._v = self._moved(self._k, k.shape[-2]), self._moved(self._v, k.shape[-2])
-            self._len, self._start = len(self), 0
-            end = self._len + k.shape[-2]
-        self._k[:, :, self._len: end] = k
-        self._v[:, :, self._len: end] = v
-        self._len = end
-        return self.k, self.v
-
-    def _moved(self, buffer: Tensor, incoming: int) -> Tensor:
-        live = len(self)
-        shape = list(buffer.shape)
-        shape[-2] = max(live + incoming, 2 * live)
-        moved = buffer.new_empty(shape)
-        moved[:, :, :live] = buffer[:, :, self._start: self._len]
-        return moved
-
-    def attend(self, k: Tensor, v: Tensor, mask: AttentionMask, pattern: AttentionPattern
-               ) -> Tuple[Tensor, Tensor, AttentionMask]:
-        """Append a step's k, v; every key the layer attends to comes back with the pattern's mask over
-        them (the stack's mask spans every key it has seen, a trimmed cache holds the newest only).
-        The cache is then trimmed to what the pattern keeps for the next step."""
-        mask = pattern.restrict(mask, k.shape[-2], mask_keys(mask, len(self) + k.shape[-2]), k.device)
-        k, v = self.append(k, v)
-        if (keep := pattern.cache_keep()) is not None:
-            self.trim(keep)  # k, v above are views already taken: the trim only moves where the next begins
-        return k, v, mask.last_keys(k.shape[-2])
-
-    def trim(self, keep: int) -> None:
-        """Keep only the newest ``keep`` keys."""
-        self._start = max(self._start, self._len - keep)
-
-    def reorder(self, index: Tensor) -> None:
-        """Keep batch rows ``index`` (beam search)."""
-        if self._k is not None:
-            self._k, self._v = self._k.index_select(0, index), self._v.index_select(0, index)
-
-
 @dataclass(frozen=True)
 class AttentionShape:
     d_model: int
@@ -200,7 +126,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, shape: AttentionShape, backend, cross: bool = False,
                  pattern: Optional[AttentionPattern] = None, qk_norm: Optional[Callable[[int], nn.Module]] = None,
-                 qk_norm_scope: str = "head"):
+                 qk_norm_scope: str = "head", gate: Optional[str] = None):
         super().__init__()
         self.shape = shape
         self.cross = cross
@@ -213,6 +139,9 @@ class MultiHeadAttention(nn.Module):
         else:
             self.qkv = nn.Linear(shape.d_model, (h + 2 * kv) * d, bias=shape.bias)
         self.out = nn.Linear(h * d, shape.d_model, bias=shape.bias)
+        # after out: a gated layer's state dict keeps the ungated one's keys, in the same order
+        self.gate = None if gate is None else nn.Linear(shape.d_model, h * d if gate == "elementwise" else h,
+                                                        bias=shape.bias)
         self.qk_norm_flat = qk_norm_scope == "projection"  # normed before the split into heads
         q_dim, k_dim = (h * d, kv * d) if self.qk_norm_flat else (d, d)
         self.q_norm = qk_norm(q_dim) if qk_norm is not None else None
@@ -230,15 +159,14 @@ class MultiHeadAttention(nn.Module):
     @classmethod
     def from_config(cls, cfg, cross: bool) -> "MultiHeadAttention":
         """The attention sublayer a ModelConfig (one layer's) describes."""
-        shape = AttentionShape(cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.dim_per_head, cfg.bias,
-                               cfg.rate("attention_dropout"))
-        scale = cfg.attention_scale
-        if scale is None:  # the parametrization's default (mup: 1/head_dim), else the kernel's 1/sqrt(head_dim)
-            scale = PARAMETRIZATIONS.build(cfg.parametrization, cfg).attention_scale(cfg.dim_per_head)
-        backend = KERNELS.build(cfg.attention_kernel, scale, cfg.attn_logit_softcap)
-        qk_norm = (lambda dim: NORMS.build(cfg.qk_norm, dim)) if cfg.qk_norm is not None else None
-        return cls(shape, backend, cross=cross, pattern=ATTENTION.build(cfg.attention), qk_norm=qk_norm,
-                   qk_norm_scope=cfg.qk_norm_scope)
+        return cls(cross=cross, **attention_args(cfg))
+
+    def static_kv(self, batch: int, slots: int, dtype, device, column: Optional[Tensor] = None,
+                  columns: Optional[int] = None) -> StaticKV:
+        """Preallocated K/V of ``slots`` positions (a ring when fewer than ``columns``)."""
+        shape = (batch, self.shape.n_kv_heads, slots, self.shape.head_dim)
+        return StaticKV(torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device),
+                        column=column, columns=columns)
 
     def _heads(self, x: Tensor, n: int) -> Tensor:
         return x.unflatten(-1, (n, self.shape.head_dim)).transpose(1, 2)  # (B, n, L, D)
@@ -292,11 +220,21 @@ class MultiHeadAttention(nn.Module):
         self.last_weights = weights if need_weights else None
         if mask.keep is not None:
             out = out * mask.keep.to(out.dtype)
-        return self.out(out.transpose(1, 2).flatten(2))
+        out = out.transpose(1, 2)  # (B, L, H, D)
+        if self.gate is not None:
+            g = torch.sigmoid(self.gate(x)).unflatten(-1, (h, -1))  # (B, L, H, D or 1)
+            out = out * g.to(out.dtype)
+        return self.out(out.flatten(2))
 
 
-def mask_keys(mask: AttentionMask, at_least: int) -> int:
-    """How many keys the stack's mask spans: its last dimension, else (implicit causal, or none) ``at_least``."""
-    if mask.allowed is not None and mask.allowed.shape[-1] > 1:
-        return mask.allowed.shape[-1]
-    return at_least
+def attention_args(cfg) -> dict:
+    """MultiHeadAttention's arguments (but ``cross``) from a ModelConfig (one layer's): its flat keys."""
+    shape = AttentionShape(cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.dim_per_head, cfg.bias,
+                           cfg.rate("attention_dropout"))
+    scale = cfg.attention_scale
+    if scale is None:  # the parametrization's default (mup: 1/head_dim), else the kernel's 1/sqrt(head_dim)
+        scale = PARAMETRIZATIONS.build(cfg.parametrization, cfg).attention_scale(cfg.dim_per_head)
+    backend = KERNELS.build(cfg.attention_kernel, scale, cfg.attn_logit_softcap)
+    qk_norm = (lambda dim: NORMS.build(cfg.qk_norm, dim)) if cfg.qk_norm is not None else None
+    return dict(shape=shape, backend=backend, pattern=ATTENTION.build(cfg.attention), qk_norm=qk_norm,
+                qk_norm_scope=cfg.qk_norm_scope)

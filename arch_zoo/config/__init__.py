@@ -1,7 +1,7 @@
 """The experiment config, one package with one job per module.
 
-- ``schema``: the typed dataclasses (a leaf; component fields name their registry family);
-- ``coerce``: the schema's value types (``ComponentSpec``) and plain-data conversions (a leaf);
+- ``schema``: the typed dataclasses (a leaf; component fields name their registry family), its value
+  types (``ComponentSpec``) and plain-data conversions in ``arch_zoo.coerce``, beside the registry;
 - ``parse``: plain data -> dataclasses, component fields through their registries;
 - ``catalog``: every built-in registry, imported in one place;
 - ``plugins``: users' own component modules, imported before validation;
@@ -11,7 +11,7 @@
 
 Importing the package gives the schema only, so any layer can name it cheaply;
 ``from arch_zoo.config.loading import load`` reads and validates a YAML file."""
-from .coerce import ComponentSpec, first_difference, to_dict  # noqa: F401
+from ..coerce import ComponentSpec, first_difference, to_dict  # noqa: F401
 from .schema import (  # noqa: F401
     ExperimentConfig,
     LoggingConfig,

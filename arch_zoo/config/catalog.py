@@ -7,14 +7,15 @@ from __future__ import annotations
 from typing import Dict
 
 from .. import recipes
-from ..components import (attention, attention_patterns, feedforward, heads, init, moe, norms,  # noqa: F401
+from ..components import (attention, attention_patterns, feedforward, heads, init, mixers, moe, norms,  # noqa: F401
                           parametrization, placements, positions)
 from ..data import tasks, tokenizers
 from ..registry import Registry
+from . import model_families  # noqa: F401  (every family a model names, moe's registration too)
 
 
 def all_registries() -> Dict[str, Registry]:
-    regs = [positions.POSITIONS, norms.NORMS, placements.PLACEMENTS, attention_patterns.ATTENTION, attention.KERNELS, feedforward.FEEDFORWARD, init.INITS,
+    regs = [positions.POSITIONS, norms.NORMS, placements.PLACEMENTS, mixers.MIXERS, attention_patterns.ATTENTION, attention.KERNELS, feedforward.FEEDFORWARD, init.INITS,
             parametrization.PARAMETRIZATIONS, heads.HEADS, tasks.TASKS, tokenizers.TOKENIZERS, recipes.OPTIMIZERS,
             recipes.SCHEDULES]
     return {r.family: r for r in regs}

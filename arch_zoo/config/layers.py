@@ -15,9 +15,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Mapping, Tuple
 
-from . import catalog  # noqa: F401  (fills the registries that component keys are parsed by)
+from . import model_families  # noqa: F401  (fills the registries that component keys are parsed by)
 from ..errors import ConfigError, did_you_mean
-from .coerce import to_dict
+from ..coerce import to_dict
 from .parse import from_dict
 from .schema import ModelConfig
 

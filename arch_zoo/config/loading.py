@@ -1,5 +1,9 @@
 """The one place YAML is read: files, ``preset:NAME``, ``base:`` chains and key=value overrides.
 
+An experiment file may name another as its ``base:`` (a path relative to the file, or ``preset:NAME``);
+its own keys merge onto the base's by the rules of key=value overrides. A model-only file's ``base:``
+names the model it builds on.
+
 ``load(source, overrides)`` reads a YAML file (or ``preset:NAME``), merges OmegaConf dotlist
 overrides (``model.position=rope``), and returns a validated ``ExperimentConfig``. Every error is
 a ``ConfigError`` naming the dotted key, the bad value and the choices.
@@ -14,11 +18,11 @@ import typing
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence, Union
 
-from . import catalog  # noqa: F401  (fills the registries that component fields are parsed by)
+from . import model_families  # noqa: F401  (fills the registries a model's component fields are parsed by)
 from ..errors import ConfigError, choice_error, yaml_error
 from ..registry import family_registry
 from . import plugins as user_plugins
-from .coerce import field_family, to_dict
+from ..coerce import field_family, to_dict
 from .parse import from_dict
 from .schema import ExperimentConfig, ModelConfig
 from .validation import RESOLVED_LAYERS, validate, validate_model
@@ -157,20 +161,59 @@ def parse_overrides(overrides: Sequence[str]) -> Dict[str, Any]:
         raise ConfigError("overrides", str(exc).splitlines()[0]) from None
 
 
+def _extends(data: Mapping, here: Path) -> bool:
+    """Whether a file's ``base:`` names an experiment it builds on (beside experiment keys, or alone
+    naming an experiment file), rather than the model a model-only file builds on."""
+    if "base" not in data:
+        return False
+    rest = {k: v for k, v in data.items() if k != "base"}
+    if rest:
+        return _is_experiment(rest)
+    path = _source_path(str(data["base"]), here, "base")
+    return path.is_file() and _is_experiment(_read_yaml(path, "base"))
+
+
+def _experiment_data(data: Dict[str, Any], here: Path, name: str, chain: tuple) -> Dict[str, Any]:
+    """A file's (or a mapping's) experiment data, its ``base:`` chain merged under it by the command
+    line's rules (``_merge``), each file's paths resolved from that file. ``chain``: the files
+    that include this one, outermost first, to name a cycle."""
+    data = user_plugins.resolve_in(data, here)  # paths in a file are relative to it
+    base = None
+    if _extends(data, here):
+        data = dict(data)
+        path = _source_path(str(data.pop("base")), here, "base")
+        where = f" (the base of {chain[-1]})" if chain else ""
+        if not path.is_file() and not path.is_dir():
+            raise ConfigError("base", f"file not found: {path}{where}")
+        if path.resolve() in chain:
+            cycle = [*chain[list(chain).index(path.resolve()):], path.resolve()]
+            raise ConfigError("base", f"the bases form a cycle: {' -> '.join(map(str, cycle))}")
+        base = _experiment_data(_read_yaml(path, "base"), path.parent, path.stem, (*chain, path.resolve()))
+    elif not _is_experiment(data):  # a model-only file (configs/models/*.yaml, presets)
+        data = {"name": name, "model": data}
+    if "model" in data:
+        data["model"] = _expand_model(data["model"], here, "model")
+    return data if base is None else _merge(ExperimentConfig, base, data)
+
+
+def _experiment_families() -> None:
+    """Every built-in family an experiment names (tasks, tokenizers, recipes, and their checks),
+    imported on first use as OmegaConf is, so that ``model_config`` needs the model's families alone."""
+    from . import catalog  # noqa: F401
+
+
 def load_dict(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) -> Dict[str, Any]:
     """The merged, interpolation-resolved plain data, before typing."""
     OmegaConf, OmegaConfBaseException = _omegaconf()
+    _experiment_families()
     if isinstance(source, Mapping):
-        data, here = dict(source), Path.cwd()
+        here = Path.cwd()
+        data = _experiment_data(dict(source), here, Path(str(source)).stem, ())
     else:
-        source = str(source)
-        path = _source_path(source, Path.cwd(), "config")
-        data, here = _read_yaml(path, "config"), path.parent
-    data = user_plugins.resolve_in(data, here)  # paths in a file are relative to it
-    if not _is_experiment(data):  # a model-only file (configs/models/*.yaml, presets)
-        data = {"name": Path(str(source)).stem.replace(PRESET_PREFIX, ""), "model": data}
-    if "model" in data:
-        data["model"] = _expand_model(data["model"], here, "model")
+        path = _source_path(str(source), Path.cwd(), "config")
+        here = path.parent
+        data = _experiment_data(_read_yaml(path, "config"), here, Path(str(source)).stem.replace(PRESET_PREFIX, ""),
+                                (path.resolve(),))
     merged, set_here = data, frozenset()
     for item in overrides:  # one at a time, so a component's name and options combine in any order
         over = user_plugins.resolve_in(parse_overrides([item]), Path.cwd())  # on the command line: to the cwd

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from ..errors import ConfigError, did_you_mean
 from ..registry import family_registry
-from .coerce import coerce, field_family
+from ..coerce import coerce, field_family
 
 
 def from_dict(cls: type, data: Any, key: str = "") -> Any:

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from .. import registry
 from ..errors import ConfigError
-from .coerce import to_dict
+from ..coerce import to_dict
 from .parse import from_dict
 from .schema import ExperimentConfig
 

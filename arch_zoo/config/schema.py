@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Literal, Optional
 
-from .coerce import ComponentSpec, component_field
+from ..coerce import ComponentSpec, component_field
 
 
 def component(family: str, default: Optional[str]):
@@ -38,6 +38,9 @@ class ModelConfig:
     norm_placement: ComponentSpec = component("placements", "pre")  # pre, post, sandwich, deepnorm, parallel
     final_norm: Optional[bool] = None  # norm after the last layer; default: the placement's (pre: yes, post: no)
     ffn: ComponentSpec = component("feedforward", "gelu")  # the feed-forward sublayer
+    # the token mixer of every layer (model.layers can change it per layer); attention's options are the
+    # keys around it, another mixer's nest under it: {name: gated_deltanet, n_heads: 4}
+    mixer: ComponentSpec = component("mixers", "attention")
     attention: ComponentSpec = component("attention", "global")  # the pattern: which keys a query sees, and the cache
     attention_kernel: ComponentSpec = component("attention_kernel", "sdpa")  # never changes the function
     attention_scale: Optional[float] = None  # multiplier on q.k; null: 1/sqrt(head_dim); T5: 1.0

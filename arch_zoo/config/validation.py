@@ -1,7 +1,8 @@
 """Checks of a typed config against the registries, and the defaults that depend on other keys.
 
 Sits above the schema (``config``) and the components; ``loading`` calls ``validate`` on what it
-reads. Every error is a ``ConfigError`` naming the dotted key.
+reads. The recipe and the task check their own sections (``checks``). Every error is a
+``ConfigError`` naming the dotted key.
 """
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from typing import List, Optional, Union
 
 from ..components.feedforward import is_gated
 from ..components.heads import HEADS
+from ..components.mixers.base import MIXERS, serves
 from ..components.parametrization import PARAMETRIZATIONS
 from ..components.placements import PLACEMENTS
 from ..components.positions import POSITIONS, PositionContext, stack_causality
-from ..data.tasks import TASKS
 from ..errors import ConfigError, choice_error
-from ..recipes import check_recipe
+from .checks import experiment_checks
 from .layers import resolve
 from .schema import ExperimentConfig, ModelConfig, TrainConfig
 
@@ -45,9 +46,46 @@ def default_d_ff(d_model: int, gated: bool) -> int:
     return FFN_MULTIPLE * -(-8 * d_model // (3 * FFN_MULTIPLE))  # ceil, in integers
 
 
-def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
+def check_mixer(m: ModelConfig, stack: str, key: str) -> None:
+    """The layer config ``m``'s mixer can serve ``stack`` ("encoder": bidirectional; "decoder": causal)."""
+    if not serves(m.mixer, stack):
+        able = [e.name for e in MIXERS.entries() if stack in e.factory.stacks]
+        what = "a bidirectional encoder" if stack == "encoder" else "a causal decoder"
+        raise ConfigError(f"{key}.mixer", f"mixer '{m.mixer.name}' cannot serve {what} (it serves: "
+                          f"{', '.join(MIXERS.get(m.mixer.name).factory.stacks)}); mixers for {what}: {', '.join(able)}")
+
+
+ATTENTION_KEYS = ("attention", "qk_norm", "attention_scale", "attn_logit_softcap")  # act in attention only
+
+
+def check_attention_keys(m: ModelConfig, resolved: dict, key: str) -> None:
+    """Keys that act only in attention need an attention layer to act in: on a stack whose layers all
+    take another mixer (and no cross-attention reads them) they would silently do nothing."""
+    def reads(cfg: ModelConfig) -> bool:
+        return MIXERS.get(cfg.mixer.name).factory.reads_attention_keys
+
+    scheme = POSITIONS.get(m.position.name).factory
+    cross = m.kind == "encoder_decoder"
+    for name, layers in resolved.items():
+        if any(map(reads, layers)) or (cross and name == "decoder" and m.cross_attention_position):
+            continue
+        if scheme.acts_in_attention and not scheme.adds_to_embeddings:
+            fits = [e.name for e in POSITIONS.entries() if e.factory.adds_to_embeddings or not e.factory.acts_in_attention]
+            raise ConfigError(f"{key}.position", f"'{m.position.name}' acts only in attention, and no {name} layer has "
+                              f"attention (mixer {layers[0].mixer.name}); choose one of: {', '.join(fits)}")
+    if cross or any(reads(c) for layers in resolved.values() for c in layers):
+        return
+    defaults = ModelConfig()
+    for name in ATTENTION_KEYS:
+        if getattr(m, name) != getattr(defaults, name):
+            raise ConfigError(f"{key}.{name}", f"acts in attention, and no layer has attention (mixer "
+                              f"{m.mixer.name}): leave it at its default, or give some layers mixer: attention")
+
+
+def validate_model(m: ModelConfig, key: str = "model", stack: Optional[str] = None) -> ModelConfig:
     """Cross-field checks, every error naming the key; returns ``m`` with its defaults that depend
-    on other keys (d_ff) filled in, so the saved config holds the numbers the model was built with."""
+    on other keys (d_ff) filled in, so the saved config holds the numbers the model was built with.
+    ``stack``: the one stack a layer's config serves (None: the model's, all its stacks)."""
     for name in ("d_model", "n_layers", "n_encoder_layers", "n_decoder_layers", "n_heads", "n_kv_heads",
                  "head_dim", "d_ff", "max_seq_len", "vocab_size"):
         _positive(f"{key}.{name}", getattr(m, name))
@@ -88,7 +126,12 @@ def validate_model(m: ModelConfig, key: str = "model") -> ModelConfig:
         raise ConfigError(f"{key}.norm_placement", f"placement '{m.norm_placement.name}' has no form with "
                           f"cross-attention; for encoder_decoder choose one of: "
                           f"{', '.join(e.name for e in PLACEMENTS.entries() if e.factory.cross_attention)}")
-    resolved = {stack: layer_models(m, stack, depth, key) for stack, depth in stacks(m)}
+    if m.layers is None:  # with model.layers, each layer's own mixer is checked as it resolves
+        for name in [stack] if stack is not None else [s for s, _ in stacks(m)]:
+            check_mixer(m, name, key)
+    resolved = {name: layer_models(m, name, depth, key) for name, depth in stacks(m)}
+    if stack is None:
+        check_attention_keys(m, resolved, key)
     PARAMETRIZATIONS.get(m.parametrization.name).factory.check(m.parametrization.options, m, f"{key}.parametrization")
     head = HEADS.get(m.head.name)
     if m.kind not in head.factory.kinds:
@@ -125,7 +168,7 @@ def layer_models(m: ModelConfig, stack: str, depth: int, key: str = "model") -> 
     layers, checked = resolve(m, stack, depth, key), {}
     for cfg, k in layers:
         if id(cfg) not in checked:
-            checked[id(cfg)] = validate_model(cfg, k)
+            checked[id(cfg)] = validate_model(cfg, k, stack)
             scheme = POSITIONS.get(cfg.position.name).factory
             if cfg.position != m.position and scheme.adds_to_embeddings:
                 raise ConfigError(f"{k}.position", f"'{cfg.position.name}' adds to the embeddings, which the whole "
@@ -184,21 +227,9 @@ def validate_train(t: TrainConfig, key: str = "train") -> None:
         raise choice_error(f"{key}.precision", "precision", t.precision, PRECISIONS)
 
 
-def validate_task(cfg: ExperimentConfig, key: str = "task") -> None:
-    if cfg.task is None:
-        return
-
-    task = TASKS.get(cfg.task.name, key)
-    if cfg.model.kind not in task.factory.kinds:
-        fits = [e.name for e in TASKS.entries() if cfg.model.kind in e.factory.kinds]
-        raise ConfigError(key, f"task '{cfg.task.name}' does not fit model.kind '{cfg.model.kind}' (it needs "
-                          f"{' or '.join(task.factory.kinds)}); tasks for {cfg.model.kind}: {', '.join(fits)}")
-    task.factory.check(cfg.task.options, cfg.model.kind, cfg.model.max_seq_len, key)
-
-
 def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     cfg = dataclasses.replace(cfg, model=validate_model(cfg.model))
     validate_train(cfg.train)
-    check_recipe(cfg)
-    validate_task(cfg)
+    for check in experiment_checks():  # the recipe's and the task's, registered by their packages
+        check(cfg)
     return cfg

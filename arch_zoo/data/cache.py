@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
 from ..errors import ConfigError
-from .lock import acquire, is_held
+from ..locks import acquire, is_held
 from .store import MANIFEST, VERSION, read_manifest
 
 KEY = re.compile(r"^[0-9a-f]{20}$")

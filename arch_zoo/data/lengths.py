@@ -23,12 +23,12 @@ class SplitLengths:
         """Mean tokens per example of the input (0) or the decoder input (1)."""
         return sum(n * key[side] for key, n in self.counts.items()) / max(1, sum(self.counts.values()))
 
-    def record(self, split: str, seq2seq: bool) -> Dict[str, object]:
+    def record(self, split: str, decoder_inputs: bool) -> Dict[str, object]:
         """What summary.json and run.json say the FLOPs were counted at."""
         out: Dict[str, object] = {"split": split, "examples": self.examples}
         if self.read != self.examples:
             out["read"] = self.read
-        if seq2seq:
+        if decoder_inputs:  # a seq2seq objective's: source and target counted apart
             out.update(mean_source_tokens=self.mean(0), mean_target_tokens=self.mean(1))
         else:
             out["mean_tokens"] = self.mean(0)

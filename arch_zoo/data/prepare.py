@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .encode import BATCH, FRACTIONS, ShardWriter, batches, encoded, scan, segments
-from .lock import acquire
+from ..locks import acquire
 from . import progress as lines
 from .pretrained import tokenizer_file
 from .progress import Heartbeat, Progress, counted, interactive, quiet

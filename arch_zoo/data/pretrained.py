@@ -49,10 +49,14 @@ class PretrainedTokenizer(Tokenizer):
     name = "pretrained"
     lossless = True  # trusted: the file's own decoder is the reference
 
-    def __init__(self, options: Optional[PretrainedOptions] = None, serialized: Optional[str] = None):
+    def __init__(self, options: Optional[PretrainedOptions] = None, serialized: Optional[str] = None,
+                 declared: Optional[dict] = None):
         from tokenizers import Tokenizer as HFTokenizer
 
         self.options = options
+        # the special tokens a Hugging Face checkpoint's tokenizer_config.json names ({"bos_token": "<s>", ...}):
+        # kept by an import, so that evaluation can follow Hugging Face's rules for it
+        self.declared = dict(declared) if declared is not None else None
         if serialized is None:
             path = tokenizer_file(options.path)
             try:
@@ -63,6 +67,9 @@ class PretrainedTokenizer(Tokenizer):
         self._tok = HFTokenizer.from_str(serialized)
         vocab = self._tok.get_vocab(with_added_tokens=True)
         found = {attr: next((vocab[n] for n in names if n in vocab), None) for attr, names in NAMES.items()}
+        for attr, token in (self.declared or {}).items():
+            if attr.replace("_token", "_id") in NAMES and token in vocab:
+                found[attr.replace("_token", "_id")] = vocab[token]
         if found["eos_id"] is None:
             raise ConfigError("task.tokenizer.path", f"{options.path if options else 'the tokenizer'} has no end-of-"
                               f"text token (one of {', '.join(NAMES['eos_id'])}) to join documents with")
@@ -71,15 +78,23 @@ class PretrainedTokenizer(Tokenizer):
         self.has_mask = found["mask_id"] is not None
 
     @classmethod
+    def check(cls, options: PretrainedOptions, key: str) -> None:
+        tokenizer_file(options.path, f"{key}.path")
+
+    @classmethod
     def from_state(cls, state):
-        return cls(serialized=state["serialized"])
+        return cls(serialized=state["serialized"], declared=state.get("declared"))
 
     @property
     def vocab_size(self):
         return self._tok.get_vocab_size(with_added_tokens=True)
 
-    def encode(self, text):
-        return self._tok.encode(text, add_special_tokens=False).ids
+    def encode(self, text, add_special_tokens: bool = False):
+        """``add_special_tokens``: what the file's post-processor adds (a Llama tokenizer's <s>)."""
+        return self._tok.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def token_id(self, token: str) -> Optional[int]:
+        return self._tok.token_to_id(token)
 
     def encode_batch(self, texts):
         return _hf_encode_batch(self._tok, texts)
@@ -91,4 +106,7 @@ class PretrainedTokenizer(Tokenizer):
         return byte_level_token_bytes(self._tok)
 
     def state(self):
-        return {"serialized": self._tok.to_str()}
+        state = {"serialized": self._tok.to_str()}
+        if self.declared is not None:
+            state["declared"] = self.declared
+        return state

@@ -36,6 +36,11 @@ class Tokenizer:
     fit_chars: Optional[int] = None  # fit on at most this many characters of the training text (None: all)
 
     @classmethod
+    def check(cls, options, key: str) -> None:
+        """Raise ConfigError (at ``key``, the tokenizer's) for options it cannot be built with, before a
+        task is prepared: a file that is not there, say."""
+
+    @classmethod
     def count_tokens(cls, text: str) -> Optional[int]:
         """How many tokens ``text`` becomes, known before fitting; None when it depends on the fit (BPE)."""
         return None

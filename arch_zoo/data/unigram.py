@@ -23,14 +23,14 @@ def entropy(counts: np.ndarray) -> Optional[float]:
     return float(-(p * np.log(p)).sum())
 
 
-def unigram_loss(examples: Iterable, objective: str) -> Optional[float]:
+def unigram_loss(examples: Iterable, label_offset: int = 0) -> Optional[float]:
     """The entropy of the labels a loss reads in ``examples``: a class per example, or every label
-    but IGNORE (the first of each row under ``lm``, whose position i predicts label i + 1)."""
+    but IGNORE from ``label_offset`` on (the objective's: ``lm`` never predicts a row's first)."""
     counts: Counter = Counter()
     for example in examples:
         labels = example.labels
         if isinstance(labels, int):
             counts[labels] += 1
         else:
-            counts.update(x for x in (labels[1:] if objective == "lm" else labels) if x != IGNORE)
+            counts.update(x for x in labels[label_offset:] if x != IGNORE)
     return entropy(np.fromiter(counts.values(), dtype=np.int64, count=len(counts)))

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .. import rundir
 from ..errors import ConfigError
+from ..provenance import git_commit
 from ..training.restore import restore
 from .lm import ArchZooLM, check_scorable
 from .results import task_records, write_records
@@ -72,11 +73,19 @@ def evaluate(lm: ArchZooLM, tasks: Sequence[str], manager, limit: Optional[float
     """lm_eval on ``tasks``; ``manager`` is passed on, else lm_eval indexes its ~15,000 built-in task
     files again (tens of seconds) whatever the tasks are."""
     import lm_eval
+    from lm_eval import evaluator
 
-    return lm_eval.simple_evaluate(model=lm, tasks=list(tasks), task_manager=manager, limit=limit,
-                                   num_fewshot=num_fewshot,
-                                   log_samples=False, bootstrap_iters=1000, random_seed=seed, numpy_random_seed=seed,
-                                   torch_random_seed=seed, fewshot_random_seed=seed, verbosity="ERROR")
+    # lm_eval records the working directory's git commit by running git with the terminal as its
+    # stderr: outside a checkout the user would read git's "fatal: not a git repository". It records
+    # the commit of the code that evaluated, asked quietly, instead.
+    asked, evaluator.get_git_commit_hash = evaluator.get_git_commit_hash, git_commit
+    try:
+        return lm_eval.simple_evaluate(model=lm, tasks=list(tasks), task_manager=manager, limit=limit,
+                                       num_fewshot=num_fewshot, log_samples=False, bootstrap_iters=1000,
+                                       random_seed=seed, numpy_random_seed=seed, torch_random_seed=seed,
+                                       fewshot_random_seed=seed, verbosity="ERROR")
+    finally:
+        evaluator.get_git_commit_hash = asked
 
 
 def evaluate_runs(path, task_names: Sequence[str], limit: Optional[float] = None, include_path: Optional[str] = None,

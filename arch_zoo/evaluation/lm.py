@@ -24,6 +24,7 @@ from ..generation import generate
 from ..generation.prompts import learned_positions
 from ..models.transformer import DecoderModel, EncoderDecoderModel
 from ..training.restore import Restored, restore
+from .encoding import Encoding
 from .scoring import loglikelihoods, seq2seq_loglikelihoods
 
 MODEL_NAME = "arch_zoo"
@@ -65,13 +66,16 @@ class ArchZooLM(TemplateLM):
     """``run``: a run directory or one of its checkpoints (what ``restore`` takes); ``max_length``:
     the most tokens the model reads at once (default the model's ``max_seq_len``); ``batch_size``:
     sequences per forward pass; ``device``: where the model runs (default CUDA when present). For an
-    encoder-decoder, ``max_length`` bounds the source and the target each, as for lm_eval's seq2seq."""
+    encoder-decoder, ``max_length`` bounds the source and the target each, as for lm_eval's seq2seq.
+    ``add_bos_token`` and ``prefix_token_id``: as for lm_eval's ``hf`` model; the defaults follow
+    ``hf`` for a run imported from Hugging Face and the run's training for one trained here
+    (``encoding``)."""
 
     backend = "causal"  # per instance: "seq2seq" for an encoder-decoder run
 
     def __init__(self, run: Optional[str] = None, batch_size=16, device: Optional[str] = None,
                  max_length=None, max_gen_toks=DEFAULT_MAX_GEN_TOKS, restored: Optional[Restored] = None,
-                 max_batch_size=None, **unused):
+                 max_batch_size=None, add_bos_token=None, prefix_token_id=None, **unused):
         super().__init__()
         if restored is None:
             if not run:
@@ -81,6 +85,7 @@ class ArchZooLM(TemplateLM):
         check_scorable(cfg.model.kind, str(run or "the run"))
         self.backend = BACKENDS[cfg.model.kind]
         self.config, self.tokenizer_ = cfg, tokenizer
+        self.encoding = Encoding(tokenizer, add_bos_token, prefix_token_id)
         self._device = _device(device)
         self.model: Union[DecoderModel, EncoderDecoderModel] = model.to(self._device).eval()
         self.batch_size = 16 if str(batch_size).startswith("auto") else _positive("batch_size", batch_size)
@@ -97,11 +102,15 @@ class ArchZooLM(TemplateLM):
         return self.tokenizer_.eos_id
 
     @property
+    def prefix_token_id(self) -> int:
+        return self.encoding.prefix_token_id
+
+    @property
     def tokenizer_name(self) -> str:
         return f"arch_zoo:{self.tokenizer_.name}"
 
     def tok_encode(self, string: str, add_special_tokens=None, **kwargs) -> List[int]:
-        return list(self.tokenizer_.encode(string))
+        return self.encoding.encode(string, add_special_tokens)
 
     def tok_decode(self, tokens) -> str:
         return self.tokenizer_.decode(list(tokens))
@@ -114,7 +123,7 @@ class ArchZooLM(TemplateLM):
     def _score(self, pairs: Sequence[Tuple[Sequence[int], Sequence[int]]]) -> List[Tuple[float, bool]]:
         if self.seq2seq:
             return seq2seq_loglikelihoods(self.model, pairs, self.max_length, self.batch_size, self.tokenizer_.pad_id,
-                                          self.tokenizer_.bos_id)
+                                          self.encoding.decoder_start_id)
         return loglikelihoods(self.model, pairs, self.max_length, self.batch_size, self.tokenizer_.pad_id)
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> List[Tuple[float, bool]]:
@@ -160,7 +169,7 @@ class ArchZooLM(TemplateLM):
             for start in range(0, len(order), self.batch_size):
                 batch = order[start:start + self.batch_size]
                 prompts = [self.tok_encode(requests[i].args[0])[-room:] or [self.prefix_token_id] for i in batch]
-                start_token = self.tokenizer_.bos_id if self.seq2seq else None
+                start_token = self.encoding.decoder_start_id if self.seq2seq else None
                 result = generate(self.model, prompts, max_new_tokens=new_tokens, eos_token_id=self.eot_token_id,
                                   pad_token_id=self.tokenizer_.pad_id, decoder_start_token_id=start_token,
                                   **{k: v for k, v in options.items() if v is not None})

@@ -3,7 +3,7 @@ cannot be read is one line naming it, and nothing is evaluated."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, did_you_mean
 
@@ -11,6 +11,25 @@ from ..errors import ConfigError, did_you_mean
 def _first_line(exc: BaseException, limit: int = 160) -> str:
     line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def unreadable_task_files(path: Path) -> List[Tuple[Path, str]]:
+    """Task files under ``path`` that are not YAML, with the parser's message: lm_eval's index skips
+    them without a word, so a task they define is then only "unknown". Tags (``!function``) are
+    accepted as lm_eval accepts them; only the syntax is checked."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    bad = []
+    for file in sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()):
+        try:
+            yaml.load(file.read_text(), Loader=Loader)  # noqa: S506 - a SafeLoader that ignores tags
+        except (yaml.YAMLError, UnicodeDecodeError, OSError) as exc:
+            bad.append((file, " ".join(str(exc).split())))
+    return bad
 
 
 def task_manager(names: Sequence[str], include_path: Optional[str], builtin: bool = True):
@@ -26,6 +45,8 @@ def task_manager(names: Sequence[str], include_path: Optional[str], builtin: boo
         local = TaskManager(include_path=str(path.resolve()), include_defaults=False)
         if all(n in local.all_tasks for n in names):
             return local
+        for file, problem in unreadable_task_files(path)[:1]:
+            raise ConfigError(str(file), f"is not valid YAML, so lm_eval skipped its tasks ({problem})")
         if not builtin:
             _unknown(names, local.all_tasks, f"under {path} (built-in tasks left out by --no-builtin-tasks)")
     elif not builtin:

@@ -21,7 +21,6 @@ import torch
 from torch import Tensor
 
 from ..compile_support import compiler_missing, inductor_cache_dir
-from ..components.static_cache import supports
 from ..errors import ConfigError
 from ..models.static_cache import StaticCache
 from ..models.transformer import EncoderDecoderModel
@@ -49,10 +48,9 @@ def check_compilable(model, device: torch.device, use_cache: bool) -> None:
     if reason is not None:
         raise ConfigError("compile", f"{reason}; or decode eagerly (compile=False)")
     for layer in model.decoder.layers:
-        pattern = layer.self_attn.sublayer.pattern
-        if not supports(pattern):
-            raise ConfigError("compile", f"the static cache cannot follow attention pattern {type(pattern).__name__} "
-                              "(it restricts keys other than to the window it keeps); decode eagerly")
+        reason = layer.mixer.static_unsupported()
+        if reason is not None:
+            raise ConfigError("compile", f"{reason}; decode eagerly")
 
 
 class CompiledStep:

@@ -5,7 +5,11 @@
   Gemma 2 (local/global alternation as per-layer attention, ``model.layers``);
 * ``load_hf_checkpoint(path)``: a local Hugging Face checkpoint directory (config.json +
   model.safetensors), read with safetensors alone: no transformers, no network;
-* ``from_torch_transformer(module, vocab_size)``: torch.nn.Transformer / nn.TransformerEncoder.
+* ``from_torch_transformer(module, vocab_size)``: torch.nn.Transformer / nn.TransformerEncoder;
+
+and back: ``to_hf(model, tokenizer=None)`` (a transformers model, for a config a family expresses)
+and ``save_hf(model, tokenizer, out)`` (a directory ``from_pretrained`` loads, as that family's class
+or as arch_zoo remote code), ``import_hf(path, out)`` (a checkpoint directory as a run).
 
 Each derives the arch_zoo config from the reference's, or loads into a given one
 (``config="preset:gpt2"``), and checks every tensor: a checkpoint that does not fit raises
@@ -17,6 +21,27 @@ from .hf import convert, from_hf, load_hf_checkpoint, model_config_from_hf
 from .hf_registry import ARCHITECTURES
 from .torch_nn import from_torch_transformer, torch_transformer_config
 
+
+def to_hf(model, tokenizer=None):
+    """The transformers model equal to an arch_zoo model (``export_hf.to_hf``; needs transformers)."""
+    from .export_hf import to_hf as convert_back
+
+    return convert_back(model, tokenizer)
+
+
+def save_hf(model, tokenizer, out, **options):
+    """Write a Hugging Face model directory (``export_dir.save_hf``; needs transformers)."""
+    from .export_dir import save_hf as write
+
+    return write(model, tokenizer, out, **options)
+
+
+def import_hf(path, out, **options):
+    """A local Hugging Face checkpoint directory as a run directory (``as_run.import_hf``)."""
+    from .as_run import import_hf as write
+
+    return write(path, out, **options)
+
 __all__ = ["ARCHITECTURES", "CheckpointError", "CheckpointMismatchError", "convert", "from_hf",
            "from_torch_transformer", "load_checked", "load_hf_checkpoint", "model_config_from_hf",
-           "read_checkpoint_dir", "torch_transformer_config"]
+           "import_hf", "read_checkpoint_dir", "save_hf", "to_hf", "torch_transformer_config"]

@@ -34,3 +34,19 @@ def save_as_run(model: torch.nn.Module, tokenizer, out, name: Optional[str] = No
     tmp.replace(out / rundir.CHECKPOINT)
     rundir.set_status(out, "completed", reason=f"imported{' from ' + source if source else ''}", step=0)
     return out
+
+
+def import_hf(path, out, name: Optional[str] = None, force: bool = False) -> Path:
+    """A local Hugging Face checkpoint directory (config.json, safetensors, tokenizer.json) as run
+    directory ``out``, written whole or not at all."""
+    from .atomic_dir import atomic_dir, check_out
+    from .checkpoint import read_checkpoint_config
+    from .hf import load_hf_checkpoint
+    from .hf_tokenizer import hf_tokenizer
+
+    out = check_out(out, force)
+    model = load_hf_checkpoint(path)
+    tokenizer = hf_tokenizer(path, read_checkpoint_config(path))
+    with atomic_dir(out, force) as tmp:
+        save_as_run(model, tokenizer, tmp, name=name or out.name, source=str(path))
+    return out

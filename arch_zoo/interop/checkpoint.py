@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
-from ..config.coerce import to_dict
+from ..coerce import to_dict
 from ..config.loading import _merge, load, model_config
 from ..errors import ConfigError
 

@@ -20,7 +20,7 @@ def t5_config(c: dict, weights: WeightMap) -> dict:
         "kind": "encoder_decoder", "vocab_size": c["vocab_size"],
         "d_model": c["d_model"], "n_layers": c["num_layers"],
         "n_decoder_layers": c.get("num_decoder_layers") or c["num_layers"],
-        "n_heads": c["num_heads"], "head_dim": c["d_kv"], "d_ff": c["d_ff"], "max_seq_len": 512,
+        "n_heads": c["num_heads"], "head_dim": c["d_kv"], "d_ff": c["d_ff"], "max_seq_len": c.get("n_positions", 512),
         "position": {"name": "t5_bias", "num_buckets": c.get("relative_attention_num_buckets", 32),
                      "max_distance": c.get("relative_attention_max_distance", 128)},
         "cross_attention_position": False,

@@ -3,50 +3,38 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
 
-from ..components.attention import KVCache, MultiHeadAttention
+from ..components.attention import MultiHeadAttention
 from ..components.context import LayerContext
 from ..components.feedforward import FEEDFORWARD, FFNContext, has_sublayer
 from ..components.init import mark_residual_out
 from ..components.masks import AttentionMask, cross_attention_mask, self_attention_mask
+from ..components.mixers import MIXERS, MixerInputs
 from ..components.norms import NORMS
 from ..components.placements import PLACEMENTS, Slot, ends_with_norm
 from ..components.positions import POSITIONS, PositionContext, PositionScheme
+from ..components.state import KVCache, LayerState
 from ..config import ModelConfig
 from ..config.validation import layer_configs
 
 
-@dataclass
-class LayerCache:
-    self_kv: KVCache = field(default_factory=KVCache)
-    cross_kv: KVCache = field(default_factory=KVCache)
+StackInputs = MixerInputs  # the name layers and tests have long used
 
 
-@dataclass
-class StackInputs:
-    """Everything a layer needs besides x; computed once per forward by the stack."""
-
-    self_mask: AttentionMask
-    self_rotate: Optional[callable] = None
-    memory: Optional[Tensor] = None
-    cross_mask: Optional[AttentionMask] = None
-    cross_rotate: Optional[callable] = None
-    need_weights: bool = False
-
-
-def _attention(cfg: ModelConfig, cross: bool) -> MultiHeadAttention:
-    attn = MultiHeadAttention.from_config(cfg, cross=cross)
+def _cross_attention(cfg: ModelConfig) -> MultiHeadAttention:
+    attn = MultiHeadAttention.from_config(cfg, cross=True)
     mark_residual_out(attn.out)
     return attn
 
 
 class TransformerLayer(nn.Module):
-    """Self-attention, optional cross-attention over encoder memory, then the feed-forward network."""
+    """The token mixer, optional cross-attention over encoder memory, then the feed-forward network:
+    under the pre placement ``x = x + mixer(norm(x))``, ``x = x + cross(norm(x))``, ``x = x + ffn(norm(x))``.
+    The mixer's slot keeps the attribute name ``self_attn`` (checkpoints' and converters' keys)."""
 
     def __init__(self, cfg: ModelConfig, ctx: LayerContext):
         super().__init__()
@@ -57,30 +45,36 @@ class TransformerLayer(nn.Module):
             norms = {name: NORMS.build(cfg.norm, cfg.d_model) for name in self.placement.norm_slots(index)}
             return Slot(sublayer, norms, cfg.dropout)
 
-        self.self_attn = slot(0, _attention(cfg, cross=False))
-        self.cross_attn = slot(1, _attention(cfg, cross=True)) if ctx.cross else None
+        self.self_attn = slot(0, MIXERS.build(cfg.mixer, cfg, ctx))  # marks its own output projection
+        self.cross_attn = slot(1, _cross_attention(cfg)) if ctx.cross else None
         self.ffn = None  # ffn: none -- attention-only: no slot, so no branch and no norm for it
         if has_sublayer(cfg.ffn):
             ffn = FEEDFORWARD.build(cfg.ffn, FFNContext(cfg.d_model, cfg.d_ff, cfg.bias, cfg.dropout))  # marks its own output
             self.ffn = slot(2 if ctx.cross else 1, ffn)
 
+    @property
+    def mixer(self) -> nn.Module:
+        return self.self_attn.sublayer
+
     def slots(self) -> List[Slot]:
         return [s for s in (self.self_attn, self.cross_attn, self.ffn) if s is not None]
 
-    def forward(self, x: Tensor, inputs: StackInputs, cache: Optional[LayerCache] = None) -> Tensor:
-        def self_attn(h):
-            return self.self_attn.dropout(self.self_attn.sublayer(
-                h, inputs.self_mask, inputs.self_rotate, cache=cache and cache.self_kv, need_weights=inputs.need_weights))
+    def new_state(self) -> LayerState:
+        return LayerState(self.mixer.new_state(), KVCache())
+
+    def forward(self, x: Tensor, inputs: MixerInputs, state: Optional[LayerState] = None) -> Tensor:
+        def mixer(h):
+            return self.self_attn.dropout(self.mixer(h, inputs, state and state.mixer))
 
         def cross_attn(h):
             return self.cross_attn.dropout(self.cross_attn.sublayer(
-                h, inputs.cross_mask, inputs.cross_rotate, memory=inputs.memory, cache=cache and cache.cross_kv,
+                h, inputs.cross_mask, inputs.cross_rotate, memory=inputs.memory, cache=state and state.cross,
                 need_weights=inputs.need_weights))
 
         def ffn(h):
             return self.ffn.dropout(self.ffn.sublayer(h))
 
-        branches = [b for b, s in ((self_attn, self.self_attn), (cross_attn, self.cross_attn), (ffn, self.ffn))
+        branches = [b for b, s in ((mixer, self.self_attn), (cross_attn, self.cross_attn), (ffn, self.ffn))
                     if s is not None]
         return self.placement.forward(x, self.slots(), branches)
 
@@ -144,7 +138,7 @@ class Stack(nn.Module):
 
     def forward(self, x: Tensor, attention_mask: Optional[Tensor] = None, positions: Optional[Tensor] = None,
                 memory: Optional[Tensor] = None, memory_mask: Optional[Tensor] = None,
-                memory_positions: Optional[Tensor] = None, caches: Optional[List[LayerCache]] = None,
+                memory_positions: Optional[Tensor] = None, caches: Optional[List[LayerState]] = None,
                 past_positions: Optional[Tensor] = None, need_weights: bool = False,
                 static_keys: Optional[Tuple[Tensor, AttentionMask]] = None) -> Tensor:
         """``past_positions`` (B|1, past) are the positions of keys already in ``caches``.
@@ -166,14 +160,16 @@ class Stack(nn.Module):
         if memory is not None and self.cross_positions and memory_positions is None:
             memory_positions = default_positions(memory_mask, memory.shape[1], 0, x.device)
         schemes = [self.position, *self.layer_positions]
-        per_layer: dict = {}  # (self scheme, cross scheme) -> StackInputs: biases and tables once per forward
+        tokens = None if attention_mask is None else attention_mask[:, -length:].bool()
+        per_layer: dict = {}  # (self scheme, cross scheme) -> MixerInputs: biases and tables once per forward
         x = self.dropout(self.embedding_norm(self.position.embed(x, positions)))
         for i, layer in enumerate(self.layers):
             key = (self.scheme_of[i], self.cross_scheme_of[i])
             if key not in per_layer:
                 own, cross = schemes[key[0]], schemes[key[1]]
-                inputs = StackInputs(self._with_bias(mask, positions, k_pos, cross=False, scheme=own),
-                                     own.rotator(positions, positions), need_weights=need_weights)
+                inputs = MixerInputs(self._with_bias(mask, positions, k_pos, cross=False, scheme=own),
+                                     own.rotator(positions, positions), need_weights=need_weights, tokens=tokens,
+                                     causal=self.causal)
                 if memory is not None:
                     inputs.memory, inputs.cross_mask = memory, cross_mask
                     if self.cross_positions:

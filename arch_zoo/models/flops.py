@@ -1,9 +1,11 @@
 """Forward FLOPs of a model on sequences of given lengths, each layer counted at its own shape.
 
 Matmuls count 2 FLOPs per multiply-add: 2 * in * out per linear layer a token runs through (only the
-active experts of a mixture-of-experts layer). Attention adds 4 * heads * head_dim of that layer
-per key a query sees (q.k and weights.v), over the keys its attention pattern lets a query see
-(causal global attention: (L + 1) / 2 on average; bidirectional: L; a sliding window: fewer).
+active experts of a mixture-of-experts layer). Each layer's mixer adds what it does beyond its linear
+layers (``Mixer.mixing_flops``): attention 4 * heads * head_dim of that layer per key a query sees (q.k
+and weights.v), over the keys its attention pattern lets a query see (causal global attention:
+(L + 1) / 2 on average; bidirectional: L; a sliding window: fewer); a recurrent mixer a cost per token
+that does not grow with L. Cross-attention is counted as attention over every source key.
 In an encoder-decoder the decoder's cross-attention projects the memory to keys and values once per
 source token and every target token sees all the source keys. Padding is not counted, nor is
 recomputation: this is the useful work, which is what MFU divides by the device's peak.
@@ -18,18 +20,10 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from torch import nn
 
+from ..components.flops import linear_flops  # noqa: F401  (long imported from here)
 from .blocks import Stack
 
 LengthCounts = Mapping[Tuple[int, int], int]
-
-
-def linear_flops(module: nn.Module) -> int:
-    """2 * in * out per linear layer a token runs through (only the active experts of an MoE)."""
-    if hasattr(module, "active_modules"):
-        return sum(n * linear_flops(part) for part, n in module.active_modules())
-    if isinstance(module, nn.Linear):
-        return 2 * module.in_features * module.out_features
-    return sum(linear_flops(child) for child in module.children())
 
 
 def _per_key(attention: nn.Module) -> int:
@@ -49,11 +43,17 @@ class FlopCounter:
                 continue
             crosses = [l.cross_attn.sublayer for l in stack.layers if l.cross_attn is not None]
             memory = sum(linear_flops(c.kv) for c in crosses)  # runs over the source, not the target
-            layers = [(_per_key(l.self_attn.sublayer), l.self_attn.sublayer.pattern) for l in stack.layers]
-            self._stacks.append((name, stack.causal, float(linear_flops(stack) - memory), float(memory), layers,
+            mixers = [l.mixer for l in stack.layers]
+            self._stacks.append((name, stack.causal, float(linear_flops(stack) - memory), float(memory), mixers,
                                  float(sum(_per_key(c) for c in crosses))))
         self._head = float(linear_flops(model.head))
         self._seen: Dict[Tuple[int, int], Dict[str, float]] = {}
+
+    def decode_step(self, context: int, source: int = 0) -> float:
+        """FLOPs of one decoding step of the decoder after ``context`` positions (an encoder-decoder's
+        cross-attention over ``source`` memory keys): every matmul once, each mixer's step, the head."""
+        name, causal, per_token, memory, mixers, cross_per_key = next(s for s in self._stacks if s[0] == "decoder")
+        return per_token + sum(m.step_mixing_flops(context) for m in mixers) + cross_per_key * source + self._head
 
     def tokens(self, length: int, target: int = 0) -> int:
         return length + (target if self.encoder_decoder else 0)
@@ -65,11 +65,14 @@ class FlopCounter:
         if key not in self._seen:
             source, target = key
             out: Dict[str, float] = {}
-            for name, causal, per_token, memory, layers, cross_per_key in self._stacks:
+            for name, causal, per_token, memory, mixers, cross_per_key in self._stacks:
                 n = target if self.encoder_decoder and name == "decoder" else source
-                keys = sum(per_key * pattern.visible_keys(n, causal) for per_key, pattern in layers) if n else 0.0
                 out[f"{name} matmuls"] = n * per_token + source * memory
-                out[f"{name} attention"] = n * (keys + cross_per_key * source)
+                for m in mixers:  # the mixing beyond the matmuls, by kind of mixer (attention, mixer)
+                    part = f"{name} {m.part}"
+                    out[part] = out.get(part, 0.0) + (m.mixing_flops(n, causal) if n else 0.0)
+                if cross_per_key:
+                    out[f"{name} attention"] = out.get(f"{name} attention", 0.0) + n * cross_per_key * source
             out["head"] = (target if self.encoder_decoder else source) * self._head
             out["total"] = sum(out.values())
             self._seen[key] = out
@@ -103,3 +106,15 @@ def flops_per_token(model: nn.Module, seq_len: int, target_len: Optional[int] = 
     by part and ``total``. For an encoder-decoder: a source of ``seq_len`` and a target of
     ``target_len`` tokens (default: as long), per token of either."""
     return FlopCounter(model).per_token(at_length(model, seq_len, target_len))
+
+
+def decoding_state_bytes(model: nn.Module, context: int, element_bytes: int = 4, source: int = 0) -> int:
+    """Bytes of the decoder's decoding state after ``context`` positions: each layer's mixer's state (a
+    K/V cache grows with the context, a recurrent state does not) and cross-attention's memory K/V."""
+    total = 0
+    for layer in model.decoder.layers:
+        total += layer.mixer.state_elements(context)
+        if layer.cross_attn is not None:
+            shape = layer.cross_attn.sublayer.shape
+            total += 2 * shape.n_kv_heads * shape.head_dim * source
+    return total * element_bytes

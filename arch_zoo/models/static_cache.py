@@ -15,15 +15,9 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..components.attention import KVCache
 from ..components.masks import AttentionMask
-from ..components.static_cache import StaticKV, ring_size
-from .blocks import LayerCache, Stack
-
-
-def _buffers(batch: int, attn, slots: int, dtype, device) -> Tuple[Tensor, Tensor]:
-    shape = (batch, attn.shape.n_kv_heads, slots, attn.shape.head_dim)
-    return torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device)
+from ..components.state import KVCache, LayerState
+from .blocks import Stack
 
 
 class StaticCache:
@@ -33,28 +27,22 @@ class StaticCache:
         self.positions = torch.zeros(batch, columns, dtype=torch.long, device=device)
         self.valid = torch.zeros(batch, columns, dtype=torch.bool, device=device)
         self.next_position = torch.zeros(batch, 1, dtype=torch.long, device=device)
-        self.layers: List[LayerCache] = []
+        self.layers: List[LayerState] = []
         for layer in stack.layers:
-            attn = layer.self_attn.sublayer
-            self_kv = StaticKV(*_buffers(batch, attn, ring_size(attn.pattern, columns), dtype, device),
-                               column=self.column, columns=columns)
-            cross_kv = KVCache()
+            mixer = layer.mixer.static_state(batch, columns, dtype, device, self.column)
+            cross = KVCache()
             if layer.cross_attn is not None:
-                cross_kv = StaticKV(*_buffers(batch, layer.cross_attn.sublayer, source_columns, dtype, device))
-            self.layers.append(LayerCache(self_kv, cross_kv))
+                cross = layer.cross_attn.sublayer.static_kv(batch, source_columns, dtype, device)
+            self.layers.append(LayerState(mixer, cross))
 
     def tensors(self) -> List[Tensor]:
         """Every buffer a compiled step reads and writes (CUDA graphs need their addresses fixed)."""
-        out = [self.column, self.positions, self.valid, self.next_position]
-        for layer in self.layers:
-            for kv in (layer.self_kv, layer.cross_kv):
-                if isinstance(kv, StaticKV):
-                    out += [kv.k, kv.v]
-        return out
+        return [self.column, self.positions, self.valid, self.next_position,
+                *(t for layer in self.layers for t in layer.tensors())]
 
     def load(self, cache, prompt_mask: Optional[Tensor], next_position: Tensor) -> None:
         """Take over an eager ``Cache`` (models.transformer.Cache) after the prefill: its columns, their
-        positions and padding (``prompt_mask`` (B, L), None: no padding) and every layer's live keys."""
+        positions and padding (``prompt_mask`` (B, L), None: no padding) and every layer's state."""
         length = cache.length
         if length >= self.columns:
             raise ValueError(f"a static cache of {self.columns} columns cannot follow a {length}-column prefill")
@@ -65,9 +53,8 @@ class StaticCache:
         self.next_position.copy_(next_position.expand(self.batch, 1))
         self.column.fill_(length)
         for static, eager in zip(self.layers, cache.layers):
-            static.self_kv.load(eager.self_kv.k, eager.self_kv.v, length - len(eager.self_kv))
-            if isinstance(static.cross_kv, StaticKV):
-                static.cross_kv.load(eager.cross_kv.k, eager.cross_kv.v, 0)
+            static.mixer.load(eager.mixer, length)
+            static.cross.load(eager.cross, None)
 
     def step_keys(self) -> Tuple[Tensor, Tuple[Tensor, AttentionMask]]:
         """(the new token's positions (B, 1), (every column's position, the mask over the columns)),
@@ -86,5 +73,4 @@ class StaticCache:
         for t in (self.positions, self.valid, self.next_position):
             t.copy_(t.index_select(0, index))
         for layer in self.layers:
-            layer.self_kv.reorder(index)
-            layer.cross_kv.reorder(index)
+            layer.reorder(index)

@@ -34,7 +34,9 @@ def parameter_breakdown(model: TransformerModel) -> Dict[str, int]:
         parts[f"{name} positions"] = _count((p for s in (stack.position, stack.layer_positions) for p in s.parameters()),
                                             seen)
         layers = stack.layers
-        parts[f"{name} attention"] = _count((p for l in layers for p in l.self_attn.sublayer.parameters()), seen)
+        for l in layers:  # by kind of mixer: attention, mixer
+            part = f"{name} {l.mixer.part}"
+            parts[part] = parts.get(part, 0) + _count(l.mixer.parameters(), seen)
         if any(l.cross_attn is not None for l in layers):
             parts[f"{name} cross-attention"] = _count(
                 (p for l in layers for p in l.cross_attn.sublayer.parameters()), seen)

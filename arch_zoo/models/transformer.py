@@ -18,15 +18,17 @@ from ..components.parametrization import PARAMETRIZATIONS, readout
 from ..config import ExperimentConfig, ModelConfig
 from ..config.loading import model_config
 from ..errors import ConfigError
-from .blocks import LayerCache, Stack, default_positions
+from ..components.state import LayerState
+from .blocks import Stack, default_positions
 from .static_cache import StaticCache
 
 
 @dataclass
 class Cache:
-    """Key/value cache of a decoder stack: one LayerCache per layer plus the cached keys' positions."""
+    """The decoding state of a decoder stack: one LayerState per layer (each mixer's own, and the
+    cross-attention's K/V) plus the positions decoded so far."""
 
-    layers: List[LayerCache]
+    layers: List[LayerState]
     positions: Optional[Tensor] = None  # (B|1, past)
 
     @property
@@ -43,8 +45,7 @@ class Cache:
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows ``index`` (beam search)."""
         for layer in self.layers:
-            layer.self_kv.reorder(index)
-            layer.cross_kv.reorder(index)
+            layer.reorder(index)
         if self.positions is not None and self.positions.shape[0] > 1:
             self.positions = self.positions.index_select(0, index)
 
@@ -131,11 +132,11 @@ class TransformerModel(nn.Module):
         if not need:
             return None
         return [w for layer in stack.layers for w in
-                (layer.self_attn.sublayer.last_weights,
+                (getattr(layer.mixer, "last_weights", None),
                  layer.cross_attn.sublayer.last_weights if layer.cross_attn is not None else None) if w is not None]
 
     def new_cache(self) -> Cache:
-        return Cache([LayerCache() for _ in self.decoder.layers])
+        return Cache([layer.new_state() for layer in self.decoder.layers])
 
     def _cached_pass(self, stack: Stack, x: Tensor, attention_mask: Optional[Tensor], positions: Optional[Tensor],
                      cache: Union[Cache, StaticCache, None], need_weights: bool, **memory) -> Tensor:

@@ -2,20 +2,24 @@
 model's (``arch-zoo components`` lists them), chosen by ``train.optimizer`` and ``train.schedule``.
 The parametrization, which changes the model's function, is the model's (components.parametrization).
 
-Torch only (no Lightning): the registries fill when the catalog imports them, before any config is read."""
+Torch only (no Lightning): the registries fill, and ``check_recipe`` registers as the check of an
+experiment's ``train``, when the catalog imports them, before any config is read."""
 from __future__ import annotations
+
+from typing import List
 
 import torch
 
 from ..components.parametrization import PARAMETRIZATIONS
 from ..config import ExperimentConfig, TrainConfig
+from ..config.checks import experiment_check
 from ..errors import ConfigError
 from . import muon  # noqa: F401  (registers 'muon')
-from .optimizers import OPTIMIZERS, Built, OptimizerRecipe, build_optimizer, optimizer_recipe
+from .optimizers import OPTIMIZERS, Built, OptimizerRecipe, build_optimizer, optimizer_recipe, shown_groups
 from .schedules import SCHEDULES, Schedule
 
 __all__ = ["OPTIMIZERS", "SCHEDULES", "Built", "OptimizerRecipe", "Schedule", "build_optimizer", "build_scheduler",
-           "check_recipe", "schedule_for"]
+           "check_recipe", "recipe_warnings", "schedule_for", "shown_groups"]
 
 
 def schedule_for(train: TrainConfig) -> Schedule:
@@ -29,6 +33,15 @@ def build_scheduler(optimizer: torch.optim.Optimizer, train: TrainConfig) -> tor
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: schedule(step))
 
 
+def recipe_warnings(train: TrainConfig, key: str = "train") -> List[str]:
+    """What the recipe will run differently from what its settings name (a WSD schedule with no stable
+    phase): training prints each at its start and ``sweep --dry-run`` before anything trains."""
+    spec = SCHEDULES.parse(train.schedule, f"{key}.schedule")
+    line = SCHEDULES.get(spec.name).factory.warning(spec.options, train, f"{key}.schedule")
+    return [line] if line else []
+
+
+@experiment_check("train")
 def check_recipe(cfg: ExperimentConfig, key: str = "train") -> None:
     """The recipe's own checks, then whether the model's parametrization has a learning-rate rule for
     every kind of update the optimizer makes. Every error names its key."""

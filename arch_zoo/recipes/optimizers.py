@@ -93,6 +93,19 @@ def record(optimizer: torch.optim.Optimizer, names: List[List[str]], part: str, 
             for g, n in zip(optimizer.param_groups[offset:], names)]
 
 
+def shown_groups(groups: List[Dict[str, Any]]) -> List[Tuple[int, Dict[str, Any]]]:
+    """(index in the optimizer's param_groups, record) of each group that holds parameters, the record
+    naming the metrics.csv column of its lr, ``lr/<part>.<k>`` (k counts that part's groups shown).
+    An optimizer keeps its empty groups (Muon's AdamW part with no matrix to decay), so checkpoints
+    keep their layout; summary.json and metrics.csv show only the groups that train something."""
+    out, count = [], {}
+    for i, g in enumerate(groups):
+        if g["parameters"]:
+            k = count[g["part"]] = count.get(g["part"], -1) + 1
+            out.append((i, {**g, "lr_column": f"lr/{g['part']}.{k}"}))
+    return out
+
+
 def unit_lr_group(optimizer: torch.optim.Optimizer, lr: float) -> int:
     return next((i for i, g in enumerate(optimizer.param_groups) if g["lr"] == lr), 0)
 

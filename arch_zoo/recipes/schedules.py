@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Optional
 
 from ..config import TrainConfig
 from ..errors import ConfigError
@@ -26,6 +26,12 @@ class Schedule:
     @staticmethod
     def check(options, train: TrainConfig, key: str) -> None:
         """Raise ConfigError for a train config this schedule cannot run (``key``: train.schedule)."""
+
+    @staticmethod
+    def warning(options, train: TrainConfig, key: str) -> Optional[str]:
+        """A setting this schedule runs, but not as its name promises (said at the start of training
+        and by ``sweep --dry-run``); None when there is nothing to say."""
+        return None
 
     def __call__(self, step: int) -> float:
         raise NotImplementedError
@@ -82,7 +88,23 @@ class WarmupStableDecay(Schedule):
 
     def __init__(self, options: WSDOptions, train: TrainConfig):
         super().__init__(options, train)
-        self.decay_start = max(self.warmup, self.max_steps - max(1, round(options.decay_fraction * self.max_steps)))
+        self.decay_start = max(self.warmup, self.max_steps - self.decay_steps(options, train))
+
+    @staticmethod
+    def decay_steps(options: WSDOptions, train: TrainConfig) -> int:
+        return max(1, round(options.decay_fraction * train.max_steps))
+
+    @staticmethod
+    def warning(options: WSDOptions, train: TrainConfig, key: str) -> Optional[str]:
+        decay = WarmupStableDecay.decay_steps(options, train)
+        if train.warmup_steps + decay <= train.max_steps:
+            return None
+        section = key.rpartition(".")[0] or "train"
+        return (f"{key}: wsd's warmup ({section}.warmup_steps={train.warmup_steps}) plus its decay "
+                f"({decay} steps, decay_fraction={options.decay_fraction:g}) exceed {section}.max_steps="
+                f"{train.max_steps}: there is no stable phase and the decay is cut to "
+                f"{max(0, train.max_steps - train.warmup_steps)} steps; raise max_steps or lower warmup_steps or "
+                f"decay_fraction")
 
     def __call__(self, step: int) -> float:
         s, w = step + 1, self.warmup

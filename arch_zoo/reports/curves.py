@@ -2,23 +2,18 @@
 dashboard exports share (metrics.csv is the source of truth; everything else is a view of it)."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Union
 
 import pandas as pd
-from ..rundir import METRICS
+from ..rundir import METRICS, VALIDATION_METRIC, validation_logged_early
 
 NOT_METRICS = ("step", "epoch")
-# Lightning runs validation inside a training step, before it counts that step: it logs the
-# validation after step k at k - 1. Everything else names that validation by k (summary.json's best
-# step, a successive-halving rung, val_every), so curves are read back at k.
-IN_FIT_VALIDATION = re.compile(r"^val(@\d+)?/")
 
 
 def read_metrics(run_dir: Union[str, Path]) -> pd.DataFrame:
     """Long form (metric, step, value), one row per logged number, in step order; a validation at the
-    step it followed (``IN_FIT_VALIDATION``). Lightning writes a sparse table (a row per log call,
+    step it followed (``rundir.METRICS_STEPS``, also for a run dir an earlier version wrote). Lightning writes a sparse table (a row per log call,
     blank where that call had no value); a resumed run may have logged a step twice, and the later
     row wins. Empty when the file is missing or unreadable (a run that has not logged yet, or one
     being written by another process)."""
@@ -34,7 +29,8 @@ def read_metrics(run_dir: Union[str, Path]) -> pd.DataFrame:
     long["step"] = pd.to_numeric(long["step"], errors="coerce")
     long = long.dropna(subset=["step", "value"])  # blanks, and the NaN loss of a diverged step
     long = long.astype({"step": int})
-    long.loc[long["metric"].str.match(IN_FIT_VALIDATION), "step"] += 1
+    if validation_logged_early(run_dir):  # an earlier version's run dir: read its validations at step k
+        long.loc[long["metric"].str.match(VALIDATION_METRIC), "step"] += 1
     long = long.groupby(["metric", "step"], as_index=False, sort=False).last()
     return long.sort_values(["metric", "step"], kind="stable").reset_index(drop=True)
 

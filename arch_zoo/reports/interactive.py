@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Tuple
 
 import pandas as pd
 
+from ..rundir import is_lr_column
 from .colors import variant_colors
 from .curves import read_metrics
 
@@ -111,7 +112,7 @@ def payload(runs: pd.DataFrame, metric: str, order: List[str] = ()) -> Dict[str,
     for row in runs.itertuples(index=False):
         for name, rows in read_metrics(row.run_dir).groupby("metric", sort=False):
             finite = [(int(s), float(v)) for s, v in zip(rows["step"], rows["value"]) if math.isfinite(v)]
-            if not finite or name in ("lr", "epoch"):
+            if not finite or name == "epoch" or is_lr_column(name):
                 continue
             seed = None if pd.isna(row.seed) else int(row.seed)
             curves.setdefault(name, []).append({"variant": str(row.variant), "seed": seed, "run_id": str(row.run_id),

@@ -23,7 +23,7 @@ from ..errors import ConfigError
 from ..formatting import plural, si
 from ..metrics import direction, goal_of
 from ..run_names import plain
-from ..rundir import METRICS, RUN_JSON
+from ..rundir import METRICS, RUN_JSON, is_lr_column
 from .grouping import by_task, check_distinct, differing, drop_duplicates, ordered as _ordered
 from .runstore import fill_defaults, is_run_dir, is_sweep_dir, load_sweep, read_run, scalar
 from .task_notes import task_notes
@@ -279,5 +279,6 @@ def _curve_only(frame: pd.DataFrame) -> List[str]:
                 header = next(csv.reader(f), [])
         except OSError:
             continue
-        extra += [h for h in header if "/" in h and h not in seen and h not in extra and not h.startswith("train/")]
+        extra += [h for h in header if "/" in h and h not in seen and h not in extra and not h.startswith("train/")
+                  and not is_lr_column(h)]
     return extra

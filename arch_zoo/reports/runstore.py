@@ -10,12 +10,12 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import yaml
 
+from ..locks import is_held
 from ..metrics import DIRECTIONS
 from ..rundir import CONFIG, INDEX, INVOCATIONS, RUN_JSON, SPEC, STATUS, SUMMARY, eval_metrics
 
@@ -93,23 +93,8 @@ def scalar(v: Any) -> Any:
 
 
 def _lock_free(path: Path) -> bool:
-    """True when a sweep's run lock exists and no process holds it: the run's trainer died. The
-    probe is the store's own (flock, released at once); a worker that meets it retries later."""
-    try:
-        import fcntl
-    except ImportError:  # no flock here: cannot tell
-        return False
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return True
+    """True when a sweep's run lock exists and no process holds it: the run's trainer died."""
+    return path.exists() and not is_held(path)
 
 
 def _not_evaluated(summary: Dict[str, Any]) -> Optional[str]:

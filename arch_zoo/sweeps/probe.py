@@ -13,7 +13,7 @@ import statistics
 import time
 from typing import Any, Dict, Tuple
 
-from ..config.coerce import to_dict
+from ..coerce import to_dict
 
 WARMUP_STEPS, TIMED_STEPS = 1, 5
 EVAL_FRACTION = 1 / 3  # an evaluation batch against a training step: forward only

@@ -16,7 +16,8 @@ from .plan import Plan, make_plan, second_plan
 from .rungs import cut_runs, next_round
 from .spec import SweepSpec, load_spec
 from .store import Store, read_json
-from .tables import plan_warnings
+from .stages import stage_two_size
+from .plan_checks import comparison_warnings
 from .tune import STAGE_TUNE, Choice, base_settings, choose, edge_warning, per_byte_rows, shown, variant_key
 from .invocation import Invocation, utc_now, worker_times
 from .worker import FINISHED, Result, Task
@@ -112,32 +113,15 @@ def _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray
     started_at = utc_now()
     spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
     launch = make_launcher(launcher, workers, ray_address, ray_init, threads, slurm)
-    try:
-        launch.start()  # workers import the stack while this process plans
-        from ..config.catalog import all_registries
-
-        all_registries()  # the components, tasks and torch: timed apart from the planning itself
-        imported = time.perf_counter()
-        plan = make_plan(spec)
-        store = Store(Path(out) / spec.name)
-        store.check_conflicts(plan)
-        _check_loggers(plan)
-        from ..data.tasks.common import prepare_all
-
-        prepare_all([r.config for r in plan.runs], log)  # each distinct token store once, before any worker
-        for line in plan_warnings(plan):  # what --dry-run warned of, said again as the sweep starts
-            log(line)
-    except BaseException as exc:
-        launch.stop(abort=True)
-        if isinstance(exc, KeyboardInterrupt):  # nothing was written yet
-            raise SweepInterrupted(getattr(exc, "signal_name", "SIGINT"), []) from None
-        raise
+    plan, store, imported = _plan(spec, out, launch, log)
     planned = time.perf_counter()
     call = Invocation(store, command, started_at, launcher, getattr(launch, "n", None), log)
     outcome = SweepOutcome(plan, store)
     index_s, tasks, ended = [0.0], [], []  # store I/O: run.json files, index.csv rewrites, invocations
     runs = {r.run_id: r for r in plan.runs}
     received = [0]  # a halving run reports once per rung it trains to
+    # stage 2's runs, counted in the progress total before stage 1 has chosen them: one counter over both
+    coming = [stage_two_size(plan) if spec.tune is not None else 0]
 
     def on_result(task: Task, result: Result) -> None:
         outcome.results[task.run_id] = result
@@ -151,7 +135,7 @@ def _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray
         shown = f"  {spec.metric['name']} {value:.4f}" if isinstance(value, (int, float)) else ""
         note = "  (finished by another process)" if result.outcome == "skipped" else ""
         reason = f" ({result.reason})" if result.reason and result.status != "completed" else ""
-        log(f"[{received[0]}/{len(tasks)}] {run.variant} s{run.seed}: {result.status}{reason}{shown}"
+        log(f"[{received[0]}/{len(tasks) + coming[0]}] {run.variant} s{run.seed}: {result.status}{reason}{shown}"
             f"  {result.seconds:.1f}s{note}")
 
     def on_lost(task: Task, pid: Optional[int], why: str) -> None:
@@ -193,6 +177,7 @@ def _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray
             tasks += more
             launch_tasks(more)
         second = _second_stage(plan, store, log) if spec.tune is not None else None
+        coming[0] = 0
         if second is not None:  # a tuned sweep's stage 2, planned from stage 1's finished runs
             store.check_conflicts(second)
             plan = outcome.plan = Plan(spec, plan.runs + second.runs, second.axes, second.names)
@@ -218,6 +203,33 @@ def _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray
             raise SweepInterrupted(name, stopped) from None
         raise
     return outcome
+
+
+def _plan(spec: SweepSpec, out, launch, log: Callable[[str], None]) -> Tuple[Plan, Store, float]:
+    """The plan, checked against the store, and every token store it needs prepared, while the
+    launcher's workers start; (plan, store, when the imports ended). Any failure stops the workers
+    and is raised before anything is written (Ctrl-C as ``SweepInterrupted``)."""
+    try:
+        launch.start()  # workers import the stack while this process plans
+        from ..config.catalog import all_registries
+
+        all_registries()  # the components, tasks and torch: timed apart from the planning itself
+        imported = time.perf_counter()
+        plan = make_plan(spec)
+        store = Store(Path(out) / spec.name)
+        store.check_conflicts(plan)
+        _check_loggers(plan)
+        from ..data.tasks.common import prepare_all
+
+        prepare_all([r.config for r in plan.runs], log)  # each distinct token store once, before any worker
+        for line in comparison_warnings(plan):  # what --dry-run warned of, said again as the sweep starts
+            log(line)
+    except BaseException as exc:
+        launch.stop(abort=True)
+        if isinstance(exc, KeyboardInterrupt):  # nothing was written yet
+            raise SweepInterrupted(getattr(exc, "signal_name", "SIGINT"), []) from None
+        raise
+    return plan, store, imported
 
 
 def stage_one(plan: Plan, store: Store) -> Tuple[List[str], Dict[str, Choice], Dict[str, str]]:

@@ -7,7 +7,7 @@ import json
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..config import ExperimentConfig
-from ..config.coerce import to_dict
+from ..coerce import to_dict
 from ..data.lengths import split_lengths
 from ..errors import ConfigError
 from .costs import tokens_per_step

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import errno
-import fcntl
 import io
 import json
 import os
@@ -28,6 +26,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
 from ..errors import ConfigError
+from ..locks import acquire, is_held
 from ..run_names import plain
 from ..rundir import CONFIG, INDEX, INVOCATIONS, LOCK, RUN_JSON, SPEC, STATUS, read_json, set_status, write_json  # noqa: F401
 from .plan import Plan
@@ -61,12 +60,25 @@ class Store:
 
     # ------------------------------------------------------------------------------ writing the plan
 
+    def keep_ids(self, plan: Plan) -> None:
+        """A planned run whose directory is missing takes the stored one that ends in its
+        ``id_suffix`` (the same settings and seed): an earlier version wrote other slugs for some
+        values (a component with options), and its runs keep their directories and run.json."""
+        if not self.runs.is_dir():
+            return
+        stored = {_suffix(d.name): d.name for d in sorted(self.runs.iterdir()) if d.is_dir()}
+        for run in plan.runs:
+            if not self.run_dir(run.run_id).exists():
+                run.run_id = stored.get(_suffix(run.run_id), run.run_id)
+
     def check_conflicts(self, plan: Plan) -> None:
         """A run id that already holds a different config is an error naming the run: the spec
-        changed something its runs share. Nothing is ever overwritten."""
+        changed something its runs share. Nothing is ever overwritten. The plan's runs first take
+        the ids the store holds them under (``keep_ids``)."""
         from ..config.loading import load
-        from ..config.coerce import first_difference, to_dict
+        from ..coerce import first_difference, to_dict
 
+        self.keep_ids(plan)
         for run in plan.runs:
             d = self.run_dir(run.run_id)
             if (d / CONFIG).exists():
@@ -139,37 +151,28 @@ class Store:
 
 # ------------------------------------------------------------------------------------------- locks
 
+def _suffix(run_id: str) -> str:
+    """The ``run_names.id_suffix`` of a run id: -s<seed>-<hash6>."""
+    return "-" + "-".join(run_id.rsplit("-", 2)[1:])
+
+
 @contextlib.contextmanager
 def run_lock(run_dir: Path, wait: bool) -> Iterator[bool]:
     """Hold the run's lock for the body; yields False (without waiting) when another process has
-    it and ``wait`` is false."""
+    it and ``wait`` is false. The file stays when it is let go."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    lock = acquire(run_dir / LOCK, blocking=wait)
+    if lock is None:
+        yield False
+        return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except OSError as exc:
-            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                yield False
-                return
-            raise
         yield True
     finally:
-        os.close(fd)  # closing drops the lock
+        lock.release(remove=False)
 
 
 def is_locked(run_dir: Path) -> bool:
-    path = run_dir / LOCK
-    if not path.exists():
-        return False
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return is_held(run_dir / LOCK)
 
 
 # ----------------------------------------------------------------------------------------- helpers

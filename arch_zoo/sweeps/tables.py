@@ -4,13 +4,13 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from ..formatting import plural, si
-from ..metrics import per_byte_instead
-from ..run_names import plain, variant_name
+from ..run_names import plain
 from ..rundir import INDEX, SUMMARY
 from .halving import ladder_sizes, steps_per_seed
 from .plan import Plan
-from .scale import transfer_lookup
-from .spec import BUDGETS, expand
+from .plan_checks import comparison_warnings
+from .stages import stage_two_size, stage_variants
+from .spec import BUDGETS
 from .store import Store, read_json
 
 
@@ -31,12 +31,12 @@ def dry_run_table(plan: Plan, store: Optional[Store] = None) -> str:
     text = _plan_table(plan, store if ran else None)
     text += (f"budget: match {plan.spec.budget} ({BUDGETS[plan.spec.budget]}); "
              f"train FLOPs = 3 x forward FLOPs/token x tokens, counted at {_counted_at(plan)}\n")
-    text += "".join(line + "\n" for line in plan_warnings(plan))
+    text += "".join(line + "\n" for line in comparison_warnings(plan))
     tune = plan.spec.tune
     if tune is None:
         return text + _done(plan, store if ran else None) + \
             f"{plural(len(plan.runs), 'run')}; * marks the baseline; nothing was trained (--dry-run)\n"
-    variants = _variants(plan)
+    variants = stage_variants(plan)
     seeds = plan.spec.seeds or ["the base config's seed"]
     rows = [[name + (" *" if base else ""), ", ".join(map(str, seeds)), f"{tune.key}=chosen after stage 1"]
             for name, base in variants.items()]
@@ -51,7 +51,8 @@ def dry_run_table(plan: Plan, store: Optional[Store] = None) -> str:
         else:
             stage_two = "".join(choice_line(tune, names[k], c, "chose") + "\n" for k, c in chosen.items())
             second = second_plan(plan.spec, chosen)
-    n_two = len(second.runs) if second is not None else len(variants) * len(seeds)
+            store.keep_ids(second)
+    n_two = len(second.runs) if second is not None else stage_two_size(plan)
     planned = second is not None and second.runs
     return (f"stage 1 (tuning {tune.key} on seeds {', '.join(map(str, tune.seeds))}):\n" + text
             + (_halving_table(plan) if tune.halving is not None else "")
@@ -61,38 +62,6 @@ def dry_run_table(plan: Plan, store: Optional[Store] = None) -> str:
             + _done(plan, store if ran else None, second)
             + f"{plural(len(plan.runs), 'run')} in stage 1, {plural(n_two, 'run')} in stage 2; "
               "* marks the baseline; nothing was trained (--dry-run)\n")
-
-
-def plan_warnings(plan: Plan) -> List[str]:
-    """What the plan holds that a reader must know before trusting a comparison: a per-token metric
-    over variants whose tokens cover different text, a budget of steps over variants that read
-    different tokens, eval lengths a variant cannot run."""
-    from ..training.run import unreachable_lengths  # (torch: only when a plan is shown)
-
-    lines = []
-    metric = (plan.spec.tune.select if plan.spec.tune is not None else None) or plan.spec.metric["name"]
-    measured = {r.variant: r.budget.get("val_bytes_per_token") for r in plan.runs}  # val@L's text is val's
-    _, why = per_byte_instead(metric, measured, [f"{metric.rsplit('/', 1)[0]}/bpb"])
-    if why:
-        lines.append(f"warning: {why.replace('ranked by', 'the report will rank by', 1)}")
-    tokens = {r.variant: r.budget.get("tokens") for r in plan.runs if r.budget.get("tokens")}
-    if plan.spec.budget == "steps" and len(set(tokens.values())) > 1:
-        lines.append("budget: steps, not tokens (train.max_steps is varied on purpose): the variants train on "
-                     + ", ".join(f"{v} {si(t)}" for v, t in tokens.items()) + " tokens")
-    short = {r.variant: (r.config.train.warmup_steps, r.config.train.max_steps) for r in plan.runs
-             if r.matched.get("train.max_steps") and r.config.train.warmup_steps >= r.config.train.max_steps}
-    lines += [f"warning: {v} trains {steps} steps (its budget's) but train.warmup_steps is {warm}: it never reaches "
-              "train.lr; set warmup in proportion or match steps" for v, (warm, steps) in short.items()]
-    skipped: Dict[str, List[str]] = {}  # why -> the variants it holds for (once, not per seed)
-    for run in plan.runs:
-        for why in unreachable_lengths(run.config).values():
-            names = skipped.setdefault(why, [])
-            if run.variant not in names:
-                names.append(run.variant)
-    every = list(dict.fromkeys(r.variant for r in plan.runs))
-    lines += [f"warning: {why}" + ("" if names == every else f" (for {', '.join(names)})")
-              for why, names in skipped.items()]
-    return lines
 
 
 def _plan_table(plan: Plan, store: Optional[Store]) -> str:
@@ -145,20 +114,6 @@ def _counted_at(plan: Plan) -> str:
     return f"the {at['split']} split's lengths (mean {mean} tokens per example; padding not counted)"
 
 
-def _variants(plan: Plan) -> Dict[str, bool]:
-    """A tuned plan's variants (names without the tuned key) -> whether the baseline is among them
-    (without a spec baseline, only the first value's runs are marked, so any of them counts)."""
-    out: Dict[str, bool] = {}
-    for r in plan.runs:
-        out[r.tune["variant"]] = out.get(r.tune["variant"], False) or r.is_baseline
-    scale = plan.spec.scale
-    if scale is not None and scale.lr == "transfer":  # stage 1 tunes the smallest rung; stage 2 trains them all
-        first = transfer_lookup(scale)
-        out = {variant_name(v.settings, plan.names): out.get(variant_name(first(v.settings), plan.names), False)
-               for v in expand(plan.spec)}
-    return out
-
-
 def _halving_table(plan: Plan) -> str:
     """Per variant: its rungs, how many values reach each, and stage 1's steps with and without halving
     (with: at most, when no value diverges or fails)."""
@@ -166,7 +121,7 @@ def _halving_table(plan: Plan) -> str:
     h, n = tune.halving, len(tune.values)
     budgets = {run.tune["variant"]: run.config.train.max_steps for run in plan.runs}  # one per variant (plan.py)
     rows, with_, without = [], 0, 0
-    for name, base in _variants(plan).items():
+    for name, base in stage_variants(plan).items():
         max_steps = budgets[name]
         spent, full = steps_per_seed(n, h, max_steps) * len(tune.seeds), n * max_steps * len(tune.seeds)
         with_, without = with_ + spent, without + full

@@ -17,7 +17,7 @@ from pytorch_lightning.trainer.states import TrainerFn
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from ..models.flops import FlopCounter
-from ..rundir import BEST_CHECKPOINT
+from ..rundir import BEST_CHECKPOINT, METRICS_STEPS
 
 
 class DivergenceGuard(pl.Callback):
@@ -143,8 +143,9 @@ class RunCheckpoint(Checkpoint):
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint):
         if trainer.is_global_zero:  # other ranks write no metrics.csv (their logger is a dummy)
-            checkpoint.setdefault("arch_zoo", {})["metrics_rows"] = sum(
-                getattr(lg.experiment, "rows", 0) for lg in trainer.loggers if isinstance(lg, CSVLogger))
+            checkpoint.setdefault("arch_zoo", {}).update(metrics_rows=sum(
+                getattr(lg.experiment, "rows", 0) for lg in trainer.loggers if isinstance(lg, CSVLogger)),
+                metrics_steps=METRICS_STEPS)
 
     def save(self, trainer) -> None:
         at = (trainer.global_step, trainer.current_epoch)  # the epoch ends after the last step's validation

@@ -10,8 +10,9 @@ from lightning_fabric.loggers.logger import rank_zero_experiment
 from pytorch_lightning.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoardLogger
 from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 
+from .. import rundir
 from ..config import ExperimentConfig
-from ..config.coerce import to_dict
+from ..coerce import to_dict
 from ..provenance import git_commit
 from ..tracking import mlflow_runs, tensorboard_logs
 from ..tracking.deps import require
@@ -25,8 +26,8 @@ class _ContinuedWriter(ExperimentWriter):
     logged again) and appends; ``keep_rows=None`` starts the file over. ``rows`` counts the rows
     on disk, which checkpoints record."""
 
-    def __init__(self, log_dir: str, keep_rows: Optional[int]):
-        self.keep_rows = keep_rows
+    def __init__(self, log_dir: str, keep_rows: Optional[int], kept_early: bool = False):
+        self.keep_rows, self.kept_early = keep_rows, kept_early
         super().__init__(log_dir=log_dir)
 
     def _check_log_dir_exists(self) -> None:
@@ -40,6 +41,8 @@ class _ContinuedWriter(ExperimentWriter):
         with path.open(newline="") as f:
             reader = csv.DictReader(f)
             header, rows = list(reader.fieldnames or []), list(reader)[:self.keep_rows]
+        if self.kept_early:  # an earlier version's rows: its validations move to the step the new ones use
+            rows = rundir.validation_rows_to_global_step(header, rows)
         tmp = path.with_name(path.name + ".tmp")
         with tmp.open("w", newline="") as f:
             out = csv.DictWriter(f, fieldnames=header)
@@ -57,23 +60,24 @@ class _ContinuedWriter(ExperimentWriter):
 class RunCSVLogger(CSVLogger):
     """metrics.csv in the run dir, continued across resumptions (see ``_ContinuedWriter``)."""
 
-    def __init__(self, run_dir: Path, keep_rows: Optional[int] = None):
+    def __init__(self, run_dir: Path, keep_rows: Optional[int] = None, kept_early: bool = False):
         super().__init__(save_dir=str(run_dir), name="", version="")
-        self._keep_rows = keep_rows
+        self._keep_rows, self._kept_early = keep_rows, kept_early
 
     @property
     @rank_zero_experiment
     def experiment(self) -> _ContinuedWriter:
         if self._experiment is None:
             self._fs.makedirs(self.root_dir, exist_ok=True)
-            self._experiment = _ContinuedWriter(self.log_dir, self._keep_rows)
+            self._experiment = _ContinuedWriter(self.log_dir, self._keep_rows, self._kept_early)
         return self._experiment
 
 
-def build_loggers(cfg: ExperimentConfig, run_dir: Path, run_name: str,
-                  keep_rows: Optional[int] = None) -> List[Logger]:
-    """``keep_rows``: rows of an existing metrics.csv that the run resumes after (None: start it over)."""
-    loggers: List[Logger] = [RunCSVLogger(run_dir, keep_rows)]
+def build_loggers(cfg: ExperimentConfig, run_dir: Path, run_name: str, keep_rows: Optional[int] = None,
+                  kept_early: bool = False) -> List[Logger]:
+    """``keep_rows``: rows of an existing metrics.csv that the run resumes after (None: start it over);
+    ``kept_early``: they log validation a step early (an earlier version's run dir)."""
+    loggers: List[Logger] = [RunCSVLogger(run_dir, keep_rows, kept_early)]
     log = cfg.logging
     identity = from_run_dir(run_dir, cfg.name, cfg.seed) if log.tensorboard.enabled or log.mlflow.enabled else None
     if log.wandb.enabled:

@@ -20,7 +20,7 @@ from ..models import build_model
 from . import objectives
 from .accel import compiled_forward
 from .eval_decoding import EvalDecoding
-from ..recipes import build_optimizer, build_scheduler
+from ..recipes import build_optimizer, build_scheduler, shown_groups
 
 
 SAMPLES = 5  # held-out greedy decodings kept in summary.json (and shown in reports): the first
@@ -51,8 +51,9 @@ class ArchZooModule(pl.LightningModule):
         self.samples: List[Dict[str, object]] = []  # greedy decodings of the first test examples
         self._sums: Dict[str, Dict[str, float]] = {}
         self.history: List[Dict[str, float]] = []  # one row of metrics per validation
-        self.optimizer_groups: List[Dict[str, object]] = []  # each group's part, lr, decay and parameters (summary.json)
-        self._lr_group = 0  # a group at train.lr times the schedule: the one logged as `lr`
+        self.optimizer_groups: List[Dict[str, object]] = []  # each group with parameters: part, lr, decay, names, column
+        self._lr_group = 0  # a group at train.lr times the schedule: the one logged as `lr` (as before lr/<group>)
+        self._lr_columns: List[tuple] = []  # (param group index, its metrics.csv column)
         self.diverged_at: Optional[int] = None
         self._attention: Dict[str, AttentionRecorder] = {}  # train.attention_diagnostics: per split, this evaluation's
 
@@ -81,11 +82,16 @@ class ArchZooModule(pl.LightningModule):
         if aux is not None:  # mixture-of-experts: the weighted load-balancing loss trains the routers
             self.log("train/aux_loss", aux, prog_bar=False, batch_size=labels.shape[0])
             loss = loss + aux
-        self.log("lr", self.trainer.optimizers[0].param_groups[self._lr_group]["lr"], prog_bar=False)
+        groups = self.trainer.optimizers[0].param_groups
+        self.log("lr", groups[self._lr_group]["lr"], prog_bar=False)
+        for i, column in self._lr_columns:
+            self.log(column, groups[i]["lr"], prog_bar=False)
         return loss
 
     def configure_optimizers(self):
-        optimizer, self.optimizer_groups, self._lr_group = build_optimizer(self.model, self.cfg.train)
+        optimizer, groups, self._lr_group = build_optimizer(self.model, self.cfg.train)
+        shown = shown_groups(groups)
+        self.optimizer_groups, self._lr_columns = [g for _, g in shown], [(i, g["lr_column"]) for i, g in shown]
         return {"optimizer": optimizer,
                 "lr_scheduler": {"scheduler": build_scheduler(optimizer, self.cfg.train), "interval": "step"}}
 
@@ -146,6 +152,10 @@ class ArchZooModule(pl.LightningModule):
             return
         metrics = self._finish_eval("val")
         self.log_dict(metrics, prog_bar=False, sync_dist=False)
+        # Lightning validates inside a step, before it counts it, and would log this at global_step - 1;
+        # a logged "step" is the step its loggers use, so every logger, metrics.csv included, says
+        # global_step, as status.json, summary.json and the console do (rundir.METRICS_STEPS)
+        self.log("step", float(self.global_step), prog_bar=False, sync_dist=False)
         self.history.append({"step": self.global_step, **metrics})
 
     def on_test_epoch_end(self):

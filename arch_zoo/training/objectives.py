@@ -49,6 +49,7 @@ class Objective:
 
     needs = VOCAB_LOGITS  # what a head must produce (checked before a run starts; see components.heads)
     label_offset = 0  # labels[label_offset:] are the ones predicted (lm: the first token is never a target)
+    decoder_inputs = False  # examples carry decoder_input_ids too (FLOPs are counted at both lengths)
     accuracy_name = "token_accuracy"
     language_model = True  # perplexity (and bits per character) mean something
     per_example = False  # one label per example: count examples too
@@ -123,6 +124,8 @@ class LanguageModelling(Objective):
 
 @OBJECTIVES.register("seq2seq", NoOptions, "source -> target through an encoder and a decoder (teacher forcing)")
 class SequenceToSequence(Objective):
+    decoder_inputs = True
+
     def forward(self, model, batch):
         out = model(batch["input_ids"], batch["decoder_input_ids"], batch["attention_mask"],
                     batch["decoder_attention_mask"])

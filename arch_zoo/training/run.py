@@ -11,7 +11,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 from .. import rundir
 from ..components.heads import HEADS
 from ..config import ExperimentConfig
-from ..config.coerce import first_difference, to_dict
+from ..coerce import first_difference, to_dict
 from ..config.loading import load, save
 from ..config.plugins import records as plugin_records
 from ..config.validation import position_limit
@@ -20,6 +20,7 @@ from ..data.tasks import TASKS, TaskData
 from ..data.unigram import unigram_loss
 from ..errors import ConfigError
 from ..models.embedding_scale import embedding_scale
+from ..recipes import recipe_warnings
 from .interrupts import RunInterrupted, sigterm_raises
 from .objectives import objective
 
@@ -77,21 +78,21 @@ def prepare(cfg: ExperimentConfig, quiet: bool = False) -> TaskData:
                           f"{data.tokenizer.vocab_size} tokens; leave it null to take the tokenizer's")
     _drop_unreachable_lengths(cfg, data)
     if "unigram_loss" not in data.info:  # (a corpus task's store counted it once, when prepared)
-        data.info["unigram_loss"] = unigram_loss(data.splits["train"], data.objective)
+        data.info["unigram_loss"] = unigram_loss(data.splits["train"], objective(data.objective).label_offset)
     return data
 
 
 def _notices(cfg: ExperimentConfig, data: TaskData, quiet: bool) -> None:
-    """Before training: a corpus cut by max_chars (unless quiet: the summary records it), and a
-    position signal that drowns the tokens out."""
+    """Before training: a corpus cut by max_chars (unless quiet: the summary records it), a
+    position signal that drowns the tokens out, and a recipe that will not run as its settings name."""
     cut = cut_text(data.info)
     if cut and not quiet:
         print(f"arch-zoo: note: the corpus was cut: {cut}", file=sys.stderr)
     for why in (data.info.get("not_evaluated") or {}).values() if not quiet else ():
         print(f"arch-zoo: warning: {why}", file=sys.stderr)
     drowned = embedding_scale(cfg.model, data.tokenizer.vocab_size).warning()
-    if drowned:
-        print(f"arch-zoo: warning: {drowned}", file=sys.stderr)
+    for line in ([drowned] if drowned else []) + recipe_warnings(cfg.train):
+        print(f"arch-zoo: warning: {line}", file=sys.stderr)
 
 
 def unreachable_lengths(cfg: ExperimentConfig) -> Dict[str, str]:
@@ -199,7 +200,7 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
         plugins = plugin_records(cfg.plugins)
         rundir.keep_plugins(run_dir, plugins)
         rundir.set_status(run_dir, "running", started=rundir.now(), pid=os.getpid(), reason=None,
-                          plugins=plugins)  # a failed run is traceable to its code too
+                          plugins=plugins, metrics_steps=rundir.METRICS_STEPS)  # a failed run is traceable to its code too
     attempt = rundir.Attempt(run_dir, writer)
     try:
         from .trainer import train

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytorch_lightning as pl
 
 from .. import rundir
-from ..config import ExperimentConfig
+from ..config import ExperimentConfig, TrainConfig
 from ..config.plugins import records as plugin_records
 from ..data.lengths import split_lengths
 from ..data.tasks.base import TaskData
@@ -24,6 +24,7 @@ from .callbacks import BestCheckpoint, DivergenceGuard, RunCheckpoint, StopAt, T
 from .datamodule import TaskDataModule
 from .loggers import build_loggers, define_summaries, finish_loggers, sync_hint
 from .module import ArchZooModule
+from .objectives import objective
 
 _NOISY = ("does not have many workers", "Checkpoint directory", "Experiment logs directory", "exists and is not empty",
           "The number of training batches", "LightningDataModule.transfer_batch_to_device",
@@ -66,19 +67,10 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
     meter, guard = ThroughputMeter(FlopCounter(module.model)), DivergenceGuard()
     checkpoint = RunCheckpoint(ckpt, on_saved=lambda step: attempt.update(step))
     keep_best = [BestCheckpoint(ckpt.parent, *best)] if best else []  # before RunCheckpoint: see its docstring
-    loggers = build_loggers(cfg, run_dir, run_dir.name, keep_rows=resume["metrics_rows"] if resume else None)
-    trainer = pl.Trainer(
-        max_steps=t.max_steps, max_epochs=1, accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
-        num_nodes=t.num_nodes,
-        precision=t.precision, gradient_clip_val=t.grad_clip, accumulate_grad_batches=t.accumulate_grad_batches,
-        val_check_interval=t.val_every * t.accumulate_grad_batches, check_val_every_n_epoch=None,
-        limit_val_batches=t.val_batches, limit_test_batches=t.val_batches, log_every_n_steps=t.log_every,
-        num_sanity_val_steps=0, use_distributed_sampler=False, enable_progress_bar=t.progress_bar and not quiet,
-        enable_model_summary=False, enable_checkpointing=True, logger=loggers,
-        callbacks=[*keep_best, checkpoint, meter, guard, *([StopAt(stop_at)] if stop_at is not None else []),
-                   *callbacks],
-        default_root_dir=str(run_dir),
-    )
+    loggers = build_loggers(cfg, run_dir, run_dir.name, keep_rows=resume["metrics_rows"] if resume else None,
+                            kept_early=bool(resume and resume["validation_early"]))
+    trainer = _trainer(t, run_dir, loggers, quiet, [*keep_best, checkpoint, meter, guard,
+                                                    *([StopAt(stop_at)] if stop_at is not None else []), *callbacks])
     dm.consumed = lambda: trainer.global_step * t.accumulate_grad_batches
     names = [f"{s}/{m}" for s in data.eval_splits for m in ("loss", "accuracy", "token_accuracy", "bpc", "bpb")]
     if writer:
@@ -98,11 +90,39 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
             for b in keep_best:
                 b.consider(trainer)
         trainer.test(module, datamodule=dm, verbose=False)
+    summary = _summary(cfg, data, module, trainer, meter, keep_best, resume_from, started, matmul_precision)
+    hint = sync_hint(loggers) if writer else None
+    if hint:
+        summary["wandb_sync"] = hint
+    _close_loggers(cfg, loggers, summary, "success" if not diverged else "failed")
+    return summary
+
+
+def _trainer(t: TrainConfig, run_dir: Path, loggers: List[Any], quiet: bool, callbacks: List[Any]) -> pl.Trainer:
+    """Lightning's Trainer for ``train``'s settings: one epoch of max_steps, validation every
+    val_every optimizer steps, no sanity check, the run's own checkpointing (``callbacks``)."""
+    return pl.Trainer(
+        max_steps=t.max_steps, max_epochs=1, accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
+        num_nodes=t.num_nodes,
+        precision=t.precision, gradient_clip_val=t.grad_clip, accumulate_grad_batches=t.accumulate_grad_batches,
+        val_check_interval=t.val_every * t.accumulate_grad_batches, check_val_every_n_epoch=None,
+        limit_val_batches=t.val_batches, limit_test_batches=t.val_batches, log_every_n_steps=t.log_every,
+        num_sanity_val_steps=0, use_distributed_sampler=False, enable_progress_bar=t.progress_bar and not quiet,
+        enable_model_summary=False, enable_checkpointing=True, logger=loggers, callbacks=callbacks,
+        default_root_dir=str(run_dir),
+    )
+
+
+def _summary(cfg: ExperimentConfig, data: TaskData, module: ArchZooModule, trainer: pl.Trainer, meter, keep_best,
+             resume_from: Optional[int], started: float, matmul_precision: str) -> Dict[str, Any]:
+    """summary.json of a run that ended (completed or diverged): its metrics, size, speed and provenance."""
+    t = cfg.train
+    diverged = module.diverged_at is not None
     final = dict(module.history[-1]) if module.history else {}
     final.pop("step", None)
     final.update(module.test_metrics)
     model = module.model
-    summary = {
+    return {
         "name": cfg.name,
         "status": "diverged" if diverged else "completed",
         "reason": f"non-finite training loss at step {module.diverged_at}" if diverged else None,
@@ -140,19 +160,13 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         "plugins": plugin_records(cfg.plugins),  # module, file and sha256 of the code behind plugin components
         "finished": rundir.now(),
     }
-    hint = sync_hint(loggers) if writer else None
-    if hint:
-        summary["wandb_sync"] = hint
-    _close_loggers(cfg, loggers, summary, "success" if not diverged else "failed")
-    return summary
 
 
 def counted_flops(counter: FlopCounter, data: TaskData) -> Dict[str, Any]:
     """Forward FLOPs per token at the lengths trained (the train split's, every example at its own
     length) and at each evaluation split's, with the lengths they were counted at."""
-    seq2seq = data.objective == "seq2seq"
     train = split_lengths(data.splits["train"])
-    at = train.record("train", seq2seq)
+    at = train.record("train", objective(data.objective).decoder_inputs)
     at["mfu"] = "the training batches timed, each row at its own length"
     evaluated = {}
     for split in [*data.eval_splits, "test"]:

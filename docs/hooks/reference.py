@@ -66,7 +66,7 @@ def sweep_keys() -> Dict[str, Tuple[str, ...]]:
 
 def _component_family(f: dataclasses.Field):
     """The registry a schema field names components of (None for a plain field)."""
-    from arch_zoo.config.coerce import field_family
+    from arch_zoo.coerce import field_family
     from arch_zoo.registry import family_registry
 
     family = field_family(f)

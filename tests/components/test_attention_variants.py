@@ -226,8 +226,8 @@ def test_sliding_window_cache_stays_bounded_and_decodes_as_the_full_forward(kind
         sizes = []
         for t in range(prompt, 30):
             outs.append(step(t, t + 1, cache).logits)
-            sizes.append(max(layer.self_kv.capacity for layer in cache.layers))
-            assert all(len(layer.self_kv) == window - 1 for layer in cache.layers)
+            sizes.append(max(layer.mixer.capacity for layer in cache.layers))
+            assert all(len(layer.mixer) == window - 1 for layer in cache.layers)
     torch.testing.assert_close(torch.cat(outs, 1)[1, 3:], full[1, 3:], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(torch.cat(outs, 1)[0], full[0], atol=1e-5, rtol=1e-5)
     assert max(sizes) <= max(prompt, 2 * window)  # bounded by the window, not by the 30 positions decoded

@@ -34,7 +34,7 @@ def test_layer_is_its_attention_residual_alone(placement):
     x = torch.randn(2, 5, 16)
     mask = self_attention_mask(None, 5, 0, True, x.device)
     slot = layer.self_attn
-    f = lambda h: slot.sublayer(h, mask)  # noqa: E731
+    f = lambda h: slot.sublayer(h, StackInputs(mask))  # noqa: E731
     expected = {"pre": lambda: x + f(slot.norm(x)), "post": lambda: slot.norm(x + f(x)),
                 "sandwich": lambda: x + slot.post_norm(f(slot.norm(x))),
                 "deepnorm": lambda: slot.norm(layer.placement.alpha * x + f(x)),

@@ -96,9 +96,12 @@ def test_unigram_loss_is_the_entropy_of_the_train_split(tmp_path):
 
 def test_a_generated_tasks_unigram_loss_counts_the_scored_labels():
     """lm: position i predicts label i + 1, so a row's first label is never scored; IGNORE never is."""
+    from arch_zoo.training.objectives import objective
+
     rows = [Example([1, 7, 8, 9], [1, 7, 8, 9]), Example([1, 7, 7], [-100, -100, 7])]
-    assert unigram_loss(rows, "lm") == pytest.approx(entropy([2, 1, 1]))
-    assert unigram_loss(rows, "seq2seq") == pytest.approx(entropy([1, 2, 1, 1]))
-    assert unigram_loss([Example([1], 0), Example([1], 1), Example([1], 1)], "classification") == \
+    offset = {name: objective(name).label_offset for name in ("lm", "seq2seq", "classification")}
+    assert unigram_loss(rows, offset["lm"]) == pytest.approx(entropy([2, 1, 1]))
+    assert unigram_loss(rows, offset["seq2seq"]) == pytest.approx(entropy([1, 2, 1, 1]))
+    assert unigram_loss([Example([1], 0), Example([1], 1), Example([1], 1)], offset["classification"]) == \
         pytest.approx(entropy([1, 2]))
-    assert unigram_loss([], "lm") is None
+    assert unigram_loss([], offset["lm"]) is None

@@ -111,3 +111,25 @@ def test_lm_evals_own_command_line_runs_the_model(sweep, tmp_path):
                                             "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "zoo_choice" in proc.stdout and f"{_choice_accuracy(run, LIMIT):.4f}" in proc.stdout
+
+
+def test_eval_outside_a_git_checkout_prints_nothing_from_git(sweep, tmp_path, capfd, monkeypatch):
+    """lm_eval asks git for the working directory's commit; outside a checkout nothing of git's
+    ("fatal: not a git repository") reaches the terminal, at the file-descriptor level."""
+    import shutil
+
+    from arch_zoo.cli import main
+
+    tasks = tmp_path / "tasks"
+    shutil.copytree(TASKS, tasks)
+    probe = subprocess.run(["git", "-C", str(tasks), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert probe.returncode != 0 and "not a git repository" in probe.stderr  # the case under test
+    for k, v in {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(tasks)
+    capfd.readouterr()
+    code = main(["eval", str(sweep / "runs" / "rope-s0"), "--tasks", "zoo_choice", "--include-path", str(tasks),
+                 "--no-builtin-tasks", "--limit", "2"])
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert "zoo_choice" in out and "fatal" not in err and "git" not in err.lower(), err

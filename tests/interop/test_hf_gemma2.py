@@ -99,7 +99,7 @@ def test_cached_greedy_decoding_equals_hf_generate(ref):
     cache = model.new_cache()
     with torch.no_grad():
         model(out, torch.cat((mask, torch.ones_like(expected)), dim=1), cache=cache)
-    assert [len(layer.self_kv) for layer in cache.layers] == [7, 10 + steps]  # window - 1 keys; all of them
+    assert [len(layer.mixer) for layer in cache.layers] == [7, 10 + steps]  # window - 1 keys; all of them
 
 
 def test_any_layer_types_map_to_per_layer_attention():

@@ -27,7 +27,7 @@ def _layer(placement, **changes):
 def _run(layer):
     x = torch.randn(2, 5, 16)
     mask = self_attention_mask(None, 5, 0, True, x.device)
-    attn = lambda h: layer.self_attn.sublayer(h, mask)  # noqa: E731
+    attn = lambda h: layer.self_attn.sublayer(h, StackInputs(mask))  # noqa: E731
     ffn = layer.ffn.sublayer
     return x, attn, ffn, layer(x, StackInputs(mask))
 

@@ -48,11 +48,14 @@ def test_dollar_signs_in_names_do_not_break_matplotlib(tmp_path):
 
 
 def test_curves_sit_at_the_steps_a_run_names_its_validations_by(tmp_path):
-    """A real run: Lightning logs the validation that follows step k at k - 1 in metrics.csv; the
-    report's curves (and the exports, which read them alike) put it at k, the step summary.json's
-    best, val_every and a successive-halving rung ("pruned at step 100") name it by."""
+    """A real run logs the validation that follows step k at k (trainer.global_step) in metrics.csv,
+    the step summary.json's best, val_every and a successive-halving rung ("pruned at step 100")
+    name it by; the report's curves (and the exports, which read them alike) put it there. A run
+    dir an earlier version wrote (validation at k - 1, and no ``metrics_steps`` in status.json) is
+    read at k too."""
     import csv
     import json
+    import shutil
 
     from arch_zoo.config.loading import load
     from arch_zoo.reports.curves import read_curves
@@ -65,13 +68,29 @@ def test_curves_sit_at_the_steps_a_run_names_its_validations_by(tmp_path):
     run_one(cfg, tmp_path / "run", quiet=True)
     with (tmp_path / "run" / "metrics.csv").open(newline="") as f:
         logged = [int(r["step"]) for r in csv.DictReader(f) if r.get("val/loss")]
-    assert logged == [1, 3]  # Lightning's own numbering: if this changes, so must reports/curves.py
+    assert logged == [2, 4]
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["step"] == 4 and status["metrics_steps"] == "global_step"
     read = read_curves(tmp_path / "run", "val/loss")
     assert read["step"].tolist() == [2.0, 4.0]
     best = json.loads((tmp_path / "run" / "summary.json").read_text())["best"]["val/loss"]
     assert read.set_index("step").loc[float(best["step"]), "value"] == pytest.approx(best["value"])
     train = read_curves(tmp_path / "run", "train/loss")["step"].tolist()
     assert train == [0.0, 1.0, 2.0, 3.0]  # a training step's loss stays at the step it was computed in
+
+    old = tmp_path / "old"  # as the earlier version wrote it
+    shutil.copytree(tmp_path / "run", old)
+    status.pop("metrics_steps")
+    (old / "status.json").write_text(json.dumps(status))
+    with (tmp_path / "run" / "metrics.csv").open(newline="") as f:
+        reader = csv.DictReader(f)
+        header, rows = reader.fieldnames, [{**r, "step": str(int(r["step"]) - 1)} if r.get("val/loss") else r
+                                           for r in reader]
+    with (old / "metrics.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=header)
+        writer.writeheader()
+        writer.writerows(rows)
+    assert read_curves(old, "val/loss").equals(read) and read_curves(old, "train/loss")["step"].tolist() == train
 
 
 def test_the_palette_is_matplotlibs_tab10_and_tab20():

@@ -36,9 +36,9 @@ SPEC = {"name": "best", "grid": {"model.position": ["rope"]}, "seeds": [0],
 
 
 def validations(run_dir) -> list:
-    """(global step, val/loss) of each validation, from metrics.csv (Lightning logs step k as k - 1)."""
+    """(global step, val/loss) of each validation, from metrics.csv."""
     with (run_dir / "metrics.csv").open() as f:
-        return [(int(r["step"]) + 1, float(r["val/loss"])) for r in csv.DictReader(f) if r.get("val/loss")]
+        return [(int(r["step"]), float(r["val/loss"])) for r in csv.DictReader(f) if r.get("val/loss")]
 
 
 def ckpt(path) -> dict:

@@ -189,7 +189,7 @@ def test_halving_prunes_at_rungs_survives_sigkill_and_the_promoted_run_equals_an
     runs = {r.settings["train.lr"]: r for r in stage1}
     for v, stop in ((worst, 4), (second, 8), (best, 16)):  # each metrics.csv ends at its rung's validation
         run_dir = out / "halved" / "runs" / runs[v].run_id
-        assert max(step for step, _ in _val_rows(run_dir)) == stop - 1  # (Lightning logs step k as k - 1)
+        assert max(step for step, _ in _val_rows(run_dir)) == stop  # (at trainer.global_step)
         attempts = status[v]["attempts"]  # each call resumed where the last checkpoint left the run
         assert all(b["from_step"] == a["step"] for a, b in zip(attempts, attempts[1:])), attempts
     assert not (out / "halved" / "runs" / runs[worst].run_id / "summary.json").exists()
@@ -200,7 +200,7 @@ def test_halving_prunes_at_rungs_survives_sigkill_and_the_promoted_run_equals_an
     promoted = json.loads((out / "halved" / "runs" / runs[best].run_id / "summary.json").read_text())
     assert promoted["final"] == pytest.approx(alone.metrics, rel=1e-6, abs=1e-8)
     rows, alone_rows = _val_rows(out / "halved" / "runs" / runs[best].run_id), _val_rows(tmp_path / "alone")
-    assert [s for s, _ in rows] == [s for s, _ in alone_rows] == [3, 7, 11, 15]  # no extra validation at the rungs
+    assert [s for s, _ in rows] == [s for s, _ in alone_rows] == [4, 8, 12, 16]  # no extra validation at the rungs
     assert [float(x) for _, x in rows] == pytest.approx([float(x) for _, x in alone_rows], rel=1e-6)
 
     again = run_sweep(load_spec(path), out, log=lines.append)  # the same command once more: nothing to train

@@ -26,7 +26,7 @@ def test_ray_launcher_runs_every_run_as_a_ray_task(tmp_path):
 
     (tmp_path / "plugin.py").write_text(PLUGIN)
     spec = {"name": "r", "grid": {"model.position": ["alibi_plugin"]}, "seeds": [0],
-            "scale": {"sizes": [{"d_model": 16}, {"d_model": 24}]}}
+            "scale": {"sizes": [{"d_model": 16}, {"d_model": 24}], "fit": False}}
     path, out = write_spec(tmp_path, spec, base={**BASE, "plugins": ["plugin.py"]}), tmp_path / "out"
     lines = []
     try:

@@ -88,6 +88,20 @@ def test_dry_run_shows_both_stages(spec_dir, tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_one_progress_counter_runs_over_both_stages(spec_dir, tmp_path):
+    """Four tuning runs, then two at the chosen values: [1/6] to [6/6], not [1/4] .. [4/4], [5/6]."""
+    import re
+
+    from .conftest import BASE
+
+    path = write_spec(spec_dir, SPEC, {**BASE, "train": {**BASE["train"], "max_steps": 2, "val_every": 2}})
+    lines = []
+    outcome = run_sweep(load_spec(path), tmp_path / "out", log=lines.append)
+    counters = [tuple(map(int, m.groups())) for m in (re.match(r"\[(\d+)/(\d+)\] ", line) for line in lines) if m]
+    assert len(outcome.plan.runs) == 6 and counters == [(k, 6) for k in range(1, 7)], lines
+    assert any(line.startswith("stage 1: position=") for line in lines)
+
+
 def _finals(outcome) -> dict:
     return {r.run_id: json.loads((outcome.store.run_dir(r.run_id) / "summary.json").read_text())["final"]
             for r in outcome.plan.runs}

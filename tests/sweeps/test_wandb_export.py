@@ -8,7 +8,7 @@ import sys
 import yaml
 
 from arch_zoo.cli import build_parser, main
-from arch_zoo.config.coerce import to_dict
+from arch_zoo.coerce import to_dict
 from arch_zoo.config.loading import load
 from arch_zoo.sweeps import expand, load_spec, make_plan
 

@@ -44,6 +44,50 @@ def test_wsd_gives_the_stated_multiplier_at_every_step(shape, floor, expected):
     assert [schedule_for(t)(step) for step in range(10)] == pytest.approx(expected, abs=1e-12)
 
 
+@pytest.mark.parametrize("warmup, fraction, max_steps", [(5, 0.5, 8), (7, 0.5, 8), (4, 0.5, 8), (0, 1.0, 8), (3, 0.3, 10),
+                                                       (6, 0.25, 9)])
+def test_wsd_warns_exactly_when_warmup_and_decay_leave_the_decay_cut_short(warmup, fraction, max_steps):
+    """The warning fires when the schedule, stepped through, decays over fewer steps than
+    decay_fraction * max_steps asks (counted from its multipliers), and names the three numbers."""
+    from arch_zoo.recipes import recipe_warnings
+
+    t = train(schedule={"name": "wsd", "decay_fraction": fraction, "decay_shape": "linear"}, max_steps=max_steps,
+              warmup_steps=warmup)
+    multipliers = [schedule_for(t)(step) for step in range(max_steps)]
+    decaying = sum(1 for s, m in enumerate(multipliers, start=1) if s > warmup and m < 1.0)
+    asked = max(1, round(fraction * max_steps))
+    warnings = recipe_warnings(t)
+    assert bool(warnings) == (decaying < asked)
+    if warnings:
+        (line,) = warnings
+        assert f"train.warmup_steps={warmup}" in line and f"train.max_steps={max_steps}" in line
+        assert f"({asked} steps, decay_fraction={fraction:g})" in line and f"cut to {decaying} steps" in line
+    assert recipe_warnings(train(schedule="cosine", max_steps=max_steps, warmup_steps=warmup)) == []
+
+
+def test_wsd_without_a_stable_phase_is_said_at_the_start_of_training_and_in_a_dry_run(tmp_path, capsys):
+    import yaml
+
+    base = {**RUN, "train": {**RUN["train"], "max_steps": 2, "warmup_steps": 2, "val_every": 2,
+                             "optimizer": "adamw"}}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(base))
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump({"name": "w", "base": "exp.yaml", "seeds": [0, 1],
+                                                        "grid": {"train.warmup_steps": [0, 2]}}))
+    expected = ("wsd's warmup (train.warmup_steps=2) plus its decay (1 steps, decay_fraction=0.5) exceed "
+                "train.max_steps=2")
+    capsys.readouterr()
+    assert main(["sweep", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "sweeps"), "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert err.count(expected) == 1 and err.count("arch-zoo: warning:") == 1 and "2 of 4 runs" in err
+    assert not (tmp_path / "sweeps").exists()
+    assert main(["train", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert f"arch-zoo: warning: train.schedule: {expected}" in err
+    assert main(["train", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "run0"), "--quiet",
+                 "train.warmup_steps=0"]) == 0
+    assert "wsd's warmup" not in capsys.readouterr().err
+
+
 def test_recipe_options_override_onto_the_defaults_and_strings_stay_shorthand():
     """`train.optimizer: adamw` (today's form) is {name: adamw}; an option of the default needs no name."""
     assert load({"train": {"optimizer": "adamw"}}).train == load({"train": {"optimizer": {"name": "adamw"}}}).train
@@ -141,7 +185,31 @@ def test_a_muon_wsd_run_resumes_on_schedule_logs_z_loss_and_records_the_split(tm
     adamw = [n for g in split["groups"] if g["part"] == "adamw" for n in g["names"]]
     assert set(muon) == linears and set(adamw) == {n for n, _ in model.named_parameters()} - linears
     assert {g["lr"] for g in split["groups"]} == {1e-2, 3e-3}
+    assert all(g["parameters"] > 0 and g["names"] for g in split["groups"])  # no empty group is shown
+    with (tmp_path / "run" / "metrics.csv").open() as f:
+        rows = [r for r in csv.DictReader(f) if r["lr"]]
+    columns = [g["lr_column"] for g in split["groups"]]
+    assert len(set(columns)) == len(columns) and {c.split(".")[0] for c in columns} == {"lr/muon", "lr/adamw"}
+    for g in split["groups"]:  # every group's lr at every step: its own base lr times the stated multiplier
+        assert [float(r[g["lr_column"]]) for r in rows] == pytest.approx([g["lr"] * v / 1e-2 for v in stated],
+                                                                         rel=1e-6, abs=1e-12)
     json.dumps(split)  # plain data
+
+
+def test_an_empty_parameter_group_stays_in_the_optimizer_but_is_not_shown():
+    """Muon's AdamW part of a model whose every 2-D parameter outside the hidden matrices is an
+    embedding (tied head, no bias) has no decayed group: the torch optimizer keeps it (a checkpoint
+    keeps its layout), the summary's groups leave it out."""
+    from arch_zoo.recipes import shown_groups
+
+    cfg = load({**RUN, "model": tiny(d_model=32, n_layers=2, n_heads=2, d_ff=64, bias=False)})
+    model = build_model(cfg.model, 50)
+    optimizer, groups, _ = build_optimizer(model, cfg.train)
+    empty = [i for i, g in enumerate(optimizer.param_groups) if not g["params"]]
+    assert empty and len(groups) == len(optimizer.param_groups)
+    shown = shown_groups(groups)
+    assert [i for i, _ in shown] == [i for i in range(len(groups)) if i not in empty]
+    assert sum(g["parameters"] for _, g in shown) == len(list(model.parameters()))
 
 
 NADAM = '''

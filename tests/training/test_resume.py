@@ -159,3 +159,32 @@ def test_sigterm_anywhere_resumes_to_the_same_files(tmp_path, whole, where, step
     assert run_one(load(CONFIG), out, quiet=True).status == "completed"
     assert_same_files(out, whole)
     assert summary(out)["resumed_from_step"] == saved
+
+
+def test_a_run_dir_an_earlier_version_paused_resumes_to_the_same_files(tmp_path, whole):
+    """Written before metrics.csv logged validation at trainer.global_step (its validations one step
+    early, and neither status.json nor the checkpoint saying otherwise): resumed, the kept rows move
+    to the steps the new ones use, and the files equal an uninterrupted run's."""
+    import torch
+
+    from arch_zoo.reports.curves import read_curves
+
+    out = tmp_path / "run"
+    assert run_one(load(CONFIG), out, quiet=True, stop_at=20).status == "paused"
+    status = json.loads((out / "status.json").read_text())
+    del status["metrics_steps"]
+    (out / "status.json").write_text(json.dumps(status))
+    old = [{**r, "step": str(int(r["step"]) - 1)} if r.get("val/loss") else r for r in rows(out)]
+    assert [int(r["step"]) for r in old if r.get("val/loss")] == [9, 19]
+    with (out / "metrics.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(old[0]))
+        writer.writeheader()
+        writer.writerows(old)
+    state = torch.load(out / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    del state["arch_zoo"]["metrics_steps"]
+    torch.save(state, out / "checkpoints" / "last.ckpt")
+    assert read_curves(out, "val/loss")["step"].tolist() == [10.0, 20.0]  # read as it was written
+    assert run_one(load(CONFIG), out, quiet=True).status == "completed"
+    assert_same_files(out, whole)
+    assert [int(r["step"]) for r in rows(out) if r.get("val/loss")] == [10, 20, 30]
+    assert read_curves(out, "val/loss")["step"].tolist() == [10.0, 20.0, 30.0]

@@ -5,7 +5,7 @@ import json
 import random
 from typing import Any, Callable, Hashable, Iterable, List, Optional, Sequence, Type
 
-from ...config.coerce import to_dict
+from ...coerce import to_dict
 from ...errors import ConfigError
 from ...registry import ComponentSpec
 from ..prepare import Log

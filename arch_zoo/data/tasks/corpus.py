@@ -30,7 +30,7 @@ from ..prepare import prepare as prepare_store
 from ..progress import interactive, quiet, stderr_log
 from ..sources import sorted_py_files
 from ..text_bytes import bytes_per_token
-from ..tokenizers import SPECIALS
+from ..tokenizers import SPECIALS, TOKENIZERS
 from ..windows import DocumentWindows, LMExample, ScoredSpans, Windows
 from .base import IGNORE, TASKS, Example, Task, TaskData
 from .common import check_fits, check_tokenizer, positive, validate_tokenizer
@@ -101,10 +101,7 @@ class CorpusTask(Task):
                 continue  # resolved when preparing (a glob may match files written later)
             if not path.exists():
                 raise ConfigError(f"{key}.files[{i}]", f"file not found: {f}")
-        if spec.name == "pretrained":
-            from ..pretrained import tokenizer_file
-
-            tokenizer_file(spec.options.path, f"{key}.tokenizer.path")
+        TOKENIZERS.get(spec.name).factory.check(spec.options, f"{key}.tokenizer")
         if options.seq_len is not None:
             check_fits(options.seq_len, max_seq_len, f"{key}.seq_len", "windows of seq_len tokens")
 

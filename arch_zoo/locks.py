@@ -1,4 +1,7 @@
-"""The build lock of a token store (``KEY.lock`` in the cache): one process builds, others wait.
+"""File locks between processes: a token store's build lock (``KEY.lock`` in the cache: one process
+builds, others wait) and a sweep's run lock (``runs/<run id>/.lock``: held by the process training
+the run, so a rerun waits for it and a report knows a "running" run whose holder died). A leaf
+(standard library), so the store, the sweeps and the reports share one probe.
 
 filelock keeps its file on release, since waiters must all lock the same inode; so every prepare,
 failed ones too, left a 0-byte lock behind, and removing one by hand could let two processes build

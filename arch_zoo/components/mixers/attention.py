@@ -1,0 +1,85 @@
+"""Softmax attention as a mixer: today's self-attention, its options the model's flat keys (heads,
+pattern, kernel, qk-norm, soft-cap, scale), plus an optional output gate that nests under it:
+``mixer: {name: attention, gate: sigmoid}``. Its decoding state is a key/value cache that grows
+with the context (a ring of the window for a sliding-window pattern)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+from torch import Tensor
+
+from ..attention import MultiHeadAttention, attention_args
+from ..attention_patterns import AttentionPattern, SlidingWindowAttention
+from ..init import mark_residual_out
+from ..state import DecodingState, KVCache
+from .base import MIXERS, Mixer, MixerInputs
+
+
+@dataclass(frozen=True)
+class AttentionOptions:
+    gate: Optional[Literal["sigmoid"]] = None  # an output gate after the attention (Qiu et al. 2025; Qwen3-Next)
+    gate_scope: Literal["elementwise", "head"] = "elementwise"  # one gate per element of each head, or per head
+
+    def __post_init__(self):
+        if self.gate is None and self.gate_scope != "elementwise":
+            raise ValueError("gate_scope refines gate, which is not set: set gate: sigmoid too")
+
+
+def ring_size(pattern: AttentionPattern, columns: int) -> int:
+    """Slots a static self-attention cache of ``columns`` columns needs under ``pattern``."""
+    keep = pattern.cache_keep()
+    return columns if keep is None else min(columns, keep + 1)
+
+
+def supports(pattern: AttentionPattern) -> bool:
+    """A static cache reproduces patterns that restrict nothing or restrict to the window they keep
+    (what the eager cache then trims to); a plugin's other band would need its own query column."""
+    restrict = type(pattern).restrict
+    return restrict is AttentionPattern.restrict or restrict is SlidingWindowAttention.restrict
+
+
+@MIXERS.register("attention", AttentionOptions, "softmax attention (Vaswani et al. 2017): MHA/GQA/MQA, its pattern, "
+                 "kernel and qk-norm the model's keys; gate: sigmoid adds Qwen3-Next's output gate")
+class Attention(MultiHeadAttention, Mixer):
+    stacks = ("decoder", "encoder")
+    layer_name = "self-attention"  # as describe's layer lines say it
+    part = "attention"
+    reads_attention_keys = True
+    example_options = {"gate": "sigmoid"}  # the grid's ungated attention is every other model's default
+
+    def __init__(self, options: AttentionOptions, cfg, ctx=None):
+        gate = None if options.gate is None else options.gate_scope
+        super().__init__(cross=False, gate=gate, **attention_args(cfg))
+        mark_residual_out(self.out)
+
+    def forward(self, x: Tensor, inputs: MixerInputs, state: Optional[DecodingState] = None) -> Tensor:
+        return super().forward(x, inputs.self_mask, inputs.self_rotate, cache=state, need_weights=inputs.need_weights)
+
+    def new_state(self) -> DecodingState:
+        return KVCache()
+
+    def static_state(self, batch, columns, dtype, device, column) -> DecodingState:
+        return self.static_kv(batch, ring_size(self.pattern, columns), dtype, device, column=column, columns=columns)
+
+    def static_unsupported(self) -> Optional[str]:
+        if supports(self.pattern):
+            return None
+        return (f"the static cache cannot follow attention pattern {type(self.pattern).__name__} "
+                "(it restricts keys other than to the window it keeps)")
+
+    def _per_key(self) -> int:
+        return 4 * self.shape.n_heads * self.shape.head_dim  # q.k and weights.v, 2 FLOPs a multiply-add
+
+    def mixing_flops(self, length: int, causal: bool) -> float:
+        return self._per_key() * self.pattern.visible_keys(length, causal) * length if length else 0.0
+
+    def step_mixing_flops(self, context: int) -> float:
+        """The keys the new query sees: all it has seen but those its pattern no longer keeps."""
+        keep = self.pattern.cache_keep()
+        return self._per_key() * (context + 1 if keep is None else min(context, keep) + 1)
+
+    def state_elements(self, context: int) -> int:
+        keep = self.pattern.cache_keep()
+        keys = context if keep is None else min(context, keep)
+        return 2 * self.shape.n_kv_heads * self.shape.head_dim * keys

@@ -1,0 +1,71 @@
+"""What every fixed-state mixer shares: its decoding state is a ``RecurrentState`` of named tensors
+whose shapes it declares (``state_shapes``), the same whatever the context length."""
+from __future__ import annotations
+
+import importlib.util
+import math
+from typing import Callable, Dict, Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from ..state import DecodingState, RecurrentState
+from .base import Mixer, MixerInputs
+
+
+class RecurrentMixer(Mixer):
+    stacks = ("decoder",)
+
+    def state_shapes(self, batch: int) -> Dict[str, Tuple[int, ...]]:
+        raise NotImplementedError
+
+    def new_state(self) -> DecodingState:
+        return RecurrentState()
+
+    def static_state(self, batch, columns, dtype, device, column) -> DecodingState:
+        return RecurrentState(self.state_shapes(batch), dtype, device)
+
+    def state_elements(self, context: int) -> int:
+        return sum(math.prod(shape) for shape in self.state_shapes(1).values())
+
+
+def read(state: Optional[DecodingState], name: str) -> Optional[Tensor]:
+    return None if state is None else state.read(name)
+
+
+def write(state: Optional[DecodingState], name: str, value: Tensor) -> None:
+    if state is not None:
+        state.write(name, value)
+
+
+def initialised(n: int, values: Callable[[], Tensor]) -> nn.Parameter:
+    """A parameter of ``n`` values computed on the CPU by ``values()`` (a log-uniform step size, say)
+    and moved to where the model is built; a meta build (``describe`` counting a 7B preset) keeps no
+    values, so computes none."""
+    p = nn.Parameter(torch.empty(n))
+    if not p.is_meta:
+        with torch.no_grad():
+            p.copy_(values())
+    return p
+
+
+def wide(t: Tensor) -> Tensor:
+    """``t`` in float32 at least (recurrences accumulate over many positions), float64 kept."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))
+
+
+def keep_mask(inputs: MixerInputs, x: Tensor) -> Optional[Tensor]:
+    """(B, L, 1) 1 at real tokens, 0 at padding, in x's dtype; None without padding."""
+    return None if inputs.tokens is None else inputs.tokens.unsqueeze(-1).to(x.dtype)
+
+
+def check_kernel(kernel: str, module: str, package: str) -> None:
+    """A mixer option ``kernel`` other than "torch" names an optional package's GPU kernels; without the
+    package it is one error saying what to install. (The kernels are not wired in yet: the torch path
+    is the function every mixer is tested by.)"""
+    if kernel == "torch":
+        return
+    if importlib.util.find_spec(module) is None:
+        raise ValueError(f"kernel '{kernel}' needs the {package} package (pip install {package}, GPU only); "
+                         f"kernel: torch runs everywhere")
+    raise ValueError(f"kernel '{kernel}' is not wired into arch_zoo yet; kernel: torch computes the same function")

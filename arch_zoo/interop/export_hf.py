@@ -1,0 +1,216 @@
+"""arch_zoo models -> Hugging Face models: ``to_hf(model)``, the inverse of ``from_hf``.
+
+The family is decided from the config's fields: each family's writer (``hf_export_configs``) turns
+the config into a ``config.json``, and the family is kept only when its own importer reads that
+back as the same function. The tensors are the importer's mapping run backwards: the importer's
+weight function is run against a recorder that notes each (arch_zoo name <- Hugging Face names,
+transform) it would apply, and each transform is inverted by applying it to the Hugging Face
+tensor's element indices, which says where every arch_zoo element came from. So no mapping table
+is written twice, and ``from_hf(to_hf(m))`` gives ``m`` back. Needs ``transformers``."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from ..coerce import to_dict
+from ..config.loading import model_config
+from ..errors import ConfigError
+from .checkpoint import CheckpointError, WeightMap
+from .hf import _strip
+from .hf_export_configs import WRITERS, NotExpressible, count_differences, first_difference, function_view
+from .hf_registry import architecture
+
+NAMES = {"gpt2": "GPT-2", "llama": "Llama", "mistral": "Mistral", "qwen3": "Qwen3", "mixtral": "Mixtral",
+         "gemma2": "Gemma 2", "gpt_neox": "GPT-NeoX", "bloom": "BLOOM", "bert": "BERT", "t5": "T5"}
+
+
+@dataclass
+class FamilyChoice:
+    """Where a model's config lands: a native family (``hf_config``) or nowhere (``reason``)."""
+    hf_config: Optional[Dict[str, Any]]
+    reason: str
+
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError:
+        raise ConfigError("--to", "hf needs transformers: pip install 'arch-zoo[hf]'") from None
+    return transformers
+
+
+def _hf_config(raw: Dict[str, Any]):
+    transformers = _transformers()
+    return transformers.AutoConfig.for_model(raw["model_type"], **{k: v for k, v in raw.items() if k != "model_type"})
+
+
+def sized(model):
+    """The model's config with its vocabulary size (a trained run's config leaves it to the tokenizer)."""
+    import dataclasses
+
+    return dataclasses.replace(model.config, vocab_size=model.vocab_size)
+
+
+def native_config(cfg) -> FamilyChoice:
+    """The Hugging Face config of the first family that expresses ``cfg`` exactly, or why none does
+    (the closest family's first field it has no equivalent for)."""
+    want = function_view(cfg)
+    d = to_dict(cfg)
+    reasons: List[Tuple[float, str]] = []  # (distance, why): the closest family's reason is reported
+    for writer in WRITERS.get(cfg.kind, []):
+        family = NAMES.get(writer.__name__, writer.__name__)
+        try:
+            raw = writer(cfg, d)
+            hf = _hf_config(raw).to_dict()
+            arch = architecture(hf)
+            got = function_view(model_config(arch.config(dict(hf), _Names(_meta_state(raw, arch.prefix)))))
+        except NotExpressible as exc:
+            reasons.append((1e6, f"{exc} has no {family} equivalent"))
+            continue
+        except Exception as exc:  # noqa: BLE001 - transformers' config validation raises its own types
+            reasons.append((2e6, f"{family}'s config cannot hold it ({str(exc).splitlines()[0]})"))
+            continue
+        diff = first_difference(want, got)
+        if diff is None:
+            return FamilyChoice(raw, f"written as {raw['architectures'][0]}")
+        reasons.append((count_differences(want, got), f"{diff} has no {family} equivalent"))
+    if not reasons:
+        return FamilyChoice(None, f"no Hugging Face family maps a model of kind {cfg.kind}")
+    return FamilyChoice(None, min(reasons, key=lambda r: r[0])[1])
+
+
+class _Names(WeightMap):
+    """Which tensors the Hugging Face class has (an importer's config asks, e.g. BERT's MLM head)."""
+
+    def __init__(self, names: Sequence[str]):
+        super().__init__({n: torch.empty(0) for n in names})
+
+
+def _hf_class(raw: Dict[str, Any]):
+    return getattr(_transformers(), raw["architectures"][0])
+
+
+def _meta_state(raw: Dict[str, Any], prefix: str) -> Dict[str, Tensor]:
+    """The Hugging Face class's tensors (on the meta device: names and shapes, no memory), prefix
+    stripped as the importer strips it."""
+    with torch.device("meta"):
+        model = _hf_class(raw)(_hf_config(raw))
+    return _strip(model.state_dict(), prefix)
+
+
+class _Recorder:
+    """Stands in for the WeightMap an importer fills: notes (arch_zoo name, Hugging Face names,
+    transform) for each mapping whose Hugging Face tensors the target class has."""
+
+    def __init__(self, names: Sequence[str]):
+        self.names = set(names)
+        self.maps: List[Tuple[str, List[str], Optional[Callable]]] = []
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.names
+
+    def copy(self, dst: str, src: str, fn: Optional[Callable] = None) -> None:
+        if src in self.names:
+            self.maps.append((dst, [src], fn))
+
+    def alias(self, dst: str, src: str) -> None:
+        self.copy(dst, src)
+
+    def fuse(self, dst: str, srcs: Sequence[str]) -> None:
+        if all(s in self.names for s in srcs):
+            self.maps.append((dst, list(srcs), None))
+
+
+def _place(target: Tensor, filled: Tensor, value: Tensor, fn: Callable) -> None:
+    """Inverts ``value = fn(target)`` where ``fn`` rearranges elements and may add a constant (Gemma's
+    norm gain 1 + w): ``fn`` applied to element indices says where each element of ``value`` came from."""
+    shape = target.shape
+    offset = fn(torch.zeros(shape, dtype=torch.int64))
+    where = fn(torch.arange(target.numel(), dtype=torch.int64).reshape(shape)) - offset
+    index = where.round().long().reshape(-1) if where.is_floating_point() else where.reshape(-1)
+    target.view(-1)[index] = (value - offset).reshape(-1).to(target.dtype)
+    filled.view(-1)[index] = True
+
+
+def hf_state(model, raw: Dict[str, Any]) -> Dict[str, Tensor]:
+    """The Hugging Face tensors of ``model`` for the class ``raw`` names, under that class's names."""
+    arch = architecture(raw)
+    shapes = {k: v.shape for k, v in _meta_state(raw, arch.prefix).items()}
+    names = list(shapes)
+    recorder = _Recorder(names)
+    arch.weights(recorder, model.config)
+    ours = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    out: Dict[str, Tensor] = {}
+    filled: Dict[str, Tensor] = {}
+    for dst, srcs, fn in recorder.maps:
+        if dst not in ours:
+            continue
+        value = ours[dst]
+        if len(srcs) > 1:  # fused: split along dim 0 by the Hugging Face shapes
+            for src, piece in zip(srcs, value.split([shapes[s][0] for s in srcs])):
+                out[src] = piece.clone()
+        elif fn is None:
+            out[srcs[0]] = value.clone()
+        else:
+            target = out.setdefault(srcs[0], torch.zeros(shapes[srcs[0]], dtype=value.dtype))
+            _place(target, filled.setdefault(srcs[0], torch.zeros(shapes[srcs[0]], dtype=torch.bool)), value, fn)
+    for name, mask in filled.items():
+        if not bool(mask.all()):
+            raise CheckpointError(name, "not every element was given a value by the export (an importer "
+                                        "transform that is not a rearrangement)")
+    ignore = [re.compile(p) for p in arch.ignore]
+    missing = [n for n in names if n not in out and not any(p.fullmatch(n) for p in ignore)]
+    if missing:
+        raise CheckpointError(missing[0], f"no arch_zoo tensor maps to this {raw['architectures'][0]} tensor")
+    # back under the class's own names: the importer stripped the base-model prefix where there was one
+    full = set(_meta_state(raw, ""))
+    return {(arch.prefix + k if arch.prefix + k in full else k): v for k, v in out.items()}
+
+
+def special_ids(tokenizer) -> Dict[str, Optional[int]]:
+    """bos / eos / pad for config.json and generation_config.json (decoder start: the BOS that
+    arch_zoo's seq2seq training and generation start the decoder with)."""
+    if tokenizer is None:
+        return {}
+    return {"bos_token_id": tokenizer.bos_id, "eos_token_id": tokenizer.eos_id, "pad_token_id": tokenizer.pad_id}
+
+
+def generation_config(hf, ids: Dict[str, Any]):
+    """generation_config.json: the special ids ``generate`` starts and stops with, where given."""
+    from transformers import GenerationConfig
+
+    keep = {k: v for k, v in ids.items() if v is not None}
+    if keep and hf.can_generate():
+        hf.generation_config = GenerationConfig(**{**hf.generation_config.to_diff_dict(), **keep})
+    return hf
+
+
+def to_hf(model, tokenizer=None):
+    """The transformers model (eval mode, float32) equal to ``model``, an arch_zoo model whose config a
+    Hugging Face family expresses; ``ConfigError`` says which field none does (``export`` then writes
+    remote code). ``tokenizer`` (an arch_zoo tokenizer) gives config.json its special token ids."""
+    mapping = native_config(sized(model))
+    if mapping.hf_config is None:
+        raise ConfigError("model", f"no Hugging Face family expresses this model: {mapping.reason}")
+    return build_hf(model, mapping.hf_config, tokenizer)
+
+
+def build_hf(model, raw: Dict[str, Any], tokenizer=None):
+    ids = special_ids(tokenizer)
+    if raw["model_type"] == "t5":  # arch_zoo starts a decoder with the tokenizer's BOS, else with pad (as T5)
+        ids["decoder_start_token_id"] = tokenizer.bos_id if tokenizer is not None else model.config.pad_token_id
+    raw = {**raw, **ids}
+    state = hf_state(model, raw)
+    hf = _hf_class(raw)(_hf_config(raw))
+    result = hf.load_state_dict(state, strict=False)
+    arch = architecture(raw)
+    ignore = [re.compile(p) for p in arch.ignore]
+    left = [k for k in result.missing_keys if not any(p.fullmatch(k[len(arch.prefix):] if k.startswith(arch.prefix)
+                                                                  else k) for p in ignore)]
+    if left or result.unexpected_keys:
+        raise CheckpointError((left or result.unexpected_keys)[0], "did not fit the Hugging Face model")
+    return generation_config(hf.float().eval(), ids)

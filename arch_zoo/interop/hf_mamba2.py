@@ -1,0 +1,55 @@
+"""Mamba-2 (``Mamba2ForCausalLM``, ``Mamba2Model``): pre-norm RMSNorm layers whose only sublayer is the
+``mamba2`` mixer (no attention, no feed-forward), a final RMSNorm and the LM head."""
+from __future__ import annotations
+
+import math
+
+from ..config import ModelConfig
+from .checkpoint import WeightMap
+from .hf_registry import HFArchitecture, register, unsupported
+
+
+def mamba2_config(c: dict, weights: WeightMap) -> dict:
+    hidden, heads, head_dim = c["hidden_size"], c["num_heads"], c["head_dim"]
+    if heads * head_dim != int(c.get("expand", 2) * hidden):
+        raise unsupported("mamba2", f"num_heads x head_dim ({heads} x {head_dim}) other than expand x hidden_size")
+    limit = tuple(c.get("time_step_limit") or (0.0, math.inf))
+    if limit[0] > 0.0 or limit[1] != math.inf:
+        raise unsupported("mamba2", f"time_step_limit {list(limit)} (dt is not clamped here)")
+    if c.get("hidden_act", "silu") != "silu":
+        raise unsupported("mamba2", f"hidden_act '{c['hidden_act']}'")
+    eps = c.get("layer_norm_epsilon", 1e-5)
+    return {
+        "kind": "decoder", "vocab_size": c["vocab_size"], "d_model": hidden, "n_layers": c["num_hidden_layers"],
+        "n_heads": math.gcd(hidden, heads),  # read by nothing: no layer has attention
+        "max_seq_len": c.get("max_position_embeddings", 4096),  # no position table: only a limit for checks
+        "position": "none",
+        "mixer": {"name": "mamba2", "n_heads": heads, "head_dim": head_dim, "state_size": c["state_size"],
+                  "n_groups": c.get("n_groups", 1), "conv_size": c.get("conv_kernel", 4),
+                  "conv_bias": c.get("use_conv_bias", True), "chunk_size": c.get("chunk_size", 256),
+                  "dt_min": c.get("time_step_min", 0.001), "dt_max": c.get("time_step_max", 0.1), "norm_eps": eps},
+        "norm": {"name": "rmsnorm", "eps": eps}, "norm_placement": "pre", "final_norm": True,
+        "ffn": "none", "bias": c.get("use_bias", False),
+        "tie_embeddings": c.get("tie_word_embeddings", False),
+        "init": {"name": "normal", "std": c.get("initializer_range", 0.1), "scaled_residual": False},
+        "dropout": 0.0, "pad_token_id": c.get("pad_token_id") or 0,
+    }
+
+
+def mamba2_weights(w: WeightMap, cfg: ModelConfig) -> None:
+    w.copy("embed.weight", "embeddings.weight")
+    for i in range(cfg.decoder_layers):
+        a, h = f"decoder.layers.{i}.self_attn.", f"layers.{i}."
+        w.copy(f"{a}norm.weight", f"{h}norm.weight")
+        m = f"{h}mixer."
+        for dst, src in (("in_proj", "in_proj"), ("out", "out_proj"), ("conv.conv", "conv1d")):
+            for p in ("weight", "bias"):  # biases where the checkpoint has them (use_bias, use_conv_bias)
+                w.copy(f"{a}sublayer.{dst}.{p}", f"{m}{src}.{p}")
+        for name in ("dt_bias", "A_log", "D", "norm.weight"):
+            w.copy(f"{a}sublayer.{name}", f"{m}{name}")
+    w.copy("decoder.final_norm.weight", "norm_f.weight")
+    if not cfg.tie_embeddings:
+        w.copy("head.proj.weight", "lm_head.weight")
+
+
+register(HFArchitecture("mamba2", mamba2_config, mamba2_weights, prefix="backbone."))
