@@ -121,9 +121,9 @@ def _attention(w: WeightMap, layer: ModelConfig, a: str, h: str) -> None:
 def _gated_deltanet(w: WeightMap, layer: ModelConfig, a: str, h: str) -> None:
     """Per key head, ``in_proj_qkvz`` holds [q, k, its value heads' v, their z] and ``in_proj_ba``
     [their b, their a]; arch_zoo's ``in_proj`` is [q, k, v, z] and ``ba_proj`` [b, a], each over all heads."""
-    o = layer.mixer.options
     if layer.mixer.name != "gated_deltanet":
         return
+    o = layer.mixer.options
     heads, dk = o.n_heads, o.head_dim
     per = (o.n_v_heads // o.n_heads) * o.v_head_dim  # the value (and gate) rows of one key head
     _regrouped(w, f"{a}in_proj.weight", f"{h}in_proj_qkvz.weight", heads, [dk, dk, per, per], [0, 1, 2, 3])

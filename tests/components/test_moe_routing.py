@@ -6,7 +6,7 @@ import torch
 
 from arch_zoo.cli import main
 from arch_zoo.components.feedforward import FEEDFORWARD, FFNContext
-from arch_zoo.components.moe import MixtureOfExperts, router_aux_loss, update_selection_biases
+from arch_zoo.components.moe import MixtureOfExperts, router_aux_loss
 from arch_zoo.models import build_model
 from arch_zoo.models.summary import active_parameters, count_parameters
 from arch_zoo.training.objectives import Objective

@@ -139,3 +139,16 @@ def test_the_full_preset_has_the_parameters_of_hf_qwen3_next_default(capsys):
     assert "decoder layers 0-2, 4-6, 8-10, 12-14, 16-18, 20-22, 24-26, 28-30, 32-34, 36-38, 40-42, 44-46: " \
            "mixer=gated_deltanet(n_heads=16, n_v_heads=32, head_dim=128, v_head_dim=128" in out  # 3:1
     assert "decoder layers 3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47: as the model" in out
+
+
+@pytest.mark.parametrize("change,match", [
+    ({"hidden_act": "gelu"}, "qwen3_next config: hidden_act 'gelu' has no arch_zoo equivalent"),
+    ({"attention_bias": True}, "qwen3_next config: attention_bias"),
+])
+def test_what_has_no_equivalent_is_refused_in_one_line(change, match):
+    from arch_zoo.interop.checkpoint import CheckpointError
+
+    torch.manual_seed(0)
+    with pytest.raises(CheckpointError, match=match) as info:
+        from_hf(tf.Qwen3NextForCausalLM(hf_config(**change)))
+    assert "\n" not in str(info.value)
