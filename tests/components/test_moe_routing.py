@@ -222,3 +222,25 @@ def test_bad_routing_settings_are_one_line_errors(override, expected, capsys):
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
     assert expected in err, err
+
+
+def test_a_training_run_moves_the_selection_bias_and_its_checkpoint_keeps_it(tmp_path):
+    """Each training step moves every expert's bias by exactly +-speed or 0, so after n steps each entry
+    is a whole multiple of speed, at most n of them; the checkpoint holds the bias."""
+    from arch_zoo.config.loading import load
+    from arch_zoo.training import run_one
+
+    speed, steps = 0.01, 6
+    cfg = load({"name": "moe", "seed": 0, "task": {"name": "char_lm", "max_chars": 5000, "seq_len": 16},
+                "model": tiny(n_layers=2, ffn={"name": "moe", "n_experts": 4, "top_k": 1, "scoring": "sigmoid",
+                                               "selection_bias": True, "bias_update_speed": speed}),
+                "train": {"max_steps": steps, "batch_size": 4, "val_every": steps, "val_batches": 1,
+                          "progress_bar": False}})
+    assert run_one(cfg, tmp_path / "run", quiet=True).status == "completed"
+    state = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    biases = [v for k, v in state["state_dict"].items() if k.endswith("score_bias")]
+    assert len(biases) == 2
+    for b in biases:
+        multiples = b / speed
+        torch.testing.assert_close(multiples, multiples.round(), atol=1e-4, rtol=0)
+        assert multiples.abs().max() <= steps and multiples.abs().max() >= 1
