@@ -34,7 +34,8 @@ def _reset_norms_and_biases(model: nn.Module) -> None:
             nn.init.zeros_(module.bias)
         elif not isinstance(module, (nn.Linear, nn.Embedding)) and hasattr(module, "weight") \
                 and isinstance(module.weight, nn.Parameter) and module.weight.dim() == 1:
-            nn.init.ones_(module.weight)  # norm gains
+            # norm gains: their identity, 0 for a gain stored as w and applied as 1 + w
+            (nn.init.zeros_ if getattr(module, "zero_centred", False) else nn.init.ones_)(module.weight)
             if getattr(module, "bias", None) is not None:
                 nn.init.zeros_(module.bias)
 

@@ -40,3 +40,18 @@ class RMSNorm(nn.Module):
         x32 = x.float()
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * x32.to(x.dtype)
+
+
+@NORMS.register("zero_centred_rmsnorm", RMSNormOptions, "RMSNorm whose gain is stored as w and applied as 1 + w, w "
+                "starting at 0 (Qwen3-Next): weight decay pulls the gain towards 1, not 0")
+class ZeroCentredRMSNorm(RMSNorm):
+    zero_centred = True  # the init resets the gain to its identity, 0 (components.init)
+
+    def __init__(self, options: RMSNormOptions, dim: int):
+        super().__init__(options, dim)
+        nn.init.zeros_(self.weight)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (x32 * (1.0 + self.weight.float())).to(x.dtype)  # the gain in float32 before the cast, as HF's

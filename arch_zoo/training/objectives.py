@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..components.heads import SEQUENCE_CLASSES, TOKEN_CLASSES, VOCAB_LOGITS
-from ..components.moe import router_aux_loss
+from ..components.moe import router_aux_loss, update_selection_biases
 from ..data.tasks.base import IGNORE
 from ..errors import ConfigError
 from ..metrics import base_name, unit_of
@@ -66,8 +66,11 @@ class Objective:
         return {"encoder": batch.get("attention_mask"), "decoder": batch.get("attention_mask")}
 
     def aux_loss(self, model, batch: Mapping[str, Tensor]) -> Optional[Tensor]:
-        """The router load-balancing loss of the forward just run (None without mixture-of-experts layers)."""
-        return router_aux_loss(model, self.stack_masks(batch))
+        """The router load-balancing loss of the training forward just run (None without mixture-of-experts
+        layers); routers with aux-loss-free balancing update their selection bias from its load here."""
+        masks = self.stack_masks(batch)
+        update_selection_biases(model, masks)
+        return router_aux_loss(model, masks)
 
     def metric_sums(self, logits: Tensor, labels: Tensor, token_bytes: Optional[Tensor] = None) -> Dict[str, float]:
         """Sums for loss (unsmoothed, per target token or sequence) and accuracy; with ``token_bytes``

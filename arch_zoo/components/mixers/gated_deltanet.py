@@ -32,6 +32,9 @@ class GatedDeltaNetOptions:
     conv_size: int = 4  # taps of the short causal convolution
     chunk_size: int = 64  # positions per chunk of the parallel form (the function does not change)
     norm_eps: float = 1e-6
+    # q and k to unit length: clamp, q / max(|q|, 1e-6) (torch's F.normalize); rsqrt, q * rsqrt(|q|^2 + 1e-6)
+    # (Hugging Face's Qwen3-Next, fla): the same but for vectors near zero (padding, a dead head)
+    l2norm: Literal["clamp", "rsqrt"] = "clamp"
     kernel: Literal["torch", "fla"] = "torch"  # fla: flash-linear-attention's GPU kernels (optional package)
 
     def __post_init__(self):
@@ -57,7 +60,7 @@ class GatedDeltaNet(RecurrentMixer):
             raise ValueError(f"n_v_heads ({self.hv}) must be a multiple of n_heads ({self.h})")
         self.dk = options.head_dim or cfg.dim_per_head
         self.dv = options.v_head_dim or self.dk
-        self.chunk = options.chunk_size
+        self.chunk, self.l2norm = options.chunk_size, options.l2norm
         key, value = self.h * self.dk, self.hv * self.dv
         self.in_proj = nn.Linear(cfg.d_model, 2 * key + 2 * value, bias=cfg.bias)  # q, k, v, z
         self.ba_proj = nn.Linear(cfg.d_model, 2 * self.hv, bias=cfg.bias)  # b, a
@@ -79,8 +82,7 @@ class GatedDeltaNet(RecurrentMixer):
         q, k, v = qkv.split((key, key, value), dim=-1)
         q, k = (t.unflatten(-1, (self.h, self.dk)).transpose(1, 2) for t in (q, k))
         v = v.unflatten(-1, (self.hv, self.dv)).transpose(1, 2)
-        q = F.normalize(q, dim=-1, eps=1e-6) / math.sqrt(self.dk)
-        k = F.normalize(k, dim=-1, eps=1e-6)
+        q, k = self.unit(q) / math.sqrt(self.dk), self.unit(k)
         if self.hv != self.h:
             q, k = (t.repeat_interleave(self.hv // self.h, dim=1) for t in (q, k))
         b, a = wide(self.ba_proj(x)).split(self.hv, dim=-1)
@@ -95,6 +97,11 @@ class GatedDeltaNet(RecurrentMixer):
         write(state, "ssm", S)
         o = self.norm(o.transpose(1, 2).to(x.dtype), z.unflatten(-1, (self.hv, self.dv)))
         return self.out(o.flatten(2))
+
+    def unit(self, x: Tensor) -> Tensor:
+        if self.l2norm == "rsqrt":
+            return x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + 1e-6)
+        return F.normalize(x, dim=-1, eps=1e-6)
 
     def mixing_flops(self, length: int, causal: bool) -> float:
         return length * self._per_token()
