@@ -24,8 +24,8 @@ def _chunks(x: Tensor, chunk: int) -> Tensor:
     """(..., L, D) -> (..., n, chunk, D), zero-padded at the end to whole chunks: a padded position has
     k = 0, b = 0 and g = 0, so it writes nothing and decays nothing, and its output is dropped."""
     pad = -x.shape[-2] % chunk
-    if pad:
-        x = torch.nn.functional.pad(x, (0, 0, 0, pad))
+    # contiguous: every chunk feeds several batched matmuls, which would each copy a strided operand
+    x = torch.nn.functional.pad(x, (0, 0, 0, pad)) if pad else x.contiguous()
     return x.unflatten(-2, (-1, chunk))
 
 
@@ -94,9 +94,10 @@ def delta_scan(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: 
     g, b = (_chunks(t.unsqueeze(-1), chunk) for t in (g, beta))  # (B, H, n, c, 1)
     G, ratio = _decays(g.squeeze(-1))
     gamma = G.exp().unsqueeze(-1)
-    eye = torch.eye(chunk, dtype=q.dtype, device=q.device)
-    lhs = eye + (b * ratio * (k @ k.transpose(-1, -2))).tril(-1)
-    w, u = torch.linalg.solve_triangular(lhs, torch.cat((b * gamma * k, b * v), dim=-1), upper=False,
+    # I + A, A strictly lower: a unit-triangular solve reads only the strict lower triangle (and its
+    # gradient is that triangle only), so A's diagonal and the zeros above it need no masking or eye
+    A = b * ratio * (k @ k.transpose(-1, -2))
+    w, u = torch.linalg.solve_triangular(A, torch.cat((b * gamma * k, b * v), dim=-1), upper=False,
                                          unitriangular=True).split((k.shape[-1], v.shape[-1]), dim=-1)
     attn = (q @ k.transpose(-1, -2)) * ratio
     qg = q * gamma
