@@ -11,8 +11,9 @@ Ratio = arch_zoo tokens/s / HF tokens/s (> 1: arch_zoo is faster); in brackets, 
 (``model(ids, cache=...)``, as ``generate`` runs it), for decoders whose every layer is attention,
 gated_deltanet, mamba2 or lstm. Each mixer's width options are chosen so that one mixer layer's
 parameter count is within 10% of attention's 4 d_model^2 (printed); the rest of the model (embeddings,
-feed-forward, norms) is the same. The context is prefilled once per length, then each contender
-decodes ``--steps`` tokens per timed call, continuing from where it was (so the context grows by
+feed-forward, norms) is the same. Every (mixer, context) pair is prefilled first, then all of them are
+timed in one round-robin, so load on a shared machine falls on every context alike; a timed call
+decodes ``--steps`` tokens, continuing from where the last call stopped (the context grows by
 ``steps`` each call; the printed length is where timing began).
 
 Usage: python benchmarks/mixers.py train [--quick] [--rounds N] [--threads N] [--json PATH]
@@ -161,10 +162,9 @@ def decode(args) -> dict:
     layer_params = {name: params(model.decoder.layers[0].mixer) for name, model in models.items()}
     for name, n in layer_params.items():
         print(f"mixer params per layer {name}: {n:,} ({n / layer_params['attention']:.2f}x attention)")
-    rows = []
+    fns = {}
     for length in lengths:
         ids = torch.randint(1, DECODE_VOCAB, (1, length), generator=torch.Generator().manual_seed(length))
-        fns = {}
         with torch.inference_mode():
             for name, model in models.items():
                 cache = model.new_cache()
@@ -174,12 +174,16 @@ def decode(args) -> dict:
                     with torch.inference_mode():
                         for _ in range(steps):
                             box[0] = model(box[0], cache=cache, logits_to_keep=1).logits[:, -1].argmax(-1, keepdim=True)
-                fns[name] = run
-        times = round_robin(fns, torch.device("cpu"), warmup=1, rounds=args.rounds)
-        tps = {n: steps / summarize(t.wall)["median_s"] for n, t in times.items()}
-        cpu = {n: summarize(t.cpu)["median_s"] / steps for n, t in times.items()}
+                fns[(name, length)] = run
+    print(f"prefilled {len(fns)} caches; timing them all in one round-robin", flush=True)
+    times = round_robin({f"{n} @ {c}": fn for (n, c), fn in fns.items()}, torch.device("cpu"), warmup=1,
+                        rounds=args.rounds)
+    rows = []
+    for length in lengths:
+        picked = {n: times[f"{n} @ {length}"] for n in models}
+        tps = {n: steps / summarize(t.wall)["median_s"] for n, t in picked.items()}
+        cpu = {n: summarize(t.cpu)["median_s"] / steps for n, t in picked.items()}
         rows.append({"context": length, "tokens_per_s": tps, "cpu_s_per_token": cpu})
-        print(f"  context {length}: " + ", ".join(f"{n} {v:,.0f} tok/s" for n, v in tps.items()), flush=True)
     names = list(models)
     print()
     print(table(["context", *(f"{n} tok/s" for n in names), *(f"{n} / attention" for n in names[1:])],
