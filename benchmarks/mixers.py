@@ -16,7 +16,7 @@ timed in one round-robin, so load on a shared machine falls on every context ali
 decodes ``--steps`` tokens, continuing from where the last call stopped (the context grows by
 ``steps`` each call; the printed length is where timing began).
 
-Usage: python benchmarks/mixers.py train [--quick] [--rounds N] [--threads N] [--json PATH]
+Usage: python benchmarks/mixers.py train [--quick] [--seq 512] [--batch 4] [--rounds N] [--threads N] [--json PATH]
        python benchmarks/mixers.py decode [--quick] [--lengths 256 1024 ...] [--steps N] [--rounds N]
                                           [--threads N] [--json PATH]
 """
@@ -88,7 +88,8 @@ PAIRS = {"gated_deltanet": (gdn_pair, "hf Qwen3NextGatedDeltaNet"), "mamba2": (m
 
 
 def train(args) -> dict:
-    shape = TRAIN_QUICK if args.quick else TRAIN_SHAPE
+    shape = dict(TRAIN_QUICK if args.quick else TRAIN_SHAPE)
+    shape.update({k: v for k, v in (("seq", args.seq), ("batch", args.batch)) if v})
     d, seq, batch = shape["d_model"], shape["seq"], shape["batch"]
     chunk = 16 if args.quick else 64
     torch.manual_seed(0)
@@ -208,6 +209,8 @@ def main(argv=None) -> int:
     parser.add_argument("what", choices=["train", "decode"])
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny shapes, one round")
     parser.add_argument("--rounds", type=int, default=None, help="timed round-robin rounds (default 3; 1 with --quick)")
+    parser.add_argument("--seq", type=int, default=None, help="train: sequence length (default 512)")
+    parser.add_argument("--batch", type=int, default=None, help="train: batch size (default 4)")
     parser.add_argument("--lengths", type=int, nargs="+", default=None,
                         help="decode: context lengths (default 256 1024 4096 8192)")
     parser.add_argument("--steps", type=int, default=None, help="decode: tokens per timed call (default 32)")
@@ -215,11 +218,13 @@ def main(argv=None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no per-round lines")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
+    for name in ("lengths", "seq", "batch", "steps", "rounds", "threads"):
+        value = getattr(args, name)
+        if value is not None and min(value if isinstance(value, list) else [value]) < 1:
+            parser.error(f"--{name} must be positive, got {value}")
+    args.rounds = args.rounds or (1 if args.quick else 3)
     if args.threads:
         torch.set_num_threads(args.threads)
-    args.rounds = args.rounds or (1 if args.quick else 3)
-    if args.lengths and min(args.lengths) < 1:
-        parser.error(f"--lengths must be positive, got {args.lengths}")
     import transformers
 
     info = machine_info(torch.device("cpu"))
