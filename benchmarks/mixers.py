@@ -26,7 +26,7 @@ import argparse
 import os
 import sys
 import warnings
-from typing import Dict, List
+from typing import Dict
 
 import torch
 
