@@ -124,3 +124,74 @@ def test_eval_share_times_exact_match_decoding_and_agrees_with_the_runs_own_reco
     assert result["recorded_decode_s"] == pytest.approx(result["decode_s"], abs=0.01)
     assert result["share"] == pytest.approx(result["decode_s"] / result["wall_s"])
     assert "eager" in proc.stdout and "share of the run" in proc.stdout
+
+
+def _mixers(tmp_path, what, *extra):
+    out_json = tmp_path / f"mixers_{what}.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mixers.py"), what, "--quick", "--threads", "1",
+                           "--quiet", "--json", str(out_json), *extra], capture_output=True, text=True, timeout=600,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout, json.loads(out_json.read_text())
+
+
+def test_mixers_train_reports_each_mixer_against_its_hf_layer_at_the_same_shape(tmp_path):
+    """benchmarks/mixers.py train: arch_zoo's gated_deltanet and mamba2 against HF's own layers, each pair
+    with the same parameter count (same shape, so the same work), and the ratio is tokens/s over tokens/s."""
+    pytest.importorskip("transformers")
+    out, data = _mixers(tmp_path, "train")
+    assert re.search(r"^machine: .+torch \S+, 1 threads", out, re.M), out
+    res = data["results"]
+    assert set(data["ratios"]) == {"gated_deltanet", "mamba2"}
+    for mixer, r in data["ratios"].items():
+        ours, peer = res[r["ours"]], res[r["peer"]]
+        assert ours["params"] == peer["params"] > 0, mixer
+        assert r["ratio"] == pytest.approx(ours["tokens_per_s"] / peer["tokens_per_s"])
+        assert r["cpu_ratio"] == pytest.approx(peer["cpu_s"] / ours["cpu_s"])
+        shape = data["shape"]
+        assert ours["tokens_per_s"] == pytest.approx(shape["batch"] * shape["seq"] / ours["wall"]["median_s"])
+        assert re.search(rf"^ratio {mixer}: .* = {r['ratio']:.2f}x tokens/s \({r['cpu_ratio']:.2f}x by CPU time\)$",
+                         out, re.M), out
+    assert re.search(r"^target \(arch_zoo >= 1.0x HF\): (met|missed: .+)$", out, re.M), out
+
+
+def test_mixers_decode_reports_tokens_per_s_at_each_context_for_matched_mixers(tmp_path):
+    """benchmarks/mixers.py decode: one row per context length asked for, every mixer timed in each, and
+    the mixers' printed parameter counts are those of the layers built here."""
+    out, data = _mixers(tmp_path, "decode", "--lengths", "8", "24", "--steps", "2")
+    assert [r["context"] for r in data["results"]] == [8, 24] and data["steps"] == 2
+    names = ["attention", "gated_deltanet", "mamba2", "lstm"]
+    for row in data["results"]:
+        assert list(row["tokens_per_s"]) == names
+        assert all(row["tokens_per_s"][n] > 0 and row["cpu_s_per_token"][n] > 0 for n in names)
+    from arch_zoo.components.mixers import MIXERS
+    from arch_zoo.config.loading import model_config
+
+    for name, mixer in data["mixers"].items():  # an independent build of the same layer
+        cfg = model_config({"d_model": data["d_model"], "n_heads": 4, "n_layers": 1, "bias": False, "mixer": mixer})
+        n = sum(p.numel() for p in MIXERS.build(cfg.mixer, cfg, None).parameters())
+        assert data["layer_params"][name] == n
+        assert re.search(rf"^mixer params per layer {name}: {n:,} ", out, re.M), out
+    for n in names:
+        assert re.search(rf"^cost growth {n}: \d+\.\d+x per token from context 8 to 24", out, re.M), out
+
+
+def test_mixers_decode_widths_match_attentions_parameters_within_ten_percent_at_the_benchmarked_width():
+    """The decode comparison is at matched parameters: at d_model 256 each mixer layer the benchmark builds
+    has within 10% of attention's parameters, which are 4 d_model^2 (q, k, v, o; no biases)."""
+    import importlib.util
+
+    from arch_zoo.components.mixers import MIXERS
+    from arch_zoo.config.loading import model_config
+
+    spec = importlib.util.spec_from_file_location("bench_mixers", ROOT / "benchmarks" / "mixers.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    d = bench.DECODE_D
+    counts = {}
+    for name, mixer in bench.decode_mixers(d).items():
+        cfg = model_config({"d_model": d, "n_heads": 4, "n_layers": 1, "bias": False, "mixer": mixer})
+        counts[name] = sum(p.numel() for p in MIXERS.build(cfg.mixer, cfg, None).parameters())
+    assert counts["attention"] == 4 * d * d
+    for name, n in counts.items():
+        assert abs(n / counts["attention"] - 1) <= 0.10, (name, n, counts["attention"])

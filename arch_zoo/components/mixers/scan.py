@@ -20,9 +20,18 @@ import torch
 from torch import Tensor
 
 
+def _chunks(x: Tensor, chunk: int) -> Tensor:
+    """(..., L, D) -> (..., n, chunk, D), zero-padded at the end to whole chunks: a padded position has
+    k = 0, b = 0 and g = 0, so it writes nothing and decays nothing, and its output is dropped."""
+    pad = -x.shape[-2] % chunk
+    # contiguous: every chunk feeds several batched matmuls, which would each copy a strided operand
+    x = torch.nn.functional.pad(x, (0, 0, 0, pad)) if pad else x.contiguous()
+    return x.unflatten(-2, (-1, chunk))
+
+
 def _decays(g: Tensor) -> Tuple[Tensor, Tensor]:
-    """(cumulative log-decay G (B, H, c), the lower-triangular ratio gamma_t / gamma_s = exp(G_t - G_s),
-    0 above the diagonal (B, H, c, c))."""
+    """(cumulative log-decay G (..., c), the lower-triangular ratio gamma_t / gamma_s = exp(G_t - G_s),
+    0 above the diagonal (..., c, c))."""
     G = g.cumsum(-1)
     c = g.shape[-1]
     diff = G.unsqueeze(-1) - G.unsqueeze(-2)
@@ -34,19 +43,31 @@ def _zeros(q: Tensor, v: Tensor) -> Tensor:
     return q.new_zeros(q.shape[0], q.shape[1], q.shape[-1], v.shape[-1])
 
 
+def _carry(S: Tensor, decay: Tensor, writes: Tensor) -> Tuple[Tensor, Tensor]:
+    """The only sequential part of a chunked scan: S_{j+1} = decay_j S_j + writes_j over chunks j;
+    (the state each chunk starts from (..., n, Dk, Dv), the final state)."""
+    starts = []
+    for decay_j, writes_j in zip(decay.unbind(-3), writes.unbind(-3)):  # unbind: indexing would cost a
+        starts.append(S)  # tensor-sized zero fill per chunk in the backward pass
+        S = decay_j * S + writes_j
+    return torch.stack(starts, dim=-3), S
+
+
 def decay_scan(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], state: Optional[Tensor] = None,
                chunk: int = 64) -> Tuple[Tensor, Tensor]:
-    """Chunked: (outputs, final state)."""
+    """Chunked: (outputs, final state). Everything within a chunk runs for all chunks at once; only
+    the state is carried from chunk to chunk."""
+    length = q.shape[-2]
+    chunk = min(chunk, length)
     S = _zeros(q, v) if state is None else state
     g = q.new_zeros(q.shape[:-1]) if g is None else g
-    out = []
-    for i in range(0, q.shape[-2], chunk):
-        qc, kc, vc, gc = q[..., i:i + chunk, :], k[..., i:i + chunk, :], v[..., i:i + chunk, :], g[..., i:i + chunk]
-        G, ratio = _decays(gc)
-        out.append((qc * G.exp().unsqueeze(-1)) @ S + ((qc @ kc.transpose(-1, -2)) * ratio) @ vc)
-        last = G[..., -1:]
-        S = last.exp().unsqueeze(-1) * S + (kc * (last - G).exp().unsqueeze(-1)).transpose(-1, -2) @ vc
-    return torch.cat(out, dim=-2), S
+    q, k, v = (_chunks(t, chunk) for t in (q, k, v))  # (B, H, n, c, D)
+    G, ratio = _decays(_chunks(g.unsqueeze(-1), chunk).squeeze(-1))
+    last = G[..., -1:]
+    writes = (k * (last - G).exp().unsqueeze(-1)).transpose(-1, -2) @ v
+    starts, S = _carry(S, last.exp().unsqueeze(-1), writes)
+    out = (q * G.exp().unsqueeze(-1)) @ starts + ((q @ k.transpose(-1, -2)) * ratio) @ v
+    return out.flatten(-3, -2)[..., :length, :], S
 
 
 def decay_step(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], state: Optional[Tensor] = None
@@ -64,22 +85,32 @@ def decay_step(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], state: Opti
 
 def delta_scan(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Optional[Tensor] = None,
                chunk: int = 64) -> Tuple[Tensor, Tensor]:
-    """Chunked gated delta rule; ``beta`` (B, H, L). (outputs, final state)."""
+    """Chunked gated delta rule; ``beta`` (B, H, L). (outputs, final state). The triangular solves and
+    every product within a chunk run for all chunks at once; the loop over chunks carries the state."""
+    length = q.shape[-2]
+    chunk = min(chunk, length)
     S = _zeros(q, v) if state is None else state
+    q, k, v = (_chunks(t, chunk) for t in (q, k, v))  # (B, H, n, c, D)
+    g, b = (_chunks(t.unsqueeze(-1), chunk) for t in (g, beta))  # (B, H, n, c, 1)
+    G, ratio = _decays(g.squeeze(-1))
+    gamma = G.exp().unsqueeze(-1)
+    # I + A, A strictly lower: a unit-triangular solve reads only the strict lower triangle (and its
+    # gradient is that triangle only), so A's diagonal and the zeros above it need no masking or eye
+    A = b * ratio * (k @ k.transpose(-1, -2))
+    w, u = torch.linalg.solve_triangular(A, torch.cat((b * gamma * k, b * v), dim=-1), upper=False,
+                                         unitriangular=True).split((k.shape[-1], v.shape[-1]), dim=-1)
+    attn = (q @ k.transpose(-1, -2)) * ratio
+    qg = q * gamma
+    last = G[..., -1:]
+    kdec = (k * (last - G).exp().unsqueeze(-1)).transpose(-1, -2)
+    decay = last.exp().unsqueeze(-1)
     out = []
-    for i in range(0, q.shape[-2], chunk):
-        qc, kc, vc = q[..., i:i + chunk, :], k[..., i:i + chunk, :], v[..., i:i + chunk, :]
-        gc, bc = g[..., i:i + chunk], beta[..., i:i + chunk].unsqueeze(-1)
-        G, ratio = _decays(gc)
-        gamma = G.exp().unsqueeze(-1)
-        eye = torch.eye(gc.shape[-1], dtype=q.dtype, device=q.device)
-        lhs = eye + (bc * ratio * (kc @ kc.transpose(-1, -2))).tril(-1)
-        w = torch.linalg.solve_triangular(lhs, bc * gamma * kc, upper=False, unitriangular=True)
-        u = torch.linalg.solve_triangular(lhs, bc * vc, upper=False, unitriangular=True) - w @ S
-        out.append((qc * gamma) @ S + ((qc @ kc.transpose(-1, -2)) * ratio) @ u)
-        last = G[..., -1:]
-        S = last.exp().unsqueeze(-1) * S + (kc * (last - G).exp().unsqueeze(-1)).transpose(-1, -2) @ u
-    return torch.cat(out, dim=-2), S
+    # u_j depends on the state the chunk starts from, so this is not a plain carry (unbind, as there)
+    for u_j, w_j, qg_j, attn_j, decay_j, kdec_j in zip(*(t.unbind(-3) for t in (u, w, qg, attn, decay, kdec))):
+        u_j = u_j - w_j @ S
+        out.append(qg_j @ S + attn_j @ u_j)
+        S = decay_j * S + kdec_j @ u_j
+    return torch.stack(out, dim=-3).flatten(-3, -2)[..., :length, :], S
 
 
 def delta_step(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Optional[Tensor] = None
