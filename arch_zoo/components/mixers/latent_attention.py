@@ -91,16 +91,18 @@ class LatentAttention(Mixer):
         scale = cfg.attention_scale
         if scale is None:
             scale = PARAMETRIZATIONS.build(cfg.parametrization, cfg).attention_scale(qk)
+        if scale is None:  # stated, not the kernel's default: the absorbed form's q is rank + rope wide
+            scale = qk ** -0.5
         self.backend = KERNELS.build(cfg.attention_kernel, scale, cfg.attn_logit_softcap)
         self.pattern = ATTENTION.build(cfg.attention)
         self.dropout = cfg.rate("attention_dropout")
 
     @classmethod
     def check(cls, options: LatentOptions, cfg, key: str) -> None:
-        o = resolved(options, cfg)
-        if o.qk_rope_head_dim % 2:
+        if options.qk_rope_head_dim is None and (cfg.dim_per_head // 2) % 2 + (cfg.dim_per_head < 4):
             raise ConfigError(f"{key}.mixer.qk_rope_head_dim", f"must be even (RoPE rotates pairs); null takes "
-                              f"head_dim / 2 = {o.qk_rope_head_dim}: set it")
+                              f"head_dim / 2 = {cfg.dim_per_head // 2}: set it")
+        o = resolved(options, cfg)
         if cfg.qk_norm is not None:
             raise ConfigError(f"{key}.qk_norm", "mla normalises its latents (model.norm) and has no qk-norm: "
                               "leave qk_norm unset")
