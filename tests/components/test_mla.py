@@ -133,3 +133,38 @@ def test_mla_ranks_that_do_not_fit_are_one_line_errors(override, expected, capsy
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
     assert expected in err, err
+
+
+@pytest.mark.parametrize("q_lora_rank", [None, 12])
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_mla_equals_transformers_deepseek_v3_attention(q_lora_rank, interleaved):
+    """DeepseekV3Attention's pure-torch code (eager), a random tiny config, nothing downloaded: the
+    layer's output to 1e-5 on the same weights and positions."""
+    from transformers.models.deepseek_v3.configuration_deepseek_v3 import DeepseekV3Config
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention, DeepseekV3RotaryEmbedding
+
+    hf_cfg = DeepseekV3Config(hidden_size=32, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=q_lora_rank,
+                              rope_interleave=interleaved, attention_bias=True, max_position_embeddings=32,
+                              rms_norm_eps=1e-6, **RANKS)
+    hf_cfg._attn_implementation = "eager"
+    ref = DeepseekV3Attention(hf_cfg, layer_idx=0).eval()
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.copy_(torch.randn_like(p) * 0.3)
+    cfg = model_config({"d_model": 32, "n_heads": 4, "n_layers": 1, "norm": "rmsnorm",
+                        "position": {"name": "rope", "interleaved": interleaved},
+                        "mixer": {"name": "mla", "q_lora_rank": q_lora_rank, **RANKS}})
+    ours = MIXERS.build(cfg.mixer, cfg, None).eval()
+    names = {"q_proj": "q_proj", "q_a": "q_a_proj", "q_norm": "q_a_layernorm", "q_b": "q_b_proj",
+             "kv_a": "kv_a_proj_with_mqa", "kv_norm": "kv_a_layernorm", "kv_b": "kv_b_proj", "out": "o_proj"}
+    state = {k: v for k, v in ref.state_dict().items()}
+    ours.load_state_dict({ours_name + key[len(hf_name):]: state[key] for ours_name, hf_name in names.items()
+                          for key in state if key.split(".")[0] == hf_name})
+    x = torch.randn(2, L, 32)
+    pos = torch.arange(L).unsqueeze(0)
+    cos_sin = DeepseekV3RotaryEmbedding(hf_cfg)(x, pos)
+    causal = torch.full((L, L), float("-inf")).triu(1).view(1, 1, L, L)
+    want, _ = ref(x, cos_sin, causal)
+    scheme = POSITIONS.build(cfg.position, PositionContext(32, 4, RANKS["qk_rope_head_dim"], 32, True))
+    got = ours(x, MixerInputs(AttentionMask(None, True, None), scheme.rotator(pos, pos)))
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
