@@ -49,3 +49,21 @@ def test_mla_state_does_not_grow_with_the_heads(heads):
     cfg = model_config(tiny(d_model=128, n_heads=heads, n_layers=1, position="rope",
                             mixer={"name": "mla", "kv_lora_rank": 32, "qk_rope_head_dim": 4}))
     assert decoding_state_bytes(build_model(cfg, 11), 10) == (32 + 4) * 10 * F32
+
+
+def test_a_run_s_summary_and_its_report_row_carry_the_bytes_per_token(tmp_path):
+    import json
+
+    from arch_zoo.config.loading import load
+    from arch_zoo.reports.runstore import read_run
+    from arch_zoo.training.run import run_one
+
+    model = tiny(n_layers=2, max_seq_len=32, position="rope", mixer={"name": "mla", "kv_lora_rank": 12,
+                                                                      "qk_rope_head_dim": 4})
+    cfg = load({"name": "t", "model": model, "task": {"name": "char_lm", "max_chars": 20000, "seq_len": 32},
+                "train": {"max_steps": 2, "batch_size": 4, "val_every": 2, "val_batches": 1, "log_every": 2,
+                          "progress_bar": False, "exact_match_samples": 0}})
+    assert run_one(cfg, tmp_path / "run", quiet=True).status == "completed"
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["state_bytes_per_token"] == (12 + 4) * F32 * 2  # two layers, whatever the length
+    assert read_run(tmp_path / "run", "s")["state_bytes_per_token"] == summary["state_bytes_per_token"]
