@@ -45,7 +45,8 @@ def attention_layers(model: nn.Module) -> List[Tuple[str, str, MultiHeadAttentio
         prefix = f"{stack}." if len(stacks) > 1 else ""
         for i, layer in enumerate(stack_layers(getattr(model, stack))):
             for m in layer.modules():
-                if isinstance(m, MultiHeadAttention):
+                # every module that hands its q, k and mask to a recorder: attention's, MLA's
+                if isinstance(m, MultiHeadAttention) or getattr(type(m), "records_attention", False):
                     out.append((f"{prefix}layer_{i}" + (".cross" if m.cross else ""), stack, m))
     return out
 

@@ -45,7 +45,7 @@ def rope(x, t, base=10000.0):
     return out
 
 
-def mla_loop(m, x):
+def mla_loop(m, x, probs=None):
     """DeepSeek-V2 sec. 2.1, one row, position by position: c_t = norm(W_DKV x_t), k_t^h = [W_UK^h c_t,
     RoPE(W_KR x_t)], v_t^h = W_UV^h c_t, q_t^h = [W_UQ^h c'_t, RoPE(W_QR^h c'_t)] with c'_t the query latent."""
     nope, rope_d, dv, r = RANKS["qk_nope_head_dim"], RANKS["qk_rope_head_dim"], RANKS["v_head_dim"], RANKS["kv_lora_rank"]
@@ -64,6 +64,8 @@ def mla_loop(m, x):
             qh = torch.cat((q[h, :nope], rope(q[h, nope:], t)))
             s = torch.stack([qh @ keys[j][h] for j in range(t + 1)]) / math.sqrt(nope + rope_d)
             p = torch.softmax(s, 0)
+            if probs is not None:
+                probs.append(p)
             heads.append(sum(p[j] * values[j][h] for j in range(t + 1)))
         outs.append(m.out.weight @ torch.cat(heads) + m.out.bias)
     return torch.stack(outs)
@@ -168,3 +170,32 @@ def test_mla_equals_transformers_deepseek_v3_attention(q_lora_rank, interleaved)
     scheme = POSITIONS.build(cfg.position, PositionContext(32, 4, RANKS["qk_rope_head_dim"], 32, True))
     got = ours(x, MixerInputs(AttentionMask(None, True, None), scheme.rotator(pos, pos)))
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("absorb", [False, True])
+def test_attention_diagnostics_read_mla_s_scores(absorb):
+    """Entropy and first-token mass of an MLA layer equal the float64 loop's softmax weights; the
+    absorbed form (used while decoding) scores the same."""
+    from arch_zoo.components.attention_diagnostics import AttentionRecorder
+
+    cfg = tiny(d_model=D, n_heads=H, position="rope", norm="rmsnorm", attention_kernel="explicit",
+               mixer={"name": "mla", "absorb": absorb, **RANKS})
+    model = build_model(cfg, 20).double().eval()
+    mixer = model.decoder.layers[0].mixer
+    with torch.no_grad():
+        for p in mixer.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    xs = []
+    hook = mixer.register_forward_pre_hook(lambda mod, args: xs.append(args[0]))
+    ids = torch.randint(1, 20, (1, L))
+    rec = AttentionRecorder(model)
+    with torch.no_grad(), rec.recording({"decoder": None}):
+        model(ids, cache=model.new_cache())  # a cached pass: the absorbed form runs where asked
+    hook.remove()
+    probs = []
+    with torch.no_grad():
+        mla_loop(mixer, xs[0][0], probs)
+    got = rec.results()
+    entropy = sum(float(-(p * p.log()).sum()) for p in probs) / len(probs)
+    assert got["attn_entropy/layer_0"] == pytest.approx(entropy, rel=1e-5)
+    assert got["attn_first_token/layer_0"] == pytest.approx(sum(float(p[0]) for p in probs) / len(probs), rel=1e-5)

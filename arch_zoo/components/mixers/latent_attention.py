@@ -68,6 +68,9 @@ class LatentAttention(Mixer):
     layer_name = "self-attention"
     part = "attention"
     reads_attention_keys = True
+    sinks = None
+    cross = False
+    records_attention = True  # attention diagnostics read its scores (attention_diagnostics.py)
     example_options = {"q_lora_rank": 12, "kv_lora_rank": 10, "qk_nope_head_dim": 6, "qk_rope_head_dim": 4,
                        "v_head_dim": 5}
 
@@ -96,6 +99,7 @@ class LatentAttention(Mixer):
         self.backend = KERNELS.build(cfg.attention_kernel, scale, cfg.attn_logit_softcap)
         self.pattern = ATTENTION.build(cfg.attention)
         self.dropout = cfg.rate("attention_dropout")
+        self.recorder = None  # attention_diagnostics.AttentionRecorder while it records
 
     @classmethod
     def check(cls, options: LatentOptions, cfg, key: str) -> None:
@@ -136,13 +140,19 @@ class LatentAttention(Mixer):
         if self.options.absorb and state is not None:
             w_uk, w_uv = self.kv_b.weight.unflatten(0, (self.h, self.nope + self.dv)).split((self.nope, self.dv), dim=1)
             q = torch.cat((q_nope @ w_uk, q_rope), dim=-1)  # (B, H, Lq, rank + rope): q_nope.(W_uk c) = (q_nope W_uk).c
-            out, _ = self.backend(q, torch.cat((latent, k_rope), dim=-1), latent, mask, dropout)
+            k = torch.cat((latent, k_rope), dim=-1)
+            if self.recorder is not None:  # the same scores as the plain form's
+                self.recorder(self, q, k, mask)
+            out, _ = self.backend(q, k, latent, mask, dropout)
             out = out @ w_uv.transpose(1, 2)  # (B, H, Lq, rank) -> (B, H, Lq, dv)
         else:
             kv = self.kv_b(latent.squeeze(1)).unflatten(-1, (self.h, self.nope + self.dv)).transpose(1, 2)
             k_nope, v = kv.split((self.nope, self.dv), dim=-1)
             k = torch.cat((k_nope, k_rope.expand(-1, self.h, -1, -1)), dim=-1)
-            out, _ = self.backend(torch.cat((q_nope, q_rope), dim=-1), k, v, mask, dropout)
+            q = torch.cat((q_nope, q_rope), dim=-1)
+            if self.recorder is not None:
+                self.recorder(self, q, k, mask)
+            out, _ = self.backend(q, k, v, mask, dropout)
         if mask.keep is not None:
             out = out * mask.keep.to(out.dtype)
         return self.out(out.transpose(1, 2).flatten(2))
