@@ -8,6 +8,10 @@ it. Which keys a query may see, and what the cache keeps, is the attention patte
 positions rotate them, over each head's head_dim with one gain shared by the heads (``qk_norm_scope:
 head``; Qwen3) or over the whole q and k projections, all heads at once (``projection``; OLMo 2).
 
+Attention sinks (``sinks``; gpt-oss) give each head one learned logit that joins every query's softmax
+as a key with a zero value: it takes probability mass and returns nothing, so a head may attend to
+nothing. A kernel says whether it can take them (``takes_sinks``); the built-in ones both can.
+
 An output gate (``gate``, Qiu et al. 2025; Qwen3-Next) multiplies each head's output by
 sigmoid(x W_g) before the output projection: one gate per element of the head (``elementwise``) or one
 per head (``head``).
@@ -40,6 +44,7 @@ class Backend:
     ``scale`` None means 1/sqrt(head_dim); ``softcap`` None means none, else cap * tanh(s / cap) (Gemma 2)."""
 
     returns_weights = False
+    takes_sinks = False  # whether __call__ accepts sinks= (H,) per-head sink logits
 
     def __init__(self, options: NoOptions = NoOptions(), scale: Optional[float] = None,
                  softcap: Optional[float] = None):
@@ -71,10 +76,16 @@ def attention_logits(q: Tensor, k: Tensor, mask: AttentionMask, scale: Optional[
 
 
 def explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, dropout: float,
-                       scale: Optional[float], softcap: Optional[float]) -> Tuple[Tensor, Tensor]:
+                       scale: Optional[float], softcap: Optional[float], sinks: Optional[Tensor] = None
+                       ) -> Tuple[Tensor, Tensor]:
     if v.shape[1] != q.shape[1]:
         v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
-    weights = attention_logits(q, k, mask, scale, softcap).softmax(dim=-1).to(q.dtype)
+    logits = attention_logits(q, k, mask, scale, softcap)
+    if sinks is None:
+        weights = logits.softmax(dim=-1).to(q.dtype)
+    else:  # the sink's column joins the softmax, then leaves: its mass multiplies a zero value
+        sink = sinks.float().view(1, -1, 1, 1).expand(*logits.shape[:-1], 1)
+        weights = torch.cat((logits, sink), dim=-1).softmax(dim=-1)[..., :-1].to(q.dtype)
     if dropout > 0:
         weights = F.dropout(weights, dropout)
     return weights @ v, weights
@@ -83,9 +94,13 @@ def explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, dro
 @KERNELS.register("sdpa", NoOptions, "torch scaled_dot_product_attention (fused kernels where available); "
                   "layers with a logit soft-cap run the explicit math, which no fused kernel computes")
 class SDPABackend(Backend):
-    def __call__(self, q, k, v, mask, dropout):
+    takes_sinks = True
+
+    def __call__(self, q, k, v, mask, dropout, sinks: Optional[Tensor] = None):
         if self.softcap is not None:  # tanh of the scores before the mask: no additive mask can express it
-            return explicit_attention(q, k, v, mask, dropout, self.scale, self.softcap)[0], None
+            return explicit_attention(q, k, v, mask, dropout, self.scale, self.softcap, sinks)[0], None
+        if sinks is not None:
+            q, k, v, mask = with_sink_key(q, k, v, mask, sinks)
         attn_mask = mask.allowed
         if attn_mask is not None and attn_mask.dtype != torch.bool:
             attn_mask = attn_mask.to(q.dtype)
@@ -99,9 +114,27 @@ class SDPABackend(Backend):
 @KERNELS.register("explicit", NoOptions, "softmax(QK^T/sqrt(d_k))V written out; can return the weights")
 class ExplicitBackend(Backend):
     returns_weights = True
+    takes_sinks = True
 
-    def __call__(self, q, k, v, mask, dropout):
-        return explicit_attention(q, k, v, mask, dropout, self.scale, self.softcap)
+    def __call__(self, q, k, v, mask, dropout, sinks: Optional[Tensor] = None):
+        return explicit_attention(q, k, v, mask, dropout, self.scale, self.softcap, sinks)
+
+
+def with_sink_key(q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, sinks: Tensor
+                  ) -> Tuple[Tensor, Tensor, Tensor, AttentionMask]:
+    """Sinks as one more key for a kernel that takes an additive mask: a zero key (score 0 before the
+    mask) and a zero value, whose mask entry is the head's sink logit."""
+    b, h, q_len, _ = q.shape
+    k_len = k.shape[-2]
+    allowed = mask.materialize(q_len, k_len, q.device)
+    bias = q.new_zeros(1, 1, q_len, k_len) if allowed is None else allowed
+    if bias.dtype == torch.bool:
+        bias = torch.zeros(bias.shape, dtype=q.dtype, device=q.device).masked_fill(~bias, float("-inf"))
+    bias = bias.to(q.dtype).expand(bias.shape[0], h, q_len, k_len)
+    sink = sinks.to(q.dtype).view(1, h, 1, 1).expand(bias.shape[0], h, q_len, 1)
+    k = torch.cat((k, k.new_zeros(*k.shape[:-2], 1, k.shape[-1])), dim=-2)
+    v = torch.cat((v, v.new_zeros(*v.shape[:-2], 1, v.shape[-1])), dim=-2)
+    return q, k, v, AttentionMask(torch.cat((bias, sink), dim=-1), False, mask.keep)
 
 
 @dataclass(frozen=True)
@@ -126,7 +159,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, shape: AttentionShape, backend, cross: bool = False,
                  pattern: Optional[AttentionPattern] = None, qk_norm: Optional[Callable[[int], nn.Module]] = None,
-                 qk_norm_scope: str = "head", gate: Optional[str] = None):
+                 qk_norm_scope: str = "head", gate: Optional[str] = None, sinks: bool = False):
         super().__init__()
         self.shape = shape
         self.cross = cross
@@ -142,6 +175,7 @@ class MultiHeadAttention(nn.Module):
         # after out: a gated layer's state dict keeps the ungated one's keys, in the same order
         self.gate = None if gate is None else nn.Linear(shape.d_model, h * d if gate == "elementwise" else h,
                                                         bias=shape.bias)
+        self.sinks = nn.Parameter(torch.zeros(h)) if sinks else None  # one logit per head (gpt-oss)
         self.qk_norm_flat = qk_norm_scope == "projection"  # normed before the split into heads
         q_dim, k_dim = (h * d, kv * d) if self.qk_norm_flat else (d, d)
         self.q_norm = qk_norm(q_dim) if qk_norm is not None else None
@@ -216,7 +250,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError("attention weights need the 'explicit' attention kernel")
         if self.recorder is not None:  # (None but while diagnostics record: nothing else in the hot path)
             self.recorder(self, q, k, mask)
-        out, weights = self.backend(q, k, v, mask, self.shape.dropout if self.training else 0.0)
+        out, weights = self.combine(q, k, v, mask, self.shape.dropout if self.training else 0.0)
         self.last_weights = weights if need_weights else None
         if mask.keep is not None:
             out = out * mask.keep.to(out.dtype)
@@ -225,6 +259,15 @@ class MultiHeadAttention(nn.Module):
             g = torch.sigmoid(self.gate(x)).unflatten(-1, (h, -1))  # (B, L, H, D or 1)
             out = out * g.to(out.dtype)
         return self.out(out.flatten(2))
+
+
+    def combine(self, q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, dropout: float
+                ) -> Tuple[Tensor, Optional[Tensor]]:
+        """The heads' outputs (B, H, Lq, Dv) from rotated q, k and v: the kernel's softmax attention
+        (and the sinks); a variant that mixes maps otherwise (differential attention) overrides it."""
+        if self.sinks is None:
+            return self.backend(q, k, v, mask, dropout)
+        return self.backend(q, k, v, mask, dropout, sinks=self.sinks)
 
 
 def attention_args(cfg) -> dict:

@@ -1,4 +1,5 @@
-"""Attention diagnostics: per layer, the attention entropy and the largest attention logit.
+"""Attention diagnostics: per layer, the attention entropy, the largest attention logit and the
+attention mass on the first token.
 
 Wortsman et al. (2023) trace one high-learning-rate instability to attention logits that grow until
 each query puts all its weight on one key (entropy collapse); QK-norm prevents it. Both signals are
@@ -13,7 +14,12 @@ attend excluded), all heads alike:
 
 * ``attn_entropy``: the mean over queries and heads of -sum_k p log p (nats), over the keys the
   query may attend (a masked key has p = 0 and adds nothing);
-* ``attn_max_logit``: the largest pre-softmax score any query gives a key it may attend.
+* ``attn_max_logit``: the largest pre-softmax score any query gives a key it may attend;
+* ``attn_first_token``: the mean over queries and heads of the weight on the row's first real token,
+  the attention sink of Xiao et al. (2024) (0 where a pattern hides it: a sliding window past it).
+
+A layer with learned sinks (gpt-oss) puts them in the softmax as the model does: the sink's share
+counts in the entropy as one more outcome, and is no token's mass.
 
 The explicit scores cost (batch, heads, q_len, k_len) floats per layer while recording."""
 from __future__ import annotations
@@ -39,7 +45,8 @@ def attention_layers(model: nn.Module) -> List[Tuple[str, str, MultiHeadAttentio
         prefix = f"{stack}." if len(stacks) > 1 else ""
         for i, layer in enumerate(stack_layers(getattr(model, stack))):
             for m in layer.modules():
-                if isinstance(m, MultiHeadAttention):
+                # every module that hands its q, k and mask to a recorder: attention's, MLA's
+                if isinstance(m, MultiHeadAttention) or getattr(type(m), "records_attention", False):
                     out.append((f"{prefix}layer_{i}" + (".cross" if m.cross else ""), stack, m))
     return out
 
@@ -61,6 +68,7 @@ class AttentionRecorder:
         self.entropy: Dict[str, float] = {}
         self.queries: Dict[str, float] = {}
         self.max_logit: Dict[str, float] = {}
+        self.first: Dict[str, float] = {}
 
     @contextmanager
     def recording(self, query_masks: Mapping[str, Optional[Tensor]]) -> Iterator["AttentionRecorder"]:
@@ -79,7 +87,12 @@ class AttentionRecorder:
     def __call__(self, module: MultiHeadAttention, q: Tensor, k: Tensor, mask: AttentionMask) -> None:
         name, stack = self._names[id(module)]
         scores = attention_logits(q.detach(), k.detach(), mask, module.backend.scale, module.backend.softcap)
-        (total, count), top = entropy_and_max(scores, self._real_queries(stack, mask, q.shape[-2], q.shape[0], q.device))
+        real = self._real_queries(stack, mask, q.shape[-2], q.shape[0], q.device)
+        p = probabilities(scores, module.sinks)
+        (total, count), top = entropy_and_max(scores, real, p)
+        first = p.gather(-1, self._first_keys(stack, k.shape[-2], q.shape[0], q.device).view(-1, 1, 1, 1)
+                         .expand(*p.shape[:-1], 1)).squeeze(-1)  # (B, H, Lq)
+        self.first[name] = self.first.get(name, 0.0) + float(first[real[:, None, :].expand_as(first)].sum())
         self.entropy[name] = self.entropy.get(name, 0.0) + total
         self.queries[name] = self.queries.get(name, 0.0) + count
         if top is not None:
@@ -95,21 +108,40 @@ class AttentionRecorder:
             real = real & mask.keep[:, 0, :, 0].bool()
         return real
 
+    def _first_keys(self, stack: str, k_len: int, batch: int, device) -> Tensor:
+        """(B,) the key column of each row's first real token: the stack's mask's first 1 where it spans
+        the keys (a forward over whole sequences), else column 0."""
+        given = self.query_masks.get(stack)
+        if given is None or given.shape[-1] != k_len:
+            return torch.zeros(batch, dtype=torch.long, device=device)
+        return given.to(device).float().argmax(-1)
+
     def results(self) -> Dict[str, float]:
-        """``attn_entropy/NAME`` and ``attn_max_logit/NAME`` per layer recorded."""
+        """``attn_entropy/NAME``, ``attn_max_logit/NAME`` and ``attn_first_token/NAME`` per layer recorded."""
         out: Dict[str, float] = {}
         for name, _, _ in self.layers:
             if self.queries.get(name):
                 out[f"attn_entropy/{name}"] = self.entropy[name] / self.queries[name]
+                out[f"attn_first_token/{name}"] = self.first[name] / self.queries[name]
             if name in self.max_logit:
                 out[f"attn_max_logit/{name}"] = self.max_logit[name]
         return out
 
 
-def entropy_and_max(scores: Tensor, real: Tensor) -> Tuple[Tuple[float, float], Optional[float]]:
+def probabilities(scores: Tensor, sinks: Optional[Tensor]) -> Tensor:
+    """The keys' softmax weights (B, H, Lq, Lk), and with ``sinks`` (H,) the sink's as a last column."""
+    if sinks is None:
+        return scores.softmax(-1)
+    sink = sinks.detach().float().view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
+    return torch.cat((scores, sink), dim=-1).softmax(-1)
+
+
+def entropy_and_max(scores: Tensor, real: Tensor, p: Optional[Tensor] = None
+                    ) -> Tuple[Tuple[float, float], Optional[float]]:
     """((sum of entropies, number of (query, head) rows), largest allowed score) over the ``real``
-    (B, Lq) queries of (B, H, Lq, Lk) scores with -inf where a key is masked."""
-    p = scores.softmax(-1)
+    (B, Lq) queries of (B, H, Lq, Lk) scores with -inf where a key is masked; ``p`` their weights
+    (default: the softmax of the scores)."""
+    p = scores.softmax(-1) if p is None else p
     rows = torch.special.entr(p).sum(-1)  # (B, H, Lq); entr(0) = 0: masked keys add nothing
     use = real[:, None, :].expand_as(rows)
     if not use.any():

@@ -53,6 +53,7 @@ def check_mixer(m: ModelConfig, stack: str, key: str) -> None:
         what = "a bidirectional encoder" if stack == "encoder" else "a causal decoder"
         raise ConfigError(f"{key}.mixer", f"mixer '{m.mixer.name}' cannot serve {what} (it serves: "
                           f"{', '.join(MIXERS.get(m.mixer.name).factory.stacks)}); mixers for {what}: {', '.join(able)}")
+    MIXERS.get(m.mixer.name).factory.check(m.mixer.options, m, key)
 
 
 ATTENTION_KEYS = ("attention", "qk_norm", "attention_scale", "attn_logit_softcap")  # act in attention only

@@ -117,7 +117,8 @@ class Stack(nn.Module):
 
         def scheme(spec, layer_cfg: ModelConfig) -> int:
             at = ctx if not _in_attention(spec) else dataclasses.replace(
-                ctx, n_heads=layer_cfg.n_heads, head_dim=layer_cfg.dim_per_head)
+                ctx, n_heads=layer_cfg.n_heads,
+                head_dim=MIXERS.get(layer_cfg.mixer.name).factory.rotary_dim(layer_cfg.mixer.options, layer_cfg))
             if (spec, at) not in built:
                 built.append((spec, at))
             return built.index((spec, at))

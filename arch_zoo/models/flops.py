@@ -108,6 +108,15 @@ def flops_per_token(model: nn.Module, seq_len: int, target_len: Optional[int] = 
     return FlopCounter(model).per_token(at_length(model, seq_len, target_len))
 
 
+def state_bytes_per_token(model: nn.Module, m) -> Optional[float]:
+    """float32 decoding-state bytes per token at model.max_seq_len (an encoder-decoder's source as long),
+    as describe prints them at that length; None for an encoder, which does not decode."""
+    if m.kind == "encoder":
+        return None
+    n = m.max_seq_len
+    return decoding_state_bytes(model, n, 4, n if m.kind == "encoder_decoder" else 0) / n
+
+
 def decoding_state_bytes(model: nn.Module, context: int, element_bytes: int = 4, source: int = 0) -> int:
     """Bytes of the decoder's decoding state after ``context`` positions: each layer's mixer's state (a
     K/V cache grows with the context, a recurrent state does not) and cross-attention's memory K/V."""

@@ -144,6 +144,7 @@ def read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
         "run_id": meta.get("run_id") or run_dir.name,
         "params": summary.get("parameters", meta.get("params")),
         "flops_per_token": summary.get("flops_per_token"),
+        "state_bytes_per_token": summary.get("state_bytes_per_token"),
         **_spent(meta.get("budget") or {}, summary.get("step", status.get("step"))),
         "train_tokens_per_s": summary.get("train_tokens_per_s"),
         "mfu": summary.get("mfu"),

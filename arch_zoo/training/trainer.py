@@ -15,7 +15,7 @@ from ..config.plugins import records as plugin_records
 from ..data.lengths import split_lengths
 from ..data.tasks.base import TaskData
 from ..metrics import best_metrics, goal_of
-from ..models.flops import FlopCounter
+from ..models.flops import FlopCounter, state_bytes_per_token
 from ..models.mfu import mfu_for_run
 from ..models.summary import active_parameters, count_parameters, parameter_breakdown
 from ..provenance import git_commit
@@ -139,6 +139,7 @@ def _summary(cfg: ExperimentConfig, data: TaskData, module: ArchZooModule, train
         "active_parameters": active_parameters(model),  # per token: less than parameters with mixture-of-experts
         "parameters_by_part": {k: v for k, v in parameter_breakdown(model).items()},
         **counted_flops(meter.counter, data),
+        "state_bytes_per_token": state_bytes_per_token(model, cfg.model),  # decoding state, float32, at max_seq_len
         "train_tokens_per_s": meter.tokens_per_second,
         # this process's FLOP/s over one device's peak: per-device MFU, also under data parallelism
         **mfu_for_run(meter.train_flops_per_second, module.device, t.precision),

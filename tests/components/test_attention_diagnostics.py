@@ -1,4 +1,5 @@
-"""Attention diagnostics (issue 30): per layer attention entropy and largest attention logit, checked
+"""Attention diagnostics (issue 30): per layer attention entropy, largest attention logit and the mass on
+the first real token (issue 40), checked
 against attention probabilities rebuilt by hand from each layer's input and weights."""
 import csv
 import math
@@ -33,8 +34,9 @@ def inputs():
 
 
 def by_hand(m, ids, mask, bias=None):
-    """Per layer (mean entropy, max logit) over real queries, from the layer's input x: q, k = x W_q, x W_k
-    (no rotation), scores q.k / sqrt(head_dim) (+ bias), causal and padding masks, softmax."""
+    """Per layer (mean entropy, max logit, mean weight on the row's first real token) over real queries,
+    from the layer's input x: q, k = x W_q, x W_k (no rotation), scores q.k / sqrt(head_dim) (+ bias),
+    causal and padding masks, softmax (with the layer's sink logit as one more outcome, if it has one)."""
     xs = []
     hooks = [layer.self_attn.sublayer.register_forward_pre_hook(lambda mod, args: xs.append(args[0]))
              for layer in m.decoder.layers]
@@ -50,7 +52,8 @@ def by_hand(m, ids, mask, bias=None):
         b = layer.self_attn.sublayer.qkv.bias
         qkv = x.double() @ w.T + (b.detach().double() if b is not None else 0)
         q, k = qkv[..., :D], qkv[..., D:2 * D]
-        ent, rows, top = 0.0, 0, -math.inf
+        sinks = layer.self_attn.sublayer.sinks
+        ent, rows, top, first = 0.0, 0, -math.inf, 0.0
         for r in range(ids.shape[0]):
             for h in range(HEADS):
                 s = q[r, :, h * d:(h + 1) * d] @ k[r, :, h * d:(h + 1) * d].T / math.sqrt(d)
@@ -61,11 +64,13 @@ def by_hand(m, ids, mask, bias=None):
                         continue  # a padded query
                     keys = [j for j in range(i + 1) if mask[r, j]]
                     logits = s[i, keys]
-                    p = logits.softmax(-1)
+                    with_sink = logits if sinks is None else torch.cat((logits, sinks[h:h + 1].detach().double()))
+                    p = with_sink.softmax(-1)
                     ent -= float((p * p.log()).sum())
                     rows += 1
                     top = max(top, float(logits.max()))
-        out.append((ent / rows, top))
+                    first += float(p[0])  # keys[0]: the row's first real token
+        out.append((ent / rows, top, first / rows))
     return out
 
 
@@ -81,10 +86,11 @@ def test_entropy_and_max_logit_equal_a_computation_by_hand(kernel):
     m = model(position="none", attention_kernel=kernel)
     ids, mask = inputs()
     got = recorded(m, ids, mask)
-    for i, (entropy, top) in enumerate(by_hand(m, ids, mask)):
+    for i, (entropy, top, first) in enumerate(by_hand(m, ids, mask)):
         assert got[f"attn_entropy/layer_{i}"] == pytest.approx(entropy, rel=1e-5)
         assert got[f"attn_max_logit/layer_{i}"] == pytest.approx(top, rel=1e-5)
-    assert set(got) == {f"attn_{k}/layer_{i}" for k in ("entropy", "max_logit") for i in range(2)}
+        assert got[f"attn_first_token/layer_{i}"] == pytest.approx(first, rel=1e-5)
+    assert set(got) == {f"attn_{k}/layer_{i}" for k in ("entropy", "max_logit", "first_token") for i in range(2)}
     assert 0.1 < got["attn_entropy/layer_0"] < math.log(10) - 0.1  # neither uniform nor collapsed
 
 
@@ -94,12 +100,30 @@ def test_the_max_logit_counts_score_biases_and_the_softcap():
     pos = torch.arange(ids.shape[1], dtype=torch.float64)
     bias = -alibi_slopes(HEADS).double().view(-1, 1, 1) * (pos[None, :] - pos[:, None]).abs()
     got = recorded(m, ids, mask)
-    for i, (entropy, top) in enumerate(by_hand(m, ids, mask, bias)):
+    for i, (entropy, top, _) in enumerate(by_hand(m, ids, mask, bias)):
         assert got[f"attn_entropy/layer_{i}"] == pytest.approx(entropy, rel=1e-5)
         assert got[f"attn_max_logit/layer_{i}"] == pytest.approx(top, rel=1e-5)
     capped = recorded(model(position="none", attn_logit_softcap=0.2), ids, mask)  # (the same weights: same seed)
     top = by_hand(model(position="none"), ids, mask)[0][1]  # layer 0: its input is the cap's alone; tanh is monotonic
     assert capped["attn_max_logit/layer_0"] == pytest.approx(0.2 * math.tanh(top / 0.2), rel=1e-5)
+
+
+@pytest.mark.parametrize("kernel", ["sdpa", "explicit"])
+def test_first_token_mass_finds_the_first_real_token_and_counts_sinks_as_the_model_does(kernel):
+    """Left padding moves the first real token off column 0; a sink takes its share of the softmax."""
+    m = model(position="none", attention_kernel=kernel, mixer={"name": "attention", "sinks": True})
+    with torch.no_grad():
+        for layer in m.decoder.layers:
+            layer.self_attn.sublayer.sinks.copy_(torch.randn(HEADS) * 2)
+    ids, _ = inputs()
+    mask = torch.ones_like(ids)
+    mask[1, :4] = 0  # left padding
+    mask[2, :7] = 0
+    got = recorded(m, ids, mask)
+    for i, (entropy, top, first) in enumerate(by_hand(m, ids, mask)):
+        assert got[f"attn_entropy/layer_{i}"] == pytest.approx(entropy, rel=1e-5)
+        assert got[f"attn_max_logit/layer_{i}"] == pytest.approx(top, rel=1e-5)
+        assert got[f"attn_first_token/layer_{i}"] == pytest.approx(first, rel=1e-5)
 
 
 def test_padded_keys_and_queries_are_left_out():

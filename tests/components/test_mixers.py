@@ -64,7 +64,7 @@ def test_an_encoder_decoder_takes_a_causal_mixer_in_its_decoder_only():
 
 @pytest.mark.parametrize("cfg,key,words", [
     (tiny(kind="encoder", mixer="gated_deltanet"), "model.mixer", "cannot serve a bidirectional encoder"),
-    (tiny(kind="encoder_decoder", mixer="lstm"), "model.mixer", "mixers for a bidirectional encoder: attention, linear_attention"),
+    (tiny(kind="encoder_decoder", mixer="lstm"), "model.mixer", "mixers for a bidirectional encoder: attention, differential_attention, linear_attention, mla"),
     (tiny(kind="encoder", layers=[{"range": "0:1", "mixer": "mamba2"}]), "model.layers[0].mixer", "cannot serve"),
     (tiny(mixer="gated_deltanett"), "model.mixer", "did you mean 'gated_deltanet'"),
     (tiny(mixer={"name": "gated_deltanet", "conv_sise": 4}), "model.mixer.conv_sise", "did you mean 'conv_size'"),

@@ -9,7 +9,8 @@ from typing import Literal, Optional
 
 from torch import Tensor
 
-from ..attention import MultiHeadAttention, attention_args
+from ...errors import ConfigError
+from ..attention import KERNELS, MultiHeadAttention, attention_args
 from ..attention_patterns import AttentionPattern, SlidingWindowAttention
 from ..init import mark_residual_out
 from ..state import DecodingState, KVCache
@@ -20,10 +21,19 @@ from .base import MIXERS, Mixer, MixerInputs
 class AttentionOptions:
     gate: Optional[Literal["sigmoid"]] = None  # an output gate after the attention (Qiu et al. 2025; Qwen3-Next)
     gate_scope: Literal["elementwise", "head"] = "elementwise"  # one gate per element of each head, or per head
+    sinks: bool = False  # a learned logit per head that takes softmax mass and returns nothing (gpt-oss)
 
     def __post_init__(self):
         if self.gate is None and self.gate_scope != "elementwise":
             raise ValueError("gate_scope refines gate, which is not set: set gate: sigmoid too")
+
+
+def check_sinks(sinks: bool, cfg, key: str) -> None:
+    """Sinks need a kernel that takes them (``takes_sinks``)."""
+    if sinks and not KERNELS.get(cfg.attention_kernel.name).factory.takes_sinks:
+        able = [e.name for e in KERNELS.entries() if e.factory.takes_sinks]
+        raise ConfigError(f"{key}.attention_kernel", f"kernel '{cfg.attention_kernel.name}' cannot take attention "
+                          f"sinks (mixer sinks: true); kernels that can: {', '.join(able)}")
 
 
 def ring_size(pattern: AttentionPattern, columns: int) -> int:
@@ -40,18 +50,24 @@ def supports(pattern: AttentionPattern) -> bool:
 
 
 @MIXERS.register("attention", AttentionOptions, "softmax attention (Vaswani et al. 2017): MHA/GQA/MQA, its pattern, "
-                 "kernel and qk-norm the model's keys; gate: sigmoid adds Qwen3-Next's output gate")
+                 "kernel and qk-norm the model's keys; gate: sigmoid adds Qwen3-Next's output gate, "
+                 "sinks: true gpt-oss's per-head sink logit")
 class Attention(MultiHeadAttention, Mixer):
     stacks = ("decoder", "encoder")
     layer_name = "self-attention"  # as describe's layer lines say it
     part = "attention"
     reads_attention_keys = True
-    example_options = {"gate": "sigmoid"}  # the grid's ungated attention is every other model's default
+    # the grid's plain attention is every other model's default; here the gate and the sinks
+    example_options = {"gate": "sigmoid", "sinks": True}
 
     def __init__(self, options: AttentionOptions, cfg, ctx=None):
         gate = None if options.gate is None else options.gate_scope
-        super().__init__(cross=False, gate=gate, **attention_args(cfg))
+        super().__init__(cross=False, gate=gate, sinks=options.sinks, **attention_args(cfg))
         mark_residual_out(self.out)
+
+    @classmethod
+    def check(cls, options: AttentionOptions, cfg, key: str) -> None:
+        check_sinks(options.sinks, cfg, key)
 
     def forward(self, x: Tensor, inputs: MixerInputs, state: Optional[DecodingState] = None) -> Tensor:
         return super().forward(x, inputs.self_mask, inputs.self_rotate, cache=state, need_weights=inputs.need_weights)

@@ -64,6 +64,16 @@ class Mixer(nn.Module):
     def forward(self, x: Tensor, inputs: MixerInputs, state: Optional[DecodingState] = None) -> Tensor:
         raise TypeError("Mixer is abstract; use a registered mixer")
 
+    @classmethod
+    def check(cls, options, cfg, key: str) -> None:
+        """Raise ConfigError (naming the key under ``key``, the model's) if the options do not fit the
+        layer's ModelConfig ``cfg``; called before building."""
+
+    @classmethod
+    def rotary_dim(cls, options, cfg) -> int:
+        """The head width the position scheme rotates for this mixer (MLA: its decoupled RoPE part)."""
+        return cfg.dim_per_head
+
     def new_state(self) -> DecodingState:
         raise TypeError(f"{type(self).__name__} has no decoding state")
 
