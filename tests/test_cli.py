@@ -62,7 +62,7 @@ def test_installed_console_script_reports_user_errors_without_traceback():
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip() == ("arch-zoo: error: model.norm: unknown norm 'batchnorm'; "
-                                   "choices: layernorm, rmsnorm")
+                                   "choices: layernorm, rmsnorm, zero_centred_rmsnorm")
 
 
 def test_unknown_command_exits_2(capsys):

@@ -39,7 +39,7 @@ class ScaleNormOptions:
     eps: float = 1e-5
 
 
-@NORMS.register("scalenorm", ScaleNormOptions, "one learned scale over the unit vector (Nguyen & Salazar 2019)")
+@NORMS.register("lab_scalenorm", ScaleNormOptions, "one learned scale over the unit vector (Nguyen & Salazar 2019)")
 class ScaleNorm(nn.Module):
     def __init__(self, options, dim):
         super().__init__()
@@ -120,17 +120,17 @@ def test_a_module_plugin_adds_a_norm_an_ffn_a_placement_and_an_attention_pattern
 
     blocks = _package(tmp_path / "lab", "my_lab")
     monkeypatch.syspath_prepend(str(tmp_path / "lab"))
-    cfg = load({"plugins": ["my_lab.blocks"], "model": {"norm": {"name": "scalenorm", "eps": 1e-6},
+    cfg = load({"plugins": ["my_lab.blocks"], "model": {"norm": {"name": "lab_scalenorm", "eps": 1e-6},
                                                          "ffn": "squared_relu", "norm_placement": "layerscale",
                                                          "attention": {"name": "strided", "stride": 8}}})
     assert cfg.model.norm.options.eps == 1e-6 and cfg.model.ffn.name == "squared_relu"
     assert cfg.model.norm_placement.options.init == 0.1 and cfg.model.attention.options.stride == 8
-    assert all_registries()["norms"].get("scalenorm").source == "my_lab.blocks"
+    assert all_registries()["norms"].get("lab_scalenorm").source == "my_lab.blocks"
     assert all_registries()["placements"].get("layerscale").source == "my_lab.blocks"
     with pytest.raises(ConfigError, match=r"model.norm.eps: expected a number, got 'small'"):
-        load({"plugins": ["my_lab.blocks"], "model": {"norm": {"name": "scalenorm", "eps": "small"}}})
-    with pytest.raises(ConfigError, match=r"unknown norm 'scalenrom' \(did you mean 'scalenorm'\?\)"):
-        load({"plugins": ["my_lab.blocks"], "model": {"norm": "scalenrom"}})
+        load({"plugins": ["my_lab.blocks"], "model": {"norm": {"name": "lab_scalenorm", "eps": "small"}}})
+    with pytest.raises(ConfigError, match=r"unknown norm 'lab_scalenrom' \(did you mean 'lab_scalenorm'\?\)"):
+        load({"plugins": ["my_lab.blocks"], "model": {"norm": "lab_scalenrom"}})
     with pytest.raises(ConfigError, match=r"model.norm_placement.int: unknown option for norm placement "
                                           r"'layerscale' \(did you mean 'init'\?\)"):
         load({"plugins": ["my_lab.blocks"], "model": {"norm_placement": {"name": "layerscale", "int": 0.5}}})
@@ -138,11 +138,11 @@ def test_a_module_plugin_adds_a_norm_an_ffn_a_placement_and_an_attention_pattern
         load({"plugins": ["my_lab.blocks"], "model": {"attention": "stride"}})
     with pytest.raises(ConfigError, match=r"model.attention.stride: expected an integer, got 'wide'"):
         load({"plugins": ["my_lab.blocks"], "model": {"attention": {"name": "strided", "stride": "wide"}}})
-    assert main(["describe", "preset:decoder-small", "plugins=[my_lab.blocks]", "model.norm=scalenorm",
+    assert main(["describe", "preset:decoder-small", "plugins=[my_lab.blocks]", "model.norm=lab_scalenorm",
                  "model.ffn=squared_relu", "model.norm_placement=layerscale", "model.attention={name: strided, "
                  "stride: 16}", "model.n_layers=2", "model.d_model=32", "--vocab-size", "50"]) == 0
     out = capsys.readouterr().out
-    assert "scalenorm(eps=1e-05)" in out and "squared_relu" in out
+    assert "lab_scalenorm(eps=1e-05)" in out and "squared_relu" in out
     assert "placement layerscale(init=0.1): x + gamma * f(norm(x))" in out
     assert "attention     strided(stride=16), sdpa kernel" in out
     assert re.search(r"\n  decoder placement +128 ", out)  # gamma: 2 sublayers x 32 channels x 2 layers
@@ -155,7 +155,7 @@ def test_a_module_plugin_adds_a_norm_an_ffn_a_placement_and_an_attention_pattern
     from arch_zoo.config.plugins import records
 
     assert records(["my_lab.blocks"])[0]["path"] == str(blocks)
-    assert len(testing.check_component("norms", "scalenorm")) == 14  # every invariant, every kind
+    assert len(testing.check_component("norms", "lab_scalenorm")) == 14  # every invariant, every kind
     assert len(testing.check_component("feedforward", "squared_relu")) == 14
     assert len(testing.check_component("placements", "layerscale")) == 14
     assert len(testing.check_component("attention", "strided", kinds=["encoder", "decoder"])) == 9
@@ -256,7 +256,7 @@ def test_an_installed_entry_point_is_loaded_by_every_command(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "arch_zoo", "components"], env=env, capture_output=True,
                           text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert re.search(r"\n  scalenorm +one learned scale .*  \(plugin: entry point 'lab' \(lab-ep 0.1\)\)", proc.stdout)
+    assert re.search(r"\n  lab_scalenorm +one learned scale .*  \(plugin: entry point 'lab' \(lab-ep 0.1\)\)", proc.stdout)
     assert re.search(r"\n  squared_relu .*\(plugin: entry point 'lab'", proc.stdout)
     assert re.search(r"\n  layerscale +x \+ gamma .*\[init=0.1\]  \(plugin: entry point 'lab'", proc.stdout)
     assert re.search(r"\n  strided +the last .*\[stride=128\]  \(plugin: entry point 'lab'", proc.stdout)
