@@ -294,8 +294,11 @@ def test_presets_reference_has_every_preset():
 def test_make_says_how_long_a_fresh_install_takes_before_it_starts(tmp_path):
     """On a machine without the virtual environment, `make demo` says first that the install takes
     about 7 minutes, as README and Getting started do, then installs, then runs the quickstart."""
-    plan = subprocess.run(["make", "-n", "demo", f"VENV={tmp_path / 'venv'}"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
+    # as a user's shell runs it: under `make test` the variables of the outer make would make this a
+    # sub-make, which prints "Entering directory" first
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    plan = subprocess.run(["make", "--no-print-directory", "-n", "demo", f"VENV={tmp_path / 'venv'}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, env=env)
     lines = plan.stdout.splitlines()
     assert plan.returncode == 0 and "about 7 minutes on a fresh machine" in lines[0], plan.stdout
     assert "-m venv" in lines[1] and "sweeps/quickstart.yaml" in lines[-2]
