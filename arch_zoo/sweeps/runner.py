@@ -1,7 +1,6 @@
 """``run_sweep``: spec -> plan -> store -> launcher -> index (the tables the CLI prints: ``tables.py``)."""
 from __future__ import annotations
 
-import dataclasses
 import signal
 import time
 from dataclasses import dataclass, field
@@ -9,16 +8,14 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ..formatting import plural
-from ..metrics import PER_BYTE
-from ..run_names import plain
-from ..rundir import PAUSED, PRUNED, SUMMARY
-from .plan import Plan, make_plan, second_plan
-from .rungs import cut_runs, next_round
+from ..rundir import PAUSED, PRUNED
+from .plan import Plan, make_plan
+from .rungs import next_round
 from .spec import SweepSpec, load_spec
-from .store import Store, read_json
-from .stages import stage_two_size
+from .store import Store
+from .stages import second_stage, stage_two_size
 from .plan_checks import comparison_warnings
-from .tune import STAGE_TUNE, Choice, base_settings, choose, edge_warning, per_byte_rows, shown, variant_key
+from .tune import STAGE_TUNE
 from .invocation import Invocation, utc_now, worker_times
 from .worker import FINISHED, Result, Task
 from ..training.interrupts import SweepInterrupted, sigterm_held, sigterm_raises
@@ -109,100 +106,144 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
 
 def _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray_init, threads, command,
                on_launch, slurm) -> SweepOutcome:
-    began = time.perf_counter()
-    started_at = utc_now()
+    began, started_at = time.perf_counter(), utc_now()
     spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
     launch = make_launcher(launcher, workers, ray_address, ray_init, threads, slurm)
     plan, store, imported = _plan(spec, out, launch, log)
     planned = time.perf_counter()
     call = Invocation(store, command, started_at, launcher, getattr(launch, "n", None), log)
-    outcome = SweepOutcome(plan, store)
-    index_s, tasks, ended = [0.0], [], []  # store I/O: run.json files, index.csv rewrites, invocations
-    runs = {r.run_id: r for r in plan.runs}
-    received = [0]  # a halving run reports once per rung it trains to
-    # stage 2's runs, counted in the progress total before stage 1 has chosen them: one counter over both
-    coming = [stage_two_size(plan) if spec.tune is not None else 0]
+    sweep = _Sweep(SweepOutcome(plan, store), launch, call, log, retry_failed, on_launch, (began, imported, planned))
+    try:
+        sweep.run()
+    except BaseException as exc:
+        stopped = sweep.stop(exc)
+        if stopped is not None:
+            raise stopped from None
+        raise
+    return sweep.outcome
 
-    def on_result(task: Task, result: Result) -> None:
-        outcome.results[task.run_id] = result
-        received[0] += 1
+
+class _Sweep:
+    """One call's runs from the plan to their end: the launcher's callbacks, the progress counter, the
+    store's index and the invocation's record, however the call ends."""
+
+    def __init__(self, outcome: SweepOutcome, launch, call: Invocation, log: Callable[[str], None],
+                 retry_failed: bool, on_launch: Optional[Callable[[], None]], times: Tuple[float, float, float]):
+        self.outcome, self.store, self.spec = outcome, outcome.store, outcome.plan.spec
+        self.launch, self.call, self.log = launch, call, log
+        self.retry_failed, self.on_launch = retry_failed, on_launch
+        self.began, self.imported, self.planned = times
+        self.index_s = 0.0  # store I/O: run.json files, index.csv rewrites, invocations
+        self.tasks: List[Task] = []
+        self.ended = False
+        self.runs = {r.run_id: r for r in outcome.plan.runs}
+        self.received = 0  # a halving run reports once per rung it trains to
+        # stage 2's runs, counted in the progress total before stage 1 has chosen them: one counter over both
+        self.coming = stage_two_size(outcome.plan) if self.spec.tune is not None else 0
+
+    @property
+    def plan(self) -> Plan:
+        return self.outcome.plan
+
+    def run(self) -> None:
+        self.call.start(len(self.plan.runs))  # before anything is written, so any kill from here on leaves a trace
+        stops = self._first_round()
+        self._halving_rounds(stops)
+        self._stage_two()
+        self.launch.stop(abort=not self.tasks)
+        self.store.write_index(self.plan)
+        self.finish("finished")
+
+    def _first_round(self) -> Optional[Dict[str, Optional[int]]]:
+        """The plan written and the first tasks launched; successive halving's first stops, if it halves."""
+        writing = time.perf_counter()  # (the commit and machine lookups of call.start are not store I/O)
+        self.store.write_plan(self.plan)
+        self.store.write_index(self.plan)
+        halving = self.spec.tune is not None and self.spec.tune.halving is not None
+        stops = next_round(self.plan, self.store, self.retry_failed, self.log) if halving else None
+        self.tasks += _tasks(self.plan, self.store, self.retry_failed, self.log, stops)
+        self.index_s += time.perf_counter() - writing
+        self.launch_tasks(self.tasks)
+        return stops
+
+    def _halving_rounds(self, stops: Optional[Dict[str, Optional[int]]]) -> None:
+        """Successive halving: each next rung's runs, decided from the store as it now is."""
+        while stops:
+            previous, stops = stops, next_round(self.plan, self.store, False, self.log)
+            if stops == previous:  # e.g. a worker died: the same round again would not get further
+                self.log("stage 1: the last round left its runs where they were; rerun the same command to resume")
+                break
+            more = _tasks(self.plan, self.store, False, self.log, stops)
+            self.tasks += more
+            self.launch_tasks(more)
+
+    def _stage_two(self) -> None:
+        """A tuned sweep's stage 2, planned from stage 1's finished runs."""
+        second = second_stage(self.plan, self.store, self.log) if self.spec.tune is not None else None
+        self.coming = 0
+        if second is None:
+            return
+        self.store.check_conflicts(second)
+        self.outcome.plan = Plan(self.spec, self.plan.runs + second.runs, second.axes, second.names)
+        self.runs.update({r.run_id: r for r in second.runs})
+        self.store.write_plan(self.plan)
+        self.store.write_index(self.plan)
+        more = _tasks(second, self.store, self.retry_failed, self.log)
+        self.tasks += more
+        self.launch_tasks(more)
+
+    def launch_tasks(self, todo: List[Task]) -> None:
+        if todo:
+            if self.on_launch is not None and len(todo) == len(self.tasks):
+                self.on_launch()
+            self.launch.run(todo, self.on_result, self.on_lost)
+
+    def on_result(self, task: Task, result: Result) -> None:
+        self.outcome.results[task.run_id] = result
+        self.received += 1
         t = time.perf_counter()
-        store.write_index(plan)
-        call.ran(result)
-        index_s[0] += time.perf_counter() - t
-        run = runs[task.run_id]
-        value = result.metrics.get(spec.metric["name"])
-        shown = f"  {spec.metric['name']} {value:.4f}" if isinstance(value, (int, float)) else ""
+        self.store.write_index(self.plan)
+        self.call.ran(result)
+        self.index_s += time.perf_counter() - t
+        self.log(self._progress(self.runs[task.run_id], result))
+
+    def _progress(self, run, result: Result) -> str:
+        name = self.spec.metric["name"]
+        value = result.metrics.get(name)
+        shown = f"  {name} {value:.4f}" if isinstance(value, (int, float)) else ""
         note = "  (finished by another process)" if result.outcome == "skipped" else ""
         reason = f" ({result.reason})" if result.reason and result.status != "completed" else ""
-        log(f"[{received[0]}/{len(tasks) + coming[0]}] {run.variant} s{run.seed}: {result.status}{reason}{shown}"
-            f"  {result.seconds:.1f}s{note}")
+        return (f"[{self.received}/{len(self.tasks) + self.coming}] {run.variant} s{run.seed}: {result.status}{reason}"
+                f"{shown}  {result.seconds:.1f}s{note}")
 
-    def on_lost(task: Task, pid: Optional[int], why: str) -> None:
-        store.mark_lost(task.run_id, pid, why)
-        on_result(task, Result(task.run_id, "lost", "interrupted", why))
+    def on_lost(self, task: Task, pid: Optional[int], why: str) -> None:
+        self.store.mark_lost(task.run_id, pid, why)
+        self.on_result(task, Result(task.run_id, "lost", "interrupted", why))
 
-    def finish(how: str, **extra: Any) -> None:
-        ran = [r.seconds for r in outcome.results.values() if r.outcome == "trained"]
-        outcome.timings = {"wall_s": time.perf_counter() - began, "import_s": imported - began,
-                           "plan_s": planned - imported, "store_s": index_s[0], "run_s": ran,
-                           "worker_startup_s": list(launch.startup_s), "workers": getattr(launch, "n", None),
-                           **worker_times(outcome.results.values(), getattr(launch, "ready_at", {}))}
+    def finish(self, how: str, **extra: Any) -> None:
+        ran = [r.seconds for r in self.outcome.results.values() if r.outcome == "trained"]
+        launch = self.launch
+        self.outcome.timings = {
+            "wall_s": time.perf_counter() - self.began, "import_s": self.imported - self.began,
+            "plan_s": self.planned - self.imported, "store_s": self.index_s, "run_s": ran,
+            "worker_startup_s": list(launch.startup_s), "workers": getattr(launch, "n", None),
+            **worker_times(self.outcome.results.values(), getattr(launch, "ready_at", {}))}
         with sigterm_held():  # one end record, however a SIGTERM falls
-            call.end(outcome.timings, how, **extra)
-            ended.append(how)
+            self.call.end(self.outcome.timings, how, **extra)
+            self.ended = True
 
-    def launch_tasks(todo: List[Task]) -> None:
-        if todo:
-            if on_launch is not None and len(todo) == len(tasks):
-                on_launch()
-            launch.run(todo, on_result, on_lost)
-
-    try:
-        call.start(len(plan.runs))  # before anything is written, so any kill from here on leaves a trace
-        writing = time.perf_counter()  # (the commit and machine lookups above are not store I/O)
-        store.write_plan(plan)
-        store.write_index(plan)
-        halving = spec.tune is not None and spec.tune.halving is not None
-        stops = next_round(plan, store, retry_failed, log) if halving else None
-        tasks += _tasks(plan, store, retry_failed, log, stops)
-        index_s[0] += time.perf_counter() - writing
-        launch_tasks(tasks)
-        while stops:  # successive halving: the next rung's runs, decided from the store as it now is
-            previous, stops = stops, next_round(plan, store, False, log)
-            if stops == previous:  # e.g. a worker died: the same round again would not get further
-                log("stage 1: the last round left its runs where they were; rerun the same command to resume")
-                break
-            more = _tasks(plan, store, False, log, stops)
-            tasks += more
-            launch_tasks(more)
-        second = _second_stage(plan, store, log) if spec.tune is not None else None
-        coming[0] = 0
-        if second is not None:  # a tuned sweep's stage 2, planned from stage 1's finished runs
-            store.check_conflicts(second)
-            plan = outcome.plan = Plan(spec, plan.runs + second.runs, second.axes, second.names)
-            runs.update({r.run_id: r for r in second.runs})
-            store.write_plan(plan)
-            store.write_index(plan)
-            more = _tasks(second, store, retry_failed, log)
-            tasks += more
-            launch_tasks(more)
-        launch.stop(abort=not tasks)
-        store.write_index(plan)
-        finish("finished")
-    except BaseException as exc:
+    def stop(self, exc: BaseException) -> Optional[SweepInterrupted]:
+        """After ``exc`` cut the call short: every run in progress stopped, the index and the end recorded;
+        the ``SweepInterrupted`` to raise for a signal (SIGTERM, Ctrl-C), else None (``exc`` goes on)."""
         name = getattr(exc, "signal_name", "SIGINT") if isinstance(exc, KeyboardInterrupt) else None
-        busy = launch.busy()
-        launch.stop(interrupt=True, signum=getattr(signal, name or "SIGINT"))
-        store.write_index(plan)
-        stopped = [(f"{runs[t.run_id].variant} s{runs[t.run_id].seed}", store.status(t.run_id).get("step"))
-                   for t in busy]
-        if not ended:
-            finish("interrupted", **({"signal": name, "stopped": [t.run_id for t in busy]} if name else {}))
-        if name:
-            raise SweepInterrupted(name, stopped) from None
-        raise
-    return outcome
+        busy = self.launch.busy()
+        self.launch.stop(interrupt=True, signum=getattr(signal, name or "SIGINT"))
+        self.store.write_index(self.plan)
+        runs = [self.runs[t.run_id] for t in busy]
+        stopped = [(f"{r.variant} s{r.seed}", self.store.status(r.run_id).get("step")) for r in runs]
+        if not self.ended:
+            self.finish("interrupted", **({"signal": name, "stopped": [t.run_id for t in busy]} if name else {}))
+        return SweepInterrupted(name, stopped) if name else None
 
 
 def _plan(spec: SweepSpec, out, launch, log: Callable[[str], None]) -> Tuple[Plan, Store, float]:
@@ -230,55 +271,6 @@ def _plan(spec: SweepSpec, out, launch, log: Callable[[str], None]) -> Tuple[Pla
             raise SweepInterrupted(getattr(exc, "signal_name", "SIGINT"), []) from None
         raise
     return plan, store, imported
-
-
-def stage_one(plan: Plan, store: Store) -> Tuple[List[str], Dict[str, Choice], Dict[str, str]]:
-    """A tuned sweep's stage 1 as the store holds it: its runs not finished yet ('variant s<seed>:
-    status'), each variant's choice (final only once none waits) and each variant's name, by the
-    key ``choose`` gives it. Reads the store, writes nothing (``--dry-run`` shows it too)."""
-    tune = plan.spec.tune
-    rows, measured, waiting, names = [], [], [], {}
-    cut = cut_runs(plan, store) if tune.halving is not None else set()
-    split = tune.select.rsplit("/", 1)[0]
-    for run in plan.runs:
-        status = PRUNED if run.run_id in cut else store.status(run.run_id)["status"]
-        if status not in FINISHED + ("failed", PRUNED):
-            waiting.append(f"{run.variant} s{run.seed}: {status}")
-        summary = read_json(store.run_dir(run.run_id) / SUMMARY) or {}
-        final = summary.get("final", {})
-        rows.append((run.settings, run.seed, status, final.get(tune.select)))
-        measured.append((final.get(f"{split}/{PER_BYTE}"),
-                         ((summary.get("task") or {}).get("bytes_per_token") or {}).get(split)))
-        names[variant_key(base_settings(run.settings, tune.keys))] = run.tune["variant"]
-    rows, switched = per_byte_rows(tune, rows, measured)  # a tuned key that changes what a token is
-    chosen = choose(tune, rows)
-    for label, (metric, why) in switched.items():
-        if label in chosen:
-            chosen[label] = dataclasses.replace(chosen[label], by=metric, why=why)
-    return waiting, chosen, names
-
-
-def choice_line(tune, name: str, c: Choice, verb: str = "trains at") -> str:
-    if c.value is None:
-        return f"stage 1: no {tune.key} completed on every tuning seed for {name}; it has no stage 2"
-    line = f"stage 1: {name} {verb} {shown(tune, c.value)} ({c.by or tune.select} {c.scores[c.value]:.4f})"
-    return line + (f"\n  {c.why}" if c.why else "")
-
-
-def _second_stage(plan: Plan, store: Store, log: Callable[[str], None]) -> Optional[Plan]:
-    """Stage 2's plan from stage 1's runs as the store holds them, or None while any is unfinished."""
-    tune = plan.spec.tune
-    waiting, chosen, names = stage_one(plan, store)
-    if waiting:
-        log(f"stage 2 waits for stage 1: {plural(len(waiting), 'run')} not finished ({'; '.join(waiting[:3])}); "
-            "rerun the same command to resume")
-        return None
-    for key, c in chosen.items():
-        log(choice_line(tune, names[key], c))
-        warning = edge_warning(tune.key, names[key], c.edge, plain(c.value)) if c.value is not None else None
-        if warning:
-            log(warning)
-    return second_plan(plan.spec, chosen)
 
 
 def _best_by(metric: Dict[str, str]):

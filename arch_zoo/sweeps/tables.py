@@ -9,7 +9,7 @@ from ..rundir import INDEX, SUMMARY
 from .halving import ladder_sizes, steps_per_seed
 from .plan import Plan
 from .plan_checks import comparison_warnings
-from .stages import stage_two_size, stage_variants
+from .stages import choice_line, stage_one, stage_two_size, stage_variants
 from .spec import BUDGETS
 from .store import Store, read_json
 
@@ -43,7 +43,6 @@ def dry_run_table(plan: Plan, store: Optional[Store] = None) -> str:
     second, stage_two = None, ""
     if ran:
         from .plan import second_plan
-        from .runner import choice_line, stage_one
 
         waiting, chosen, names = stage_one(plan, store)
         if waiting:
