@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -52,7 +53,6 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
     _quiet_lightning(quiet)
     t = cfg.train
     started = time.time()
-    ckpt = run_dir / rundir.CHECKPOINT
     resume = rundir.resume_state(run_dir)
     resume_from = resume["step"] if resume else None
     attempt.begin(resume_from)
@@ -61,10 +61,49 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         return _paused(rundir.checkpoint_history(run_dir), resume_from)
     matmul_precision = set_matmul_precision(t)
 
+    fit = _build(cfg, data, run_dir, callbacks, quiet, writer, attempt, stop_at, best, resume)
+    ckpt_path = str(run_dir / rundir.CHECKPOINT) if resume_from is not None else None
+    fit.trainer.fit(fit.module, datamodule=fit.dm, ckpt_path=ckpt_path)
+
+    diverged = fit.module.diverged_at is not None
+    if stop_at is not None and not diverged and fit.trainer.global_step < t.max_steps:
+        # last.ckpt is the one RunCheckpoint saved after the stop's validation, mid-epoch; saving
+        # again now would record the epoch as over, and a promoted run would resume at its end
+        _close_loggers(cfg, fit.loggers, None, "success")  # no final metrics yet: a promoted run logs on
+        return _paused(fit.module.history, fit.trainer.global_step)
+    if not diverged:
+        _evaluate(fit)
+    summary = _summary(cfg, data, fit, resume_from, started, matmul_precision)
+    hint = sync_hint(fit.loggers) if writer else None
+    if hint:
+        summary["wandb_sync"] = hint
+    _close_loggers(cfg, fit.loggers, summary, "success" if not diverged else "failed")
+    return summary
+
+
+@dataclass
+class _Fit:
+    """What ``train`` builds for a run and reads back after fitting it."""
+    module: ArchZooModule
+    dm: TaskDataModule
+    trainer: pl.Trainer
+    loggers: List[Any]
+    meter: ThroughputMeter
+    checkpoint: RunCheckpoint
+    keep_best: List[BestCheckpoint]
+
+
+def _build(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[Any], quiet: bool, writer: bool,
+           attempt: rundir.Attempt, stop_at: Optional[int], best: Optional[Tuple[str, str]],
+           resume: Optional[Dict[str, Any]]) -> _Fit:
+    """The seeded module, its data, the loggers (continuing a resumed run's rows) and the Trainer with
+    the run's own checkpointing, throughput, divergence and stop callbacks."""
+    t = cfg.train
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     module = ArchZooModule(cfg, data)
     dm = TaskDataModule(data, t, cfg.seed)
     meter, guard = ThroughputMeter(FlopCounter(module.model)), DivergenceGuard()
+    ckpt = run_dir / rundir.CHECKPOINT
     checkpoint = RunCheckpoint(ckpt, on_saved=lambda step: attempt.update(step))
     keep_best = [BestCheckpoint(ckpt.parent, *best)] if best else []  # before RunCheckpoint: see its docstring
     loggers = build_loggers(cfg, run_dir, run_dir.name, keep_rows=resume["metrics_rows"] if resume else None,
@@ -75,27 +114,19 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
     names = [f"{s}/{m}" for s in data.eval_splits for m in ("loss", "accuracy", "token_accuracy", "bpc", "bpb")]
     if writer:
         define_summaries(loggers, names + ["val/exact_match", "train/loss", "train/bpb"], goal_of)
-    trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if resume_from is not None else None)
+    return _Fit(module, dm, trainer, loggers, meter, checkpoint, keep_best)
 
-    diverged = module.diverged_at is not None
-    if stop_at is not None and not diverged and trainer.global_step < t.max_steps:
-        # last.ckpt is the one RunCheckpoint saved after the stop's validation, mid-epoch; saving
-        # again now would record the epoch as over, and a promoted run would resume at its end
-        _close_loggers(cfg, loggers, None, "success")  # no final metrics yet: a promoted run logs on
-        return _paused(module.history, trainer.global_step)
-    if not diverged:
-        checkpoint.save(trainer)  # before the final evaluation, which a rerun redoes if it is cut short
-        if not module.history or module.history[-1]["step"] != trainer.global_step:
-            trainer.validate(module, datamodule=dm, verbose=False)
-            for b in keep_best:
-                b.consider(trainer)
-        trainer.test(module, datamodule=dm, verbose=False)
-    summary = _summary(cfg, data, module, trainer, meter, keep_best, resume_from, started, matmul_precision)
-    hint = sync_hint(loggers) if writer else None
-    if hint:
-        summary["wandb_sync"] = hint
-    _close_loggers(cfg, loggers, summary, "success" if not diverged else "failed")
-    return summary
+
+def _evaluate(fit: _Fit) -> None:
+    """A run that trained to its end: checkpointed, validated at its last step (unless a validation
+    fell there) and tested."""
+    trainer, module = fit.trainer, fit.module
+    fit.checkpoint.save(trainer)  # before the final evaluation, which a rerun redoes if it is cut short
+    if not module.history or module.history[-1]["step"] != trainer.global_step:
+        trainer.validate(module, datamodule=fit.dm, verbose=False)
+        for b in fit.keep_best:
+            b.consider(trainer)
+    trainer.test(module, datamodule=fit.dm, verbose=False)
 
 
 def _trainer(t: TrainConfig, run_dir: Path, loggers: List[Any], quiet: bool, callbacks: List[Any]) -> pl.Trainer:
@@ -113,10 +144,10 @@ def _trainer(t: TrainConfig, run_dir: Path, loggers: List[Any], quiet: bool, cal
     )
 
 
-def _summary(cfg: ExperimentConfig, data: TaskData, module: ArchZooModule, trainer: pl.Trainer, meter, keep_best,
-             resume_from: Optional[int], started: float, matmul_precision: str) -> Dict[str, Any]:
+def _summary(cfg: ExperimentConfig, data: TaskData, fit: _Fit, resume_from: Optional[int], started: float,
+             matmul_precision: str) -> Dict[str, Any]:
     """summary.json of a run that ended (completed or diverged): its metrics, size, speed and provenance."""
-    t = cfg.train
+    t, module, trainer, meter, keep_best = cfg.train, fit.module, fit.trainer, fit.meter, fit.keep_best
     diverged = module.diverged_at is not None
     final = dict(module.history[-1]) if module.history else {}
     final.pop("step", None)
