@@ -5,7 +5,8 @@
     write_report("sweeps_out/positions", "reports/positions", formats="md,html")
     print(terminal_table("sweeps_out/positions"))
 """
-from .aggregate import mean_ci, missing_notes, paired, summarize
+from .aggregate import mean_ci, paired, summarize
+from .table_notes import missing_notes
 from .export import latex, markdown, write_report
 from .load import load_groups, load_runs
 from .tables import terminal_table

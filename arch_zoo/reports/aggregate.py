@@ -19,6 +19,7 @@ from ..errors import ConfigError, did_you_mean
 from ..metrics import per_byte_instead, range_of
 from ..run_names import plain
 from .load import FIXED, goal_for
+from .table_notes import clip_note, run_notes, table_attrs
 from .stats import bootstrap_ci, cohens_dz, holm, judge, seeds_needed, smallest_effect, tost_p
 
 STATUSES = ("completed", "diverged", "failed", "interrupted", "running", "pending")
@@ -27,8 +28,6 @@ STATS = ("mean", "std", "ci_low", "ci_high", "n", "best", "best_seed",
          "p_tost", "verdict")
 CONFIDENCE = 0.95
 CI_METHODS = ("t", "bootstrap")
-BOOTSTRAP_FEW = 10  # fewer seeds than this: the report warns that a bootstrap interval under-covers
-MIN_SEEDS = 3  # fewer completed seeds than this: the report warns that the interval and p mean little
 Baseline = Union[None, str, Mapping[str, Any], Sequence[str]]  # "k=v", "k=v k2=v2", ["k=v", ...] or {k: v}
 
 
@@ -163,21 +162,6 @@ def _tied(row, chosen, candidates, settings: List[str], base_keys: List[str]) ->
     return any(c is not chosen and _agreement(row, c, settings, base_keys) == best for c in candidates)
 
 
-def oneline(text: str, limit: int = 200) -> str:
-    """A reason (often a whole error message) as one short line, for tables."""
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _notes(group: pd.DataFrame) -> str:
-    parts = []
-    for _, r in group[group["status"] != "completed"].iterrows():
-        seed = "?" if pd.isna(r["seed"]) else r["seed"]
-        reason = f": {oneline(r['reason'])}" if isinstance(r["reason"], str) and r["reason"] else ""
-        parts.append(f"seed {seed} {r['status']}{reason}")
-    return "; ".join(parts)
-
-
 def check_options(ci: str, min_effect: Optional[float]) -> None:
     if ci not in CI_METHODS:
         raise ConfigError("ci", f"unknown interval '{ci}'{did_you_mean(ci, CI_METHODS)}; choices: "
@@ -219,6 +203,36 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
     (when given) instead of the observed Δ."""
     min_effect = min_effect if min_effect is not None else runs.attrs.get("min_effect")
     check_options(ci, min_effect)
+    metric, rank_note, goal = _ranking(runs, metric)
+    settings, metrics = settings_of(runs), metrics_of(runs)
+    base = resolve_baseline(runs, baseline)
+    clipped: Dict[str, List[str]] = {}  # metric -> the variants whose interval is clipped to its range
+    rows = [_variant_row(runs.attrs, variant, group, settings, metrics, base, ci, clipped)
+            for variant, group in runs.groupby("variant", sort=False, dropna=False)]
+    margins = {m: smallest_effect([list(r["_values"][m].values()) for r in rows], min_effect if m == metric else None)
+               for m in metrics}
+    ambiguous = _compare(rows, settings, metrics, list(base), metric, ci, min_effect, margins)
+    _judge(rows, metrics, margins, runs.attrs, goal)
+    table = pd.DataFrame([{k: v for k, v in r.items() if k != "_values"} for r in rows])
+    for s in settings:  # as the runs have them: a null beside numbers stays None, not NaN
+        table[s] = pd.Series([r[s] for r in rows], dtype=object)
+    if table.empty:
+        table = pd.DataFrame(columns=["variant", *settings, "baseline", "seeds", *STATUSES, "rank"])
+        table.attrs.update(table_attrs(runs, settings, metric, goal, base, metrics, [], ci, min_effect))
+        return table
+    table = _ranked(table, metric, goal, settings)
+    table.attrs.update(table_attrs(runs, settings, metric, goal, base, metrics, table, ci, min_effect))
+    table.attrs["notes"] += [clip_note(m, names) for m, names in clipped.items()]
+    if rank_note:
+        table.attrs["notes"].insert(0, rank_note)
+    pairing = _pairing_note(rows, ambiguous)
+    if pairing:
+        table.attrs["notes"].append(pairing)
+    return table
+
+
+def _ranking(runs: pd.DataFrame, metric: Optional[str]) -> Tuple[str, Optional[str], str]:
+    """(the metric the table ranks by, the line saying why when it is not the one asked for, its goal)."""
     metric = metric or runs.attrs.get("metric") or "val/loss"
     check_metric(runs, metric)
     metric, rank_note = ranking_metric(runs, metric)
@@ -226,67 +240,84 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
     if goal is None:
         raise ConfigError("metric", f"{metric}: no run or sweep spec says whether lower or higher is better "
                           "(set metric.goal in the sweep spec)")
-    settings, metrics = settings_of(runs), metrics_of(runs)
-    base = resolve_baseline(runs, baseline)
-    rows, clipped = [], {}
-    for variant, group in runs.groupby("variant", sort=False, dropna=False):
-        first = group.iloc[0]
-        row: Dict[str, Any] = {"variant": variant, **{s: first[s] for s in settings}}
-        row["baseline"] = bool(base) and all(_same(first[k], v) for k, v in base.items())
-        row["seeds"] = len(group)
-        for status in STATUSES:
-            row[status] = int((group["status"] == status).sum())
-        row["other"] = int((~group["status"].isin(STATUSES)).sum())
-        done = group[group["status"] == "completed"]
-        for col in ("params", "flops_per_token", "train_tokens", "train_flops", "train_tokens_per_s", "mfu",
-                    "peak_memory_mb", "wall_time_s"):
-            values = (done if done[col].notna().any() else group)[col].dropna()
-            row[col] = float(values.mean()) if len(values) else math.nan
-        row["notes"] = _notes(group) or None
-        row["_values"] = {}
-        for m in metrics:
-            ok = done[np.isfinite(done[m])]
-            per_seed = ok.groupby("seed")[m].mean().to_dict() if ok["seed"].notna().all() else \
-                dict(enumerate(ok[m]))
-            row["_values"][m] = per_seed
-            mean, std, low, high = mean_ci(ok[m].to_numpy())
-            if ci == "bootstrap":
-                low, high = bootstrap_ci(ok[m].to_numpy(), CONFIDENCE)
-            low, high = _clipped(m, low, high, row["variant"], clipped)
-            row.update({f"{m} mean": mean, f"{m} std": std, f"{m} ci_low": low, f"{m} ci_high": high,
-                        f"{m} n": len(ok)})
-            direction = goal_for(runs.attrs, m)
-            if len(ok) and direction is not None:
-                best = ok[m].idxmin() if direction == "min" else ok[m].idxmax()
-                row[f"{m} best"], row[f"{m} best_seed"] = float(ok.at[best, m]), ok.at[best, "seed"]
-            else:
-                row[f"{m} best"], row[f"{m} best_seed"] = math.nan, pd.NA
-        rows.append(row)
+    return metric, rank_note, goal
+
+
+def _variant_row(attrs: Mapping[str, Any], variant: Any, group: pd.DataFrame, settings: List[str],
+                 metrics: List[str], base: Dict[str, Any], ci: str, clipped: Dict[str, List[str]]) -> Dict[str, Any]:
+    """One variant's row before any comparison: its settings, run counts by status, size and speed, and
+    each metric's statistics over its completed seeds (``_values``: seed -> value, for the pairing)."""
+    first = group.iloc[0]
+    row: Dict[str, Any] = {"variant": variant, **{s: first[s] for s in settings}}
+    row["baseline"] = bool(base) and all(_same(first[k], v) for k, v in base.items())
+    row["seeds"] = len(group)
+    for status in STATUSES:
+        row[status] = int((group["status"] == status).sum())
+    row["other"] = int((~group["status"].isin(STATUSES)).sum())
+    done = group[group["status"] == "completed"]
+    for col in ("params", "flops_per_token", "train_tokens", "train_flops", "train_tokens_per_s", "mfu",
+                "peak_memory_mb", "wall_time_s"):
+        values = (done if done[col].notna().any() else group)[col].dropna()
+        row[col] = float(values.mean()) if len(values) else math.nan
+    row["notes"] = run_notes(group) or None
+    row["_values"] = {}
+    for m in metrics:
+        row.update(_metric_stats(attrs, m, done, ci, row, clipped))
+    return row
+
+
+def _metric_stats(attrs: Mapping[str, Any], m: str, done: pd.DataFrame, ci: str, row: Dict[str, Any],
+                  clipped: Dict[str, List[str]]) -> Dict[str, Any]:
+    """Metric ``m`` over a variant's completed runs: mean, std, interval, n and best seed (non-finite values
+    left out); records its values by seed in ``row["_values"]``."""
+    ok = done[np.isfinite(done[m])]
+    per_seed = ok.groupby("seed")[m].mean().to_dict() if ok["seed"].notna().all() else dict(enumerate(ok[m]))
+    row["_values"][m] = per_seed
+    mean, std, low, high = mean_ci(ok[m].to_numpy())
+    if ci == "bootstrap":
+        low, high = bootstrap_ci(ok[m].to_numpy(), CONFIDENCE)
+    low, high = _clipped(m, low, high, row["variant"], clipped)
+    out = {f"{m} mean": mean, f"{m} std": std, f"{m} ci_low": low, f"{m} ci_high": high, f"{m} n": len(ok)}
+    direction = goal_for(attrs, m)
+    if len(ok) and direction is not None:
+        best = ok[m].idxmin() if direction == "min" else ok[m].idxmax()
+        out[f"{m} best"], out[f"{m} best_seed"] = float(ok.at[best, m]), ok.at[best, "seed"]
+    else:
+        out[f"{m} best"], out[f"{m} best_seed"] = math.nan, pd.NA
+    return out
+
+
+def _compare(rows: List[Dict[str, Any]], settings: List[str], metrics: List[str], base_keys: List[str], metric: str,
+             ci: str, min_effect: Optional[float], margins: Dict[str, float]) -> List[str]:
+    """Each row's Δ columns against its baseline variant (the one sharing most other settings); the
+    pairs where another baseline variant shared as many ('variant vs baseline variant')."""
     candidates = [r for r in rows if r["baseline"]]
-    margins = {m: smallest_effect([list(r["_values"][m].values()) for r in rows], min_effect if m == metric else None)
-               for m in metrics}
     ambiguous = []
     for r in rows:
-        other = _closest(r, candidates, settings, list(base))
+        other = _closest(r, candidates, settings, base_keys)
         r["baseline_variant"] = other["variant"] if other is not None else None
-        if other is not None and not r["baseline"] and _tied(r, other, candidates, settings, list(base)):
+        if other is not None and not r["baseline"] and _tied(r, other, candidates, settings, base_keys):
             ambiguous.append(f"{r['variant']} vs {other['variant']}")
         for m in metrics:
             r.update(_effect(r, other, m, ci, min_effect if m == metric else None, margins[m]))
-    for m in metrics:  # one family per metric: every variant-vs-baseline test of it
+    return ambiguous
+
+
+def _judge(rows: List[Dict[str, Any]], metrics: List[str], margins: Dict[str, float], attrs: Mapping[str, Any],
+           goal: str) -> None:
+    """Holm-adjusted p-values, one family per metric (every variant-vs-baseline test of it), and each
+    non-baseline row's verdict."""
+    for m in metrics:
         for r, adjusted in zip(rows, holm([r[f"{m} p"] for r in rows])):
             r[f"{m} p_holm"] = float(adjusted)
             r[f"{m} margin"] = margins[m]
             r[f"{m} verdict"] = None if r["baseline"] else judge(
                 r[f"{m} delta"], r[f"{m} delta_ci_low"], r[f"{m} delta_ci_high"], r[f"{m} p_holm"], margins[m],
-                goal_for(runs.attrs, m) or goal) or None  # None, not "": a CSV reads it back the same
-    table = pd.DataFrame([{k: v for k, v in r.items() if k != "_values"} for r in rows])
-    for s in settings:  # as the runs have them: a null beside numbers stays None, not NaN
-        table[s] = pd.Series([r[s] for r in rows], dtype=object)
-    if table.empty:
-        table = pd.DataFrame(columns=["variant", *settings, "baseline", "seeds", *STATUSES, "rank"])
-        table.attrs.update(_attrs(runs, metric, goal, base, metrics, [], ci, min_effect))
-        return table
+                goal_for(attrs, m) or goal) or None  # None, not "": a CSV reads it back the same
+
+
+def _ranked(table: pd.DataFrame, metric: str, goal: str, settings: List[str]) -> pd.DataFrame:
+    """The table ranked by ``metric``'s mean in its goal's direction, its identifying columns first."""
     key = f"{metric} mean"
     if key in table.columns:
         table["rank"] = table[key].rank(method="min", ascending=goal == "min").astype("Int64")
@@ -294,17 +325,16 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
     else:
         table["rank"] = pd.array([pd.NA] * len(table), dtype="Int64")
     front = ["rank", "variant", *settings, "baseline", "baseline_variant", "seeds", *STATUSES, "other"]
-    table = table[front + [c for c in table.columns if c not in front]]
-    table.attrs.update(_attrs(runs, metric, goal, base, metrics, table, ci, min_effect))
-    table.attrs["notes"] += [_clip_note(m, names) for m, names in clipped.items()]
-    if rank_note:
-        table.attrs["notes"].insert(0, rank_note)
-    if len(candidates) > 1:  # several baseline variants (a grid beside the baseline's axis): say who is whose
-        pairs = [f"{r['variant']} vs {r['baseline_variant']}" for r in rows if not r["baseline"] and r["baseline_variant"]]
-        table.attrs["notes"].append(f"Δ is against the baseline variant sharing most other settings: {'; '.join(pairs)}"
-                                    + (f"; a tie, broken by the first baseline variant, for {'; '.join(ambiguous)}"
-                                       if ambiguous else ""))
-    return table
+    return table[front + [c for c in table.columns if c not in front]]
+
+
+def _pairing_note(rows: List[Dict[str, Any]], ambiguous: List[str]) -> Optional[str]:
+    """With several baseline variants (a grid beside the baseline's axis): which baseline each is compared with."""
+    if sum(bool(r["baseline"]) for r in rows) < 2:
+        return None
+    pairs = [f"{r['variant']} vs {r['baseline_variant']}" for r in rows if not r["baseline"] and r["baseline_variant"]]
+    return (f"Δ is against the baseline variant sharing most other settings: {'; '.join(pairs)}"
+            + (f"; a tie, broken by the first baseline variant, for {'; '.join(ambiguous)}" if ambiguous else ""))
 
 
 def _clipped(m: str, low: float, high: float, variant: Any, clipped: Dict[str, List[str]]) -> tuple:
@@ -315,82 +345,3 @@ def _clipped(m: str, low: float, high: float, variant: Any, clipped: Dict[str, L
         return low, high
     clipped.setdefault(m, []).append(str(variant))
     return max(low, bounds[0]), min(high, bounds[1])
-
-
-def _clip_note(m: str, names: List[str]) -> str:
-    lo, hi = range_of(m)
-    return (f"{m}: the 95% CI of the mean is clipped to the metric's range [{lo:g}, {hi:g}] for {', '.join(names)} "
-            "(its interval reached past it; with so few seeds the clipped interval is wide, not precise)")
-
-
-def missing_notes(runs: pd.DataFrame) -> List[str]:
-    """What a partial sweep lacks, one line per status, naming each run."""
-    lines = []
-    todo = runs[runs["status"] != "completed"]
-    if len(todo):
-        lines.append(f"{len(runs) - len(todo)} of {len(runs)} runs completed; statistics use completed runs only.")
-    for status, group in todo.groupby("status", sort=False):
-        names = [f"{r['variant']} seed {r['seed']}" + (f" ({oneline(r['reason'])})" if isinstance(r["reason"], str)
-                                                         and r["reason"] else "") for _, r in group.iterrows()]
-        lines.append(f"{status}: " + "; ".join(names))
-    for variant, why in (runs.attrs.get("not_evaluated") or {}).items():
-        lines.append(f"{variant}: not evaluated (so no mean) at {why}")
-    return lines
-
-
-def _non_finite(runs: pd.DataFrame, metric: str) -> List[str]:
-    """Completed runs whose ``metric`` is NaN or infinite: left out of every statistic, said so."""
-    if metric not in runs.columns:
-        return []
-    done = runs[runs["status"] == "completed"]
-    values = pd.to_numeric(done[metric], errors="coerce")
-    skipped = set(runs.attrs.get("not_evaluated") or {})  # said apart: "not evaluated (so no mean) at ..."
-    bad = done[~np.isfinite(values.to_numpy(dtype=float)) & ~done["variant"].isin(skipped)]
-    if not len(bad):
-        return []
-    names = "; ".join(f"{r['variant']} seed {r['seed']} ({r[metric]})" for _, r in bad.iterrows())
-    return [f"completed with a non-finite or missing {metric}, left out of its statistics: {names}"]
-
-
-def _few_seeds(runs: pd.DataFrame, few: pd.DataFrame, col: str, metric: str) -> str:
-    """One warning for every variant with too few completed seeds, and what to do about it."""
-    counts = sorted({int(n) for n in few[col]})
-    names = ", ".join(str(v) if len(counts) == 1 else f"{v} ({int(n)})" for v, n in zip(few["variant"], few[col]))
-    seeds = sorted({int(s) for s in runs["seed"].dropna()})
-    more = seeds + [s for s in range(max(seeds, default=-1) + 1, max(seeds, default=-1) + MIN_SEEDS + 1)]
-    more = more[:max(MIN_SEEDS, len(seeds) + MIN_SEEDS - counts[0])]
-    failed = runs[runs["variant"].isin(few["variant"]) & runs["status"].isin(["failed", "diverged"])]
-    retry = " (or retrain the failed ones with --retry-failed)" if len(failed) else ""
-    return (f"warning: only {'-'.join(map(str, dict.fromkeys([counts[0], counts[-1]])))} completed "
-            f"seed{'s' * (counts[-1] != 1)} with {metric} for {names}; intervals and p-values need at least "
-            f"{MIN_SEEDS} to mean much: add seeds to the sweep spec (seeds: [{', '.join(map(str, more))}]) and rerun "
-            f"the same `arch-zoo sweep` command{retry}; finished runs are kept, only the new ones train.")
-
-
-def _attrs(runs, metric, goal, base, metrics, table, ci="t", min_effect=None) -> Dict[str, Any]:
-    notes = list(runs.attrs.get("load_notes") or []) + missing_notes(runs)  # load_notes: duplicates dropped
-    if not base:
-        notes.append("no baseline: Δ columns are empty (set one with --baseline KEY=VALUE).")
-    col = f"{metric} n"
-    if len(table) and col in table.columns and (table[col] == 0).any():
-        empty = table.loc[table[col] == 0, "variant"]
-        notes.append(f"no completed run with {metric}: {'; '.join(map(str, empty))}")
-    if len(table) and col in table.columns:
-        few = table.loc[(table[col] > 0) & (table[col] < MIN_SEEDS)]
-        if len(few):
-            notes.append(_few_seeds(runs, few, col, metric))
-        paired_col = f"{metric} n_paired"
-        if paired_col in table.columns:
-            thin = table.loc[(table[col] >= MIN_SEEDS) & (table[paired_col] > 0) & (table[paired_col] < MIN_SEEDS)]
-            for _, r in thin.iterrows():
-                notes.append(f"warning: {r['variant']}'s Δ vs {r['baseline_variant']} pairs only {r[paired_col]} "
-                             f"seed{'s' * (r[paired_col] != 1)} both completed; its p-value needs at least {MIN_SEEDS}.")
-    notes += _non_finite(runs, metric)
-    if ci == "bootstrap" and len(table) and col in table.columns and (table[col].between(1, BOOTSTRAP_FEW - 1)).any():
-        notes.append(f"warning: with fewer than {BOOTSTRAP_FEW} seeds a bootstrap interval is too narrow (it resamples "
-                     "only the seeds there are; about 71% coverage at 3 seeds, 82% at 5 for a nominal 95%; none is "
-                     "given below 3): the t-interval (the default) holds its coverage.")
-    return {"name": runs.attrs.get("name", ""), "task": runs.attrs.get("task"), "metric": metric, "goal": goal,
-            "goals": runs.attrs.get("goals") or {}, "baseline": base,
-            "settings": settings_of(runs), "metrics": metrics, "notes": notes, "ci": ci,
-            "min_effect": min_effect, "not_evaluated": runs.attrs.get("not_evaluated") or {}}
