@@ -19,12 +19,12 @@ from ...sweeps.scale import HOLDOUT_FROM, MIN_RUNGS, SIZE_KEY
 from ..stats import BOOTSTRAP_SEED
 from .bootstrap import REPLICATES, Curve, fit_curves, huber_delta
 from .fit import OK, curve as curve_values
-from .multiplier import at, equivalence_band
+from .multiplier import k_band, k_table
 from .predict import DECISION_COLUMNS, HOLDOUT_COLUMNS, decision_accuracy, decision_line, held_out_fits, \
     holdout_table
 from .points import ARCH_HIDDEN, Ladder, arch_label, draws, ladder_points, resample, seed_noise
 from .trust import drop_untrained, shared_lr_note
-from .verdict import k_phrase, relation, verdict
+from .verdict import k_phrase, verdict
 
 FIT_COLUMNS = ["variant", "x", "status", "rungs", "E", "E_ci_low", "E_ci_high", "A", "A_ci_low", "A_ci_high", "alpha",
                "alpha_ci_low", "alpha_ci_high", "x_ref", "huber_delta", "replicates", "replicates_used", "note"]
@@ -104,42 +104,87 @@ def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[fl
     names = short_names(settings)
     lr_note = shared_lr_note(runs)
     notes += [lr_note] if lr_note else []
-    margins = table[f"{metric} margin"].dropna() if f"{metric} margin" in table.columns else []
-    margin = float(margins.iloc[0]) if len(margins) else math.nan
-    base_rows = table[table["baseline"] == True] if "baseline" in table.columns else table.iloc[:0]  # noqa: E712
-    baseline = arch_label({k: base_rows.iloc[0][k] for k in settings}, names) if len(base_rows) else None
+    margin, baseline = _margin(table, metric), _baseline(table, settings, names)
     computes = [c.compute for rs in ladder.rungs.values() for r in rs for c in r.cells]
+    _check_extrapolation(extrapolate_to, computes)
+    if goal != "min":
+        notes.append(f"no scaling fits: {metric} is maximised, and L = E + A C^-alpha describes a loss; "
+                     "report a loss metric (--metric val/loss) for fits")
+    plan = _plan(runs, ladder.planned)
+    fits = _fit(ladder, ladder.variants if goal == "min" and plan["fit"] else [], replicates, computes)
+    words = {v: _rung_stats(table, ladder, v, names, metric) for v in ladder.variants if v != baseline}
+    k_rows, verdicts, lines = _multipliers(ladder, fits.curves, baseline, goal, extrapolate_to, margin, words)
+    notes += lines + _fit_notes(fits.curves, ladder, replicates)
+    held, holdout, lines, decisions = _predictive(ladder, fits.drawn, fits.curves, baseline, fits.x_ref, fits.delta,
+                                                  plan)
+    cite = decision_line(decisions)
+    verdicts = {v: line + (f"; {cite}" if cite else "") for v, line in verdicts.items()}
+    notes += lines + _ladder_notes(ladder, plan)
+    return Scaling(metric, baseline, pd.DataFrame(fits.rows, columns=FIT_COLUMNS),
+                   pd.DataFrame(k_rows, columns=K_COLUMNS), verdicts, notes, fits.curves, extrapolate_to, ladder,
+                   margin=margin, decisions=decisions, held=held,
+                   **({"holdout": holdout} if holdout is not None else {}))
+
+
+def _margin(table: pd.DataFrame, metric: str) -> float:
+    """The smallest effect that counts, in the metric's units, as the per-variant table has it (NaN without)."""
+    margins = table[f"{metric} margin"].dropna() if f"{metric} margin" in table.columns else []
+    return float(margins.iloc[0]) if len(margins) else math.nan
+
+
+def _baseline(table: pd.DataFrame, settings: List[str], names: Dict[str, str]) -> Optional[str]:
+    """The baseline variant's label, from the per-variant table's baseline row; None without one."""
+    base_rows = table[table["baseline"] == True] if "baseline" in table.columns else table.iloc[:0]  # noqa: E712
+    return arch_label({k: base_rows.iloc[0][k] for k in settings}, names) if len(base_rows) else None
+
+
+def _check_extrapolation(extrapolate_to: Optional[float], computes: List[float]) -> None:
     if extrapolate_to is not None:
         if not (math.isfinite(extrapolate_to) and computes and extrapolate_to > max(computes)):
             largest = f"{max(computes):.3g}" if computes else "none yet"
             raise ConfigError("--extrapolate-to", f"{extrapolate_to:.3g} FLOPs is not beyond the largest rung's "
                               f"training compute ({largest}); an extrapolation names a compute past the ladder")
-    if goal != "min":
-        notes.append(f"no scaling fits: {metric} is maximised, and L = E + A C^-alpha describes a loss; "
-                     "report a loss metric (--metric val/loss) for fits")
+
+
+@dataclass
+class _Fits:
+    curves: Dict[str, Curve]  # variant -> its compute fit
+    rows: List[Dict[str, Any]]  # FIT_COLUMNS: per variant its compute fit, then its parameter fit
+    drawn: Dict[str, Any]  # variant -> its rungs' bootstrap resamples of the shared draws
+    x_ref: float  # the compute the fits are normalised by
+    delta: float  # the Huber loss's delta, from the ladder's seed noise
+
+
+def _fit(ladder: Ladder, fitted: List[str], replicates: int, computes: List[float]) -> _Fits:
+    """Each of ``fitted``'s loss against training compute (and, for a tokens-per-parameter ladder, against
+    non-embedding parameters), with bootstrap replicates."""
     delta = huber_delta(seed_noise(ladder))
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     shared = draws(ladder, replicates, rng)  # the same draws on the same seeds for every variant at a rung
-    curves: Dict[str, Curve] = {}
-    fit_rows = []
     x_ref = math.exp(float(np.mean(np.log(computes)))) if computes else 1.0
     params = [c.params for rs in ladder.rungs.values() for r in rs for c in r.cells]
     n_ref = math.exp(float(np.mean(np.log(params)))) if params else 1.0
-    plan = _plan(runs, ladder.planned)
-    fitted = ladder.variants if goal == "min" and plan["fit"] else []
     drawn = {v: resample(ladder.rungs[v], shared, replicates) for v in fitted}
-    for c in fit_curves([(v, ladder.rungs[v], drawn[v]) for v in fitted], x_ref, delta):
-        curves[c.variant] = c
+    curves = {c.variant: c for c in fit_curves([(v, ladder.rungs[v], drawn[v]) for v in fitted], x_ref, delta)}
     by_params = {}
     if ladder.tokens_per_param:
         drawn_n = {v: resample(ladder.rungs[v], shared, replicates, "params") for v in fitted}
         by_params = {c.variant: c for c in fit_curves([(v, ladder.rungs[v], drawn_n[v]) for v in fitted], n_ref,
                                                       delta, "params")}
+    rows = []
     for v in fitted:
-        fit_rows.append(_fit_row(curves[v], replicates))
+        rows.append(_fit_row(curves[v], replicates))
         if v in by_params:
-            fit_rows.append(_fit_row(by_params[v], replicates))
-    k_rows, verdicts = [], {}
+            rows.append(_fit_row(by_params[v], replicates))
+    return _Fits(curves, rows, drawn, x_ref, delta)
+
+
+def _multipliers(ladder: Ladder, curves: Dict[str, Curve], baseline: Optional[str], goal: str,
+                 extrapolate_to: Optional[float], margin: float, words: Dict[str, List]):
+    """(k rows, each variant's verdict line, the notes saying why there are no multipliers): every variant's
+    compute multiplier against the baseline at each rung (and at ``extrapolate_to``); ``words``: each
+    variant's (rung, verdict word) pairs from the per-variant table."""
+    k_rows, verdicts, notes = [], {}, []
     base = curves.get(baseline) if baseline else None
     if baseline is None:
         notes.append("no baseline: no compute multipliers (set one with --baseline KEY=VALUE)")
@@ -152,14 +197,20 @@ def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[fl
         c = curves.get(variant)
         k_text = k_rel = None
         if c is not None and base is not None and c.ok and base.ok:
-            rows = _k_rows(c, base, ladder, extrapolate_to, margin)
+            rows = k_table(c, base, ladder, extrapolate_to, margin)
             k_rows += rows
             largest = [r for r in rows if r["kind"] == "rung"][-1]
-            k_text = k_phrase(largest["k"], largest["k_ci_low"], largest["k_ci_high"], _band(largest))
+            k_text = k_phrase(largest["k"], largest["k_ci_low"], largest["k_ci_high"], k_band(largest))
             k_rel = largest["relation"]
         elif c is not None and not c.ok:
             k_text = f"no compute multiplier: {c.status}"
-        verdicts[variant] = verdict(_rung_stats(table, ladder, variant, names, metric), k_text, k_rel)
+        verdicts[variant] = verdict(words[variant], k_text, k_rel)
+    return k_rows, verdicts, notes
+
+
+def _fit_notes(curves: Dict[str, Curve], ladder: Ladder, replicates: int) -> List[str]:
+    """Per fit: the rungs it misses, why there is none, or how few replicates its intervals rest on."""
+    notes = []
     for c in curves.values():
         if c.ok:
             notes += misfits(c, ladder.rungs[c.variant])
@@ -168,10 +219,12 @@ def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[fl
         elif c.usable.sum() < 0.95 * replicates:
             notes.append(f"{c.variant}: intervals from {int(c.usable.sum())} of {replicates} bootstrap replicates; "
                          "the others did not converge")
-    held, holdout, lines, decisions = _predictive(ladder, drawn, curves, baseline, x_ref, delta, plan)
-    cite = decision_line(decisions)
-    verdicts = {v: line + (f"; {cite}" if cite else "") for v, line in verdicts.items()}
-    notes += lines
+    return notes
+
+
+def _ladder_notes(ladder: Ladder, plan: Dict[str, Any]) -> List[str]:
+    """What the ladder's plan and seeds leave out: fits turned off, seed noise, too few rungs."""
+    notes = []
     if not plan["fit"]:
         notes.append("scale.fit: false: per-rung comparisons only, no scaling fits")
     seeds = [len(cell.losses) for rs in ladder.rungs.values() for r in rs for cell in r.cells]
@@ -180,10 +233,7 @@ def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[fl
                      "and cover less than their nominal 95%")
     if ladder.planned < MIN_RUNGS and plan["fit"]:
         notes.append(f"the ladder has {ladder.planned} rung{'s' * (ladder.planned != 1)}: fits need at least 3")
-    return Scaling(metric, baseline, pd.DataFrame(fit_rows, columns=FIT_COLUMNS),
-                   pd.DataFrame(k_rows, columns=K_COLUMNS), verdicts, notes, curves, extrapolate_to, ladder,
-                   margin=margin, decisions=decisions, held=held,
-                   **({"holdout": holdout} if holdout is not None else {}))
+    return notes
 
 
 def _predictive(ladder: Ladder, drawn, curves: Dict[str, Curve], baseline: Optional[str], x_ref: float, delta: float,
@@ -201,43 +251,6 @@ def _plan(runs: pd.DataFrame, planned: int) -> Dict[str, Any]:
     first = records[0] if records else {}
     holdout = first["holdout"] if "holdout" in first else ("largest" if planned >= HOLDOUT_FROM else None)
     return {"fit": first.get("fit", True), "holdout": holdout}
-
-
-def _band(row: Dict[str, Any]):
-    low, high = row["k_equivalent_low"], row["k_equivalent_high"]
-    return None if math.isnan(low) else (low, high)
-
-
-def _k_rows(c: Curve, base: Curve, ladder: Ladder, extrapolate_to: Optional[float],
-            margin: float = math.nan) -> List[Dict[str, Any]]:
-    rows = []
-    sizes = {r.number: (r.best().size if r.best() else r.label) for r in ladder.rungs[c.variant]}
-    for number, compute in zip(c.numbers, c.px):
-        k, low, high, loss = at(c, base, float(compute))
-        rows.append({"variant": c.variant, "baseline": base.variant, "rung": number, "size": sizes[number],
-                     "kind": "rung", "compute": float(compute), "loss_fit": loss, "k": k, "k_ci_low": low,
-                     "k_ci_high": high, **_equivalence(base, float(compute), margin, low, high),
-                     "note": _k_note(k, base)})
-    if extrapolate_to is not None:
-        k, low, high, loss = at(c, base, extrapolate_to)
-        rows.append({"variant": c.variant, "baseline": base.variant, "rung": None, "size": None,
-                     "kind": "extrapolated", "compute": extrapolate_to, "loss_fit": loss, "k": k, "k_ci_low": low,
-                     "k_ci_high": high, **_equivalence(base, extrapolate_to, margin, low, high),
-                     "note": "extrapolated beyond the largest rung: both curves are assumed to "
-                                                "hold there" + (f"; {_k_note(k, base)}" if math.isinf(k) else "")})
-    return rows
-
-
-def _equivalence(base: Curve, compute: float, margin: float, low: float, high: float) -> Dict[str, Any]:
-    band_low, band_high = equivalence_band(base, compute, margin)
-    band = None if math.isnan(band_low) else (band_low, band_high)
-    return {"k_equivalent_low": band_low, "k_equivalent_high": band_high, "relation": relation(low, high, band)}
-
-
-def _k_note(k: float, base: Curve) -> Optional[str]:
-    if math.isinf(k):
-        return f"no finite k: the variant's fitted loss is below the baseline's fitted floor E = {base.point.E[0]:.4g}"
-    return None
 
 
 def band(c: Curve, x: np.ndarray, confidence: float = 0.95):
