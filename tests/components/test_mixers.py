@@ -23,7 +23,7 @@ from arch_zoo.models import build_model
 from arch_zoo.models.flops import FlopCounter, decoding_state_bytes
 from tests.conftest import tiny
 
-RECURRENT = ["gated_deltanet", "mamba2", "linear_attention", "lstm"]
+RECURRENT = ["gated_deltanet", "mamba2", "linear_attention", "lstm", "gru"]
 HYBRID = [{"pattern": [{"mixer": "gated_deltanet"}, {"mixer": "gated_deltanet"}, {"mixer": "gated_deltanet"}, {}]}]
 
 
@@ -133,6 +133,8 @@ def _mixer(name, **options):
     ("linear_attention", {}, 2 * 2 * 2 * 8 * 9),
     # four gates, input and recurrent matmuls: 4 H (D + H) multiply-adds
     ("lstm", {"hidden_size": 12}, 2 * 4 * 12 * (16 + 12)),
+    # three gates (r, z, n), input and recurrent matmuls: 3 H (D + H) multiply-adds
+    ("gru", {"hidden_size": 12}, 2 * 3 * 12 * (16 + 12)),
 ])
 def test_recurrent_mixing_flops_are_a_hand_count_flat_in_the_context(name, options, per_token):
     mixer = _mixer(name, **options)

@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from arch_zoo.components.mixers import MIXERS, MixerInputs
 from arch_zoo.components.masks import AttentionMask
@@ -127,11 +128,28 @@ def lstm_loop(m, x, keep):
     return torch.stack(out)
 
 
+def gru_loop(m, x, keep):
+    """The GRU cell, written out (r, z, n gates in torch's order; r scales the recurrent part of n)."""
+    H = m.hidden
+    h = torch.zeros(H, dtype=x.dtype)
+    out = []
+    for t in range(len(x)):
+        xr, xz, xn = (m.weight_ih_l0 @ x[t] + m.bias_ih_l0).split(H)
+        hr, hz, hn = (m.weight_hh_l0 @ h + m.bias_hh_l0).split(H)
+        r, z = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
+        h2 = (1 - z) * torch.tanh(xn + r * hn) + z * h
+        if keep[t]:
+            h = h2
+        out.append(m.out(h2 * keep[t]))
+    return torch.stack(out)
+
+
 CASES = {
     "gated_deltanet": ({"chunk_size": 4, "n_v_heads": 4, "v_head_dim": 6}, gated_deltanet_loop),
     "mamba2": ({"chunk_size": 4, "state_size": 5, "n_groups": 2, "n_heads": 4}, mamba2_loop),
     "linear_attention": ({"chunk_size": 4}, linear_attention_loop),
     "lstm": ({"hidden_size": 12}, lstm_loop),
+    "gru": ({"hidden_size": 12}, gru_loop),
 }
 
 
@@ -224,3 +242,15 @@ def test_chunked_scan_gradients_equal_the_recurrent_forms(rule):
     step = getattr(scan, f"{rule}_step")
     for want, got in zip(grads(step), grads(chunked, chunk=4)):
         torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("name,module", [("lstm", nn.LSTM), ("gru", nn.GRU)])
+def test_the_torch_rnn_mixers_hold_torch_nn_s_weights_and_compute_its_layer(name, module):
+    """``lstm`` and ``gru`` load a torch.nn.LSTM / GRU's state dict as it is (same names and layout)
+    and give its outputs, projected back to d_model."""
+    mixer = build(name, hidden_size=12)
+    reference = module(D, 12, batch_first=True, dtype=torch.float64)
+    reference.load_state_dict({k: v for k, v in mixer.state_dict().items() if not k.startswith("out.")})
+    x = torch.randn(2, L, D, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(mixer(x, MixerInputs(_mask())), mixer.out(reference(x)[0]), rtol=0, atol=1e-12)

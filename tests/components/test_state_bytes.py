@@ -23,6 +23,7 @@ CASES = {  # name: (model changes, float32 bytes per token of one layer at conte
     "gated_deltanet": ({"mixer": {"name": "gated_deltanet", "conv_size": 4}},
                        (4 * 8 * 8 + (2 * 32 + 32) * 3) * F32 / N),  # S per head, the conv's last 3 inputs
     "lstm": ({"mixer": {"name": "lstm", "hidden_size": 24}}, 2 * 24 * F32 / N),  # h and c
+    "gru": ({"mixer": {"name": "gru", "hidden_size": 24}}, 24 * F32 / N),  # h
 }
 
 
