@@ -83,6 +83,23 @@ def native_config(cfg) -> FamilyChoice:
     return FamilyChoice(None, min(reasons, key=lambda r: r[0])[1])
 
 
+def native_form(model) -> Tuple[Any, FamilyChoice]:
+    """(the model to write, the family it lands in): ``model`` itself, or, where only that maps to a
+    family, ``model`` with its plain RMSNorm gains zero-centred (``zero_centred``: Gemma 2 from a run
+    with plain gains, as earlier versions imported and preset it)."""
+    from .zero_centred import as_zero_centred
+
+    mapping = native_config(sized(model))
+    if mapping.hf_config is None:
+        again = as_zero_centred(model)
+        other = native_config(sized(again)) if again is not None else mapping
+        if other.hf_config is not None:
+            family = NAMES.get(other.hf_config["model_type"], other.hf_config["model_type"])
+            return again, FamilyChoice(other.hf_config, f"{other.reason} (its RMSNorm gains g written as w = g - 1, "
+                                                        f"which {family} applies as 1 + w)")
+    return model, mapping
+
+
 class _Names(WeightMap):
     """Which tensors the Hugging Face class has (an importer's config asks, e.g. BERT's MLM head)."""
 
@@ -193,7 +210,7 @@ def to_hf(model, tokenizer=None):
     """The transformers model (eval mode, float32) equal to ``model``, an arch_zoo model whose config a
     Hugging Face family expresses; ``ConfigError`` says which field none does (``export`` then writes
     remote code). ``tokenizer`` (an arch_zoo tokenizer) gives config.json its special token ids."""
-    mapping = native_config(sized(model))
+    model, mapping = native_form(model)
     if mapping.hf_config is None:
         raise ConfigError("model", f"no Hugging Face family expresses this model: {mapping.reason}")
     return build_hf(model, mapping.hf_config, tokenizer)
