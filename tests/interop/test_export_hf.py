@@ -29,6 +29,7 @@ NATIVE = {"gpt2-tiny": "GPT2LMHeadModel", "llama-tiny": "LlamaForCausalLM", "mis
           "qwen3-tiny": "Qwen3ForCausalLM", "mixtral-tiny": "MixtralForCausalLM", "gemma2-tiny": "Gemma2ForCausalLM",
           "pythia-tiny": "GPTNeoXForCausalLM", "bloom-tiny": "BloomForCausalLM", "bert-tiny": "BertForMaskedLM",
           "t5-tiny": "T5ForConditionalGeneration"}
+NATIVE.update({"mamba2-tiny": "Mamba2ForCausalLM", "qwen3-next-tiny": "Qwen3NextForCausalLM"})  # the mixer families
 # no family has a field for these: remote code, and the command says which field
 REMOTE = {"alibi-gqa": ("llama-tiny", {"position": "alibi", "n_kv_heads": 2}, "position alibi has no Llama equivalent"),
           "sandwich-rope": ("llama-tiny", {"norm_placement": "sandwich"}, "norm_placement sandwich has no Llama"),
@@ -198,3 +199,23 @@ def test_the_family_follows_the_fields_not_the_preset_name():
     rmsnorm = model_config({**gpt2, "norm": "rmsnorm", "vocab_size": VOCAB})
     assert native_config(rmsnorm).hf_config is None
     assert "norm rmsnorm has no GPT-2 equivalent" in native_config(rmsnorm).reason
+
+
+@pytest.mark.parametrize("name", ["mamba2", "qwen3_next"])
+def test_to_hf_of_from_hf_gives_the_mixer_families_tensors_back(name):
+    """Mamba-2 and Qwen3-Next at their import tests' tiny random configs; Qwen3-Next's fused and
+    interleaved projections (q with its gate, in_proj_qkvz, in_proj_ba, the experts' gate_up_proj) are
+    regrouped on the way in and must come back row for row."""
+    from arch_zoo.interop import from_hf, to_hf
+    from tests.interop import test_hf_mamba2, test_hf_qwen3_next
+
+    module = {"mamba2": test_hf_mamba2, "qwen3_next": test_hf_qwen3_next}[name]
+    cls = {"mamba2": tf.Mamba2ForCausalLM, "qwen3_next": tf.Qwen3NextForCausalLM}[name]
+    torch.manual_seed(0)
+    ref = randomize(cls(module.hf_config())).eval()
+    back = to_hf(from_hf(ref))
+    assert type(back) is type(ref)
+    theirs, ours = ref.state_dict(), back.state_dict()
+    assert set(theirs) == set(ours)
+    for key, value in theirs.items():
+        assert torch.equal(ours[key], value), key
