@@ -88,16 +88,16 @@ def native_form(model) -> Tuple[Any, FamilyChoice]:
     """(the model to write, the family it lands in): ``model`` itself, or, where only that maps to a
     family, ``model`` with its plain RMSNorm gains zero-centred (``zero_centred``: Gemma 2 from a run
     with plain gains, as earlier versions imported and preset it)."""
-    from .zero_centred import as_zero_centred
+    from .zero_centred import as_zero_centred, zero_centred_config
 
     mapping = native_config(sized(model))
     if mapping.hf_config is None:
-        again = as_zero_centred(model)
-        other = native_config(sized(again)) if again is not None else mapping
+        cfg = zero_centred_config(sized(model))  # the config first: the model is rebuilt only if it maps
+        other = native_config(cfg) if cfg is not None else mapping
         if other.hf_config is not None:
             family = NAMES.get(other.hf_config["model_type"], other.hf_config["model_type"])
-            return again, FamilyChoice(other.hf_config, f"{other.reason} (its RMSNorm gains g written as w = g - 1, "
-                                                        f"which {family} applies as 1 + w)")
+            why = f"{other.reason} (its RMSNorm gains g written as w = g - 1, which {family} applies as 1 + w)"
+            return as_zero_centred(model, cfg), FamilyChoice(other.hf_config, why)
     return model, mapping
 
 
@@ -157,8 +157,8 @@ class _Recorder:
 
 
 def _place(target: Tensor, filled: Tensor, value: Tensor, fn: Callable) -> None:
-    """Inverts ``value = fn(target)`` where ``fn`` rearranges elements and may add a constant (Gemma's
-    norm gain 1 + w): ``fn`` applied to element indices says where each element of ``value`` came from."""
+    """Inverts ``value = fn(target)`` where ``fn`` rearranges elements and may add a constant (a
+    gain offset by 1, exact only where the sum was): ``fn`` applied to element indices says where each element of ``value`` came from."""
     shape = target.shape
     offset = fn(torch.zeros(shape, dtype=torch.int64))
     where = fn(torch.arange(target.numel(), dtype=torch.int64).reshape(shape)) - offset

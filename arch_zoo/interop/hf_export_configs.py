@@ -253,7 +253,7 @@ def mamba2(m: ModelConfig, d: dict) -> Dict[str, Any]:
             "hidden_size": m.d_model, "num_hidden_layers": m.n_layers, "num_heads": heads, "head_dim": head_dim,
             "expand": _integral(heads * head_dim / m.d_model), "state_size": o.state_size, "n_groups": o.n_groups,
             "conv_kernel": o.conv_size, "use_conv_bias": o.conv_bias, "chunk_size": o.chunk_size,
-            "time_step_min": o.dt_min, "time_step_max": o.dt_max, "time_step_limit": (0.0, math.inf),
+            "time_step_min": o.dt_min, "time_step_max": o.dt_max,
             "layer_norm_epsilon": _spec(d, "norm").get("eps", 1e-5), "use_bias": m.bias,
             "max_position_embeddings": m.max_seq_len}
 

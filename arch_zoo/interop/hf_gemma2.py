@@ -2,9 +2,10 @@
 soft-capping, scaled embeddings, gated tanh-GELU, query_pre_attn_scalar.
 
 Gemma's RMSNorm multiplies by (1 + weight): the import keeps weight as it is in a
-``zero_centred_rmsnorm``, which computes the same float32 sum, so the export gives it back bit for bit. Local/global alternation (``layer_types``:
-``sliding_attention`` on even layers, ``full_attention`` on odd ones by default) becomes per-layer
-attention (``layer_attention``): ``attention: global`` plus
+``zero_centred_rmsnorm``, which computes the same float32 sum, so the export gives it back bit for
+bit. Local/global alternation (``layer_types``: ``sliding_attention`` on even layers,
+``full_attention`` on odd ones by default) becomes per-layer attention (``layer_attention``):
+``attention: global`` plus
 ``layers: [{pattern: [{attention: sliding_window}, {}]}]``; any other ``layer_types`` list maps layer by
 layer. Sliding windows have no weights, so the tensors map as without alternation.
 """

@@ -1,12 +1,13 @@
 """A model's plain RMSNorm gains rewritten zero-centred, for a family that stores them that way.
 
 An RMSNorm with gain g computes what a zero-centred one (``zero_centred_rmsnorm``: applied as 1 + w)
-computes with w = g - 1, and 1 + (g - 1) is g again in float32 for every g >= 0.5 (Sterbenz): so a
+computes with w = g - 1, and 1 + (g - 1) is g again in float32 wherever g - 1 is exact, every g in
+[0.5, 2^24] (Sterbenz below 2; above, g and 1 are both multiples of g's last place): so a
 model with plain gains (one trained from an earlier gemma2 preset, or a Gemma 2 run imported by an
 earlier version, which stored Gemma's 1 + w as a plain gain) exports as Gemma 2 by this rewrite."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -35,20 +36,23 @@ def _rewrite(node: Any) -> Any:
     return out
 
 
-def as_zero_centred(model) -> Optional[torch.nn.Module]:
-    """``model`` with every plain RMSNorm zero-centred (gains g -> g - 1), or None when it has none."""
+def zero_centred_config(cfg):
+    """``cfg`` (a ModelConfig) with every plain RMSNorm zero-centred, or None when it has none."""
+    before = to_dict(cfg)
+    after = _rewrite(before)
+    return model_config(after) if after != before else None
+
+
+def as_zero_centred(model, cfg) -> torch.nn.Module:
+    """``model`` rebuilt as ``cfg`` (``zero_centred_config``), its plain gains g written as g - 1."""
     from ..models import build_model
 
-    before = to_dict(model.config)
-    after = _rewrite(before)
-    if after == before:
-        return None
-    again = build_model(model_config(after), model.vocab_size)
+    again = build_model(cfg, model.vocab_size)
     old = dict(model.named_modules())
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     for name, module in again.named_modules():
         if getattr(module, "zero_centred", False) and name in old and not getattr(old[name], "zero_centred", False):
             key = f"{name}.weight"
-            state[key] = state[key].float() - 1.0  # exact for g >= 0.5 (a bf16 g too)
+            state[key] = state[key].float() - 1.0  # exact for g in [0.5, 2^24] (a bf16 g too)
     again.load_state_dict(state)  # float32, as the export writes
     return again.train(model.training)
