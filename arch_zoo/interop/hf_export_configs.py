@@ -42,7 +42,7 @@ def function_view(m: ModelConfig) -> Dict[str, Any]:
     top = {k: v for k, v in to_dict(m).items() if k not in TRAINING_ONLY + ("n_layers",)}
     if isinstance(top.get("ffn"), dict):
         top["ffn"] = {k: v for k, v in top["ffn"].items() if k not in MOE_TRAINING_ONLY}
-    _drop(top, "mixer", MIXER_HOW_ONLY)
+    top["mixer"] = _mixer_view(m)
     out: Dict[str, Any] = {"model": top}
     for stack, depth in stacks(m)[:2]:
         layers = []
@@ -50,15 +50,19 @@ def function_view(m: ModelConfig) -> Dict[str, Any]:
             view = {k: v for k, v in to_dict(layer).items() if k not in TRAINING_ONLY}
             if isinstance(view.get("ffn"), dict):
                 view["ffn"] = {k: v for k, v in view["ffn"].items() if k not in MOE_TRAINING_ONLY}
-            _drop(view, "mixer", MIXER_HOW_ONLY)
+            view["mixer"] = _mixer_view(layer)
             layers.append(view)
         out[stack] = layers
     return out
 
 
-def _drop(view: Dict[str, Any], key: str, options) -> None:
-    if isinstance(view.get(key), dict):
-        view[key] = {k: v for k, v in view[key].items() if k not in options}
+def _mixer_view(m: ModelConfig) -> Any:
+    """The mixer's spec as it computes: nulls filled in from the layer (where its options say how,
+    ``resolved``), so an option left to its default equals the number a family writes."""
+    spec = m.mixer
+    options = spec.options.resolved(m) if hasattr(spec.options, "resolved") else spec.options
+    view = to_dict(options) if dataclasses.is_dataclass(options) else {}
+    return {"name": spec.name, **{k: v for k, v in view.items() if k not in MIXER_HOW_ONLY}}
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -246,9 +250,8 @@ def mamba2(m: ModelConfig, d: dict) -> Dict[str, Any]:
     mixer = _mixers(m)[0]
     if mixer.name != "mamba2":
         raise NotExpressible(f"mixer {mixer.name}")
-    o = mixer.options
-    heads = o.n_heads or m.n_heads
-    head_dim = o.head_dim or max(1, 2 * m.d_model // heads)  # the mixer's defaults (components.mixers.mamba2)
+    o = mixer.options.resolved(m)
+    heads, head_dim = o.n_heads, o.head_dim
     return {**_common(m, d), "model_type": "mamba2", "architectures": ["Mamba2ForCausalLM"],
             "hidden_size": m.d_model, "num_hidden_layers": m.n_layers, "num_heads": heads, "head_dim": head_dim,
             "expand": _integral(heads * head_dim / m.d_model), "state_size": o.state_size, "n_groups": o.n_groups,
@@ -265,11 +268,10 @@ def qwen3_next(m: ModelConfig, d: dict) -> Dict[str, Any]:
     base.pop("mlp_bias")
     out = {**base, "layer_types": types, "decoder_sparse_step": 1,
            "mlp_only_layers": [i for i, layer in enumerate(layers) if layer.ffn.name != "moe"]}
-    gdn = next((layer.mixer.options for layer in layers if layer.mixer.name == "gated_deltanet"), None)
-    if gdn is not None:  # the mixer's defaults where an option is null (components.mixers.gated_deltanet)
-        heads, head_dim = gdn.n_heads or m.n_heads, gdn.head_dim or m.dim_per_head
-        out.update(linear_num_key_heads=heads, linear_num_value_heads=gdn.n_v_heads or heads,
-                   linear_key_head_dim=head_dim, linear_value_head_dim=gdn.v_head_dim or head_dim,
+    gdn = next((layer.mixer.options.resolved(layer) for layer in layers if layer.mixer.name == "gated_deltanet"), None)
+    if gdn is not None:
+        out.update(linear_num_key_heads=gdn.n_heads, linear_num_value_heads=gdn.n_v_heads,
+                   linear_key_head_dim=gdn.head_dim, linear_value_head_dim=gdn.v_head_dim,
                    linear_conv_kernel_dim=gdn.conv_size)
     moe = next((layer for layer in layers if layer.ffn.name == "moe"), None)
     if moe is None:

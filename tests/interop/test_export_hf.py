@@ -219,3 +219,27 @@ def test_to_hf_of_from_hf_gives_the_mixer_families_tensors_back(name):
     assert set(theirs) == set(ours)
     for key, value in theirs.items():
         assert torch.equal(ours[key], value), key
+
+
+def test_a_mixer_left_to_its_defaults_is_written_as_its_family():
+    """Mixer options left null (heads and widths from the model) equal the numbers a family writes, and a
+    chunk size changes how a mixer computes, not what: such models are still Mamba-2 and Qwen3-Next. An
+    option the family has no field for is named."""
+    from arch_zoo.interop import to_hf
+    from arch_zoo.interop.export_hf import native_config, sized
+
+    gdn = {"mixer": {"name": "gated_deltanet", "l2norm": "rsqrt", "chunk_size": 4}}
+    models = {"Mamba2ForCausalLM": arch_model("mamba2-tiny", {"mixer": {"name": "mamba2", "n_groups": 2}}),
+              "Qwen3NextForCausalLM": arch_model("qwen3-next-tiny", {"layers": [{"pattern": [gdn, gdn, gdn, {}]}]})}
+    for cls, model in models.items():
+        assert native_config(sized(model)).reason == f"written as {cls}"
+        hf = to_hf(model)
+        ids, mask = padded_batch([7, 12, 3], 12, "left", low=3)
+        with torch.no_grad():
+            theirs = hf(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0)
+                        if cls.startswith("Qwen") else None).logits[mask.bool()]
+            assert torch.allclose(theirs, model(ids, mask).logits[mask.bool()], atol=ATOL, rtol=0), cls
+    clamp = {"mixer": {**gdn["mixer"], "l2norm": "clamp"}}
+    other = model_config({**to_dict(load("preset:qwen3-next-tiny").model), "vocab_size": VOCAB,
+                          "layers": [{"pattern": [clamp, clamp, clamp, {}]}]})
+    assert native_config(other).reason == "mixer.l2norm clamp (decoder layer 0) has no Qwen3-Next equivalent"
