@@ -43,7 +43,7 @@ class RMSNorm(nn.Module):
 
 
 @NORMS.register("zero_centred_rmsnorm", RMSNormOptions, "RMSNorm whose gain is stored as w and applied as 1 + w, w "
-                "starting at 0 (Qwen3-Next): weight decay pulls the gain towards 1, not 0")
+                "starting at 0 (Gemma 2, Qwen3-Next): weight decay pulls the gain towards 1, not 0")
 class ZeroCentredRMSNorm(RMSNorm):
     zero_centred = True  # the init resets the gain to its identity, 0 (components.init)
 

@@ -83,7 +83,7 @@ def save_hf(model, tokenizer, out, cfg=None, run_dir: Optional[Path] = None, for
             max_shard_size: str = DEFAULT_SHARD, auto_class: Optional[str] = None) -> str:
     """Write ``model`` (+ ``tokenizer``) as Hugging Face directory ``out``; returns the form written."""
     from ..config import ExperimentConfig
-    from .export_hf import build_hf, native_config, sized
+    from .export_hf import build_hf, native_form
     from .hf_remote import write_remote
     from .hf_tokenizer import hf_tokenizer_object, write_hf_tokenizer
 
@@ -92,13 +92,13 @@ def save_hf(model, tokenizer, out, cfg=None, run_dir: Optional[Path] = None, for
     check_out(out, force)
     if tokenizer is not None:
         hf_tokenizer_object(tokenizer)  # a tokenizer with no Hugging Face form fails before anything is written
-    mapping = native_config(sized(model))
+    native, mapping = native_form(model)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # one line of output, not transformers' shard bars
     with atomic_dir(out, force) as tmp:
         if mapping.hf_config is not None:
-            hf = build_hf(model, mapping.hf_config, tokenizer)
+            hf = build_hf(native, mapping.hf_config, tokenizer)
             hf.save_pretrained(tmp, max_shard_size=max_shard_size)
             form = mapping.reason
         else:

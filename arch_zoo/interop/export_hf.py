@@ -26,6 +26,7 @@ from .hf_registry import architecture
 
 NAMES = {"gpt2": "GPT-2", "llama": "Llama", "mistral": "Mistral", "qwen3": "Qwen3", "mixtral": "Mixtral",
          "gemma2": "Gemma 2", "gpt_neox": "GPT-NeoX", "bloom": "BLOOM", "bert": "BERT", "t5": "T5"}
+NAMES.update({"mamba2": "Mamba-2", "qwen3_next": "Qwen3-Next"})
 
 
 @dataclass
@@ -83,6 +84,23 @@ def native_config(cfg) -> FamilyChoice:
     return FamilyChoice(None, min(reasons, key=lambda r: r[0])[1])
 
 
+def native_form(model) -> Tuple[Any, FamilyChoice]:
+    """(the model to write, the family it lands in): ``model`` itself, or, where only that maps to a
+    family, ``model`` with its plain RMSNorm gains zero-centred (``zero_centred``: Gemma 2 from a run
+    with plain gains, as earlier versions imported and preset it)."""
+    from .zero_centred import as_zero_centred, zero_centred_config
+
+    mapping = native_config(sized(model))
+    if mapping.hf_config is None:
+        cfg = zero_centred_config(sized(model))  # the config first: the model is rebuilt only if it maps
+        other = native_config(cfg) if cfg is not None else mapping
+        if other.hf_config is not None:
+            family = NAMES.get(other.hf_config["model_type"], other.hf_config["model_type"])
+            why = f"{other.reason} (its RMSNorm gains g written as w = g - 1, which {family} applies as 1 + w)"
+            return as_zero_centred(model, cfg), FamilyChoice(other.hf_config, why)
+    return model, mapping
+
+
 class _Names(WeightMap):
     """Which tensors the Hugging Face class has (an importer's config asks, e.g. BERT's MLM head)."""
 
@@ -106,9 +124,22 @@ class _Recorder:
     """Stands in for the WeightMap an importer fills: notes (arch_zoo name, Hugging Face names,
     transform) for each mapping whose Hugging Face tensors the target class has."""
 
-    def __init__(self, names: Sequence[str]):
+    def __init__(self, names: Sequence[str], shapes: Optional[Dict[str, Any]] = None):
         self.names = set(names)
         self.maps: List[Tuple[str, List[str], Optional[Callable]]] = []
+        self.shapes = shapes or {}
+        # what an importer builds itself from ``take`` (Qwen3-Next's regrouped rows): element ids, each
+        # Hugging Face tensor's a range of its own (``ranges``), so each element's origin can be read off
+        self.out: Dict[str, Tensor] = {}
+        self.sources: Dict[str, str] = {}
+        self.ranges: List[Tuple[int, int, str]] = []
+
+    def take(self, name: str) -> Tensor:
+        start = self.ranges[-1][1] if self.ranges else 0
+        shape = self.shapes[name]
+        end = start + int(torch.Size(shape).numel())
+        self.ranges.append((start, end, name))
+        return torch.arange(start, end, dtype=torch.int64).reshape(shape)
 
     def __contains__(self, name: str) -> bool:
         return name in self.names
@@ -126,8 +157,8 @@ class _Recorder:
 
 
 def _place(target: Tensor, filled: Tensor, value: Tensor, fn: Callable) -> None:
-    """Inverts ``value = fn(target)`` where ``fn`` rearranges elements and may add a constant (Gemma's
-    norm gain 1 + w): ``fn`` applied to element indices says where each element of ``value`` came from."""
+    """Inverts ``value = fn(target)`` where ``fn`` rearranges elements and may add a constant (a
+    gain offset by 1, exact only where the sum was): ``fn`` applied to element indices says where each element of ``value`` came from."""
     shape = target.shape
     offset = fn(torch.zeros(shape, dtype=torch.int64))
     where = fn(torch.arange(target.numel(), dtype=torch.int64).reshape(shape)) - offset
@@ -136,12 +167,23 @@ def _place(target: Tensor, filled: Tensor, value: Tensor, fn: Callable) -> None:
     filled.view(-1)[index] = True
 
 
+def _scatter(value: Tensor, ids: Tensor, ranges, shapes, out: Dict[str, Tensor], filled: Dict[str, Tensor]) -> None:
+    """Puts each element of ``value`` where its id (``_Recorder.take``) says it came from."""
+    value, ids = value.reshape(-1), ids.reshape(-1)
+    for start, end, src in ranges:
+        hit = (ids >= start) & (ids < end)
+        if bool(hit.any()):
+            at = ids[hit] - start
+            out.setdefault(src, torch.zeros(shapes[src], dtype=value.dtype)).view(-1)[at] = value[hit]
+            filled.setdefault(src, torch.zeros(shapes[src], dtype=torch.bool)).view(-1)[at] = True
+
+
 def hf_state(model, raw: Dict[str, Any]) -> Dict[str, Tensor]:
     """The Hugging Face tensors of ``model`` for the class ``raw`` names, under that class's names."""
     arch = architecture(raw)
     shapes = {k: v.shape for k, v in _meta_state(raw, arch.prefix).items()}
     names = list(shapes)
-    recorder = _Recorder(names)
+    recorder = _Recorder(names, shapes)
     arch.weights(recorder, model.config)
     ours = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     out: Dict[str, Tensor] = {}
@@ -158,6 +200,9 @@ def hf_state(model, raw: Dict[str, Any]) -> Dict[str, Tensor]:
         else:
             target = out.setdefault(srcs[0], torch.zeros(shapes[srcs[0]], dtype=value.dtype))
             _place(target, filled.setdefault(srcs[0], torch.zeros(shapes[srcs[0]], dtype=torch.bool)), value, fn)
+    for dst, ids in recorder.out.items():
+        if dst in ours:
+            _scatter(ours[dst], ids, recorder.ranges, shapes, out, filled)
     for name, mask in filled.items():
         if not bool(mask.all()):
             raise CheckpointError(name, "not every element was given a value by the export (an importer "
@@ -193,7 +238,7 @@ def to_hf(model, tokenizer=None):
     """The transformers model (eval mode, float32) equal to ``model``, an arch_zoo model whose config a
     Hugging Face family expresses; ``ConfigError`` says which field none does (``export`` then writes
     remote code). ``tokenizer`` (an arch_zoo tokenizer) gives config.json its special token ids."""
-    mapping = native_config(sized(model))
+    model, mapping = native_form(model)
     if mapping.hf_config is None:
         raise ConfigError("model", f"no Hugging Face family expresses this model: {mapping.reason}")
     return build_hf(model, mapping.hf_config, tokenizer)

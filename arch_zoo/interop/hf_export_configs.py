@@ -23,6 +23,8 @@ from .hf_t5 import PLAIN as T5_PLAIN
 TRAINING_ONLY = ("dropout", "attention_dropout", "embedding_dropout", "init", "attention_kernel", "pad_token_id",
                  "layers", "parametrization")
 MOE_TRAINING_ONLY = ("aux_loss_weight", "aux_loss_layers")
+# a mixer's options that change how it computes, never what (its chunked form's chunk size, its kernels)
+MIXER_HOW_ONLY = ("chunk_size", "kernel")
 
 
 class NotExpressible(Exception):
@@ -40,6 +42,7 @@ def function_view(m: ModelConfig) -> Dict[str, Any]:
     top = {k: v for k, v in to_dict(m).items() if k not in TRAINING_ONLY + ("n_layers",)}
     if isinstance(top.get("ffn"), dict):
         top["ffn"] = {k: v for k, v in top["ffn"].items() if k not in MOE_TRAINING_ONLY}
+    top["mixer"] = _mixer_view(m)
     out: Dict[str, Any] = {"model": top}
     for stack, depth in stacks(m)[:2]:
         layers = []
@@ -47,9 +50,19 @@ def function_view(m: ModelConfig) -> Dict[str, Any]:
             view = {k: v for k, v in to_dict(layer).items() if k not in TRAINING_ONLY}
             if isinstance(view.get("ffn"), dict):
                 view["ffn"] = {k: v for k, v in view["ffn"].items() if k not in MOE_TRAINING_ONLY}
+            view["mixer"] = _mixer_view(layer)
             layers.append(view)
         out[stack] = layers
     return out
+
+
+def _mixer_view(m: ModelConfig) -> Any:
+    """The mixer's spec as it computes: nulls filled in from the layer (where its options say how,
+    ``resolved``), so an option left to its default equals the number a family writes."""
+    spec = m.mixer
+    options = spec.options.resolved(m) if hasattr(spec.options, "resolved") else spec.options
+    view = to_dict(options) if dataclasses.is_dataclass(options) else {}
+    return {"name": spec.name, **{k: v for k, v in view.items() if k not in MIXER_HOW_ONLY}}
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -228,10 +241,53 @@ def t5(m: ModelConfig, d: dict) -> Dict[str, Any]:
             "n_positions": m.max_seq_len, "dropout_rate": m.dropout, "pad_token_id": m.pad_token_id, "is_encoder_decoder": True}
 
 
+def _mixers(m: ModelConfig) -> List[Any]:
+    """Each decoder layer's mixer spec (per-layer overrides resolved)."""
+    return [layer.mixer for layer in layer_configs(m, "decoder", m.decoder_layers)]
+
+
+def mamba2(m: ModelConfig, d: dict) -> Dict[str, Any]:
+    mixer = _mixers(m)[0]
+    if mixer.name != "mamba2":
+        raise NotExpressible(f"mixer {mixer.name}")
+    o = mixer.options.resolved(m)
+    heads, head_dim = o.n_heads, o.head_dim
+    return {**_common(m, d), "model_type": "mamba2", "architectures": ["Mamba2ForCausalLM"],
+            "hidden_size": m.d_model, "num_hidden_layers": m.n_layers, "num_heads": heads, "head_dim": head_dim,
+            "expand": _integral(heads * head_dim / m.d_model), "state_size": o.state_size, "n_groups": o.n_groups,
+            "conv_kernel": o.conv_size, "use_conv_bias": o.conv_bias, "chunk_size": o.chunk_size,
+            "time_step_min": o.dt_min, "time_step_max": o.dt_max,
+            "layer_norm_epsilon": _spec(d, "norm").get("eps", 1e-5), "use_bias": m.bias,
+            "max_position_embeddings": m.max_seq_len}
+
+
+def qwen3_next(m: ModelConfig, d: dict) -> Dict[str, Any]:
+    layers = layer_configs(m, "decoder", m.decoder_layers)
+    types = ["linear_attention" if layer.mixer.name == "gated_deltanet" else "full_attention" for layer in layers]
+    base = llama(m, d, "qwen3_next", "Qwen3NextForCausalLM", ffn={"name": "swiglu"})
+    base.pop("mlp_bias")
+    out = {**base, "layer_types": types, "decoder_sparse_step": 1,
+           "mlp_only_layers": [i for i, layer in enumerate(layers) if layer.ffn.name != "moe"]}
+    gdn = next((layer.mixer.options.resolved(layer) for layer in layers if layer.mixer.name == "gated_deltanet"), None)
+    if gdn is not None:
+        out.update(linear_num_key_heads=gdn.n_heads, linear_num_value_heads=gdn.n_v_heads,
+                   linear_key_head_dim=gdn.head_dim, linear_value_head_dim=gdn.v_head_dim,
+                   linear_conv_kernel_dim=gdn.conv_size)
+    moe = next((layer for layer in layers if layer.ffn.name == "moe"), None)
+    if moe is None:
+        out["num_experts"] = 0
+    else:
+        o = moe.ffn.options
+        out.update(num_experts=o.n_experts, num_experts_per_tok=o.top_k, moe_intermediate_size=o.d_ff or moe.d_ff,
+                   shared_expert_intermediate_size=o.shared_d_ff or o.n_shared_experts * (o.d_ff or moe.d_ff),
+                   norm_topk_prob=o.norm_topk_prob, router_aux_loss_coef=o.aux_loss_weight)
+    return out
+
+
 # by model kind, in the order tried: the first family whose importer gives the model back is written
 WRITERS: Dict[str, List[Callable[[ModelConfig, dict], Dict[str, Any]]]] = {
     "decoder": [gpt2, llama, mistral, qwen3, mixtral, gemma2, gpt_neox, bloom],
     "encoder": [bert],
     "encoder_decoder": [t5],
 }
-
+WRITERS["decoder"] += [mamba2, qwen3_next]  # the mixer families (Mamba-2, Qwen3-Next's Gated DeltaNet hybrid)

@@ -1,10 +1,11 @@
 """Gemma 2 (``Gemma2ForCausalLM``, ``Gemma2Model``): sandwich norms, attention and final logit
 soft-capping, scaled embeddings, gated tanh-GELU, query_pre_attn_scalar.
 
-Gemma's RMSNorm multiplies by (1 + weight): the import stores 1 + weight in arch_zoo's plain RMSNorm
-gain, which is the same float32 sum Hugging Face computes. Local/global alternation (``layer_types``:
-``sliding_attention`` on even layers, ``full_attention`` on odd ones by default) becomes per-layer
-attention (``layer_attention``): ``attention: global`` plus
+Gemma's RMSNorm multiplies by (1 + weight): the import keeps weight as it is in a
+``zero_centred_rmsnorm``, which computes the same float32 sum, so the export gives it back bit for
+bit. Local/global alternation (``layer_types``: ``sliding_attention`` on even layers,
+``full_attention`` on odd ones by default) becomes per-layer attention (``layer_attention``):
+``attention: global`` plus
 ``layers: [{pattern: [{attention: sliding_window}, {}]}]``; any other ``layer_types`` list maps layer by
 layer. Sliding windows have no weights, so the tensors map as without alternation.
 """
@@ -25,6 +26,7 @@ def gemma2_config(c: dict, weights: WeightMap) -> dict:
         raise unsupported("gemma2", "use_bidirectional_attention: true")
     base = llama_config({**c, "hidden_act": "silu", "mlp_bias": c.get("attention_bias", False)}, weights)
     return {**base,
+            "norm": {"name": "zero_centred_rmsnorm", "eps": c.get("rms_norm_eps", 1e-6)},
             "norm_placement": "sandwich",
             "ffn": ffn_name("gemma2", c.get("hidden_activation") or c.get("hidden_act", "gelu_pytorch_tanh"),
                             {**GATED, "gelu_pytorch_tanh": "geglu_tanh", "gelu_new": "geglu_tanh"}),
@@ -34,10 +36,6 @@ def gemma2_config(c: dict, weights: WeightMap) -> dict:
             "scale_embeddings": True,
             "tie_embeddings": c.get("tie_word_embeddings", True),
             "attention": attention, "layers": layers}
-
-
-def _gain(w):
-    return 1.0 + w.float()
 
 
 def gemma2_weights(w: WeightMap, cfg: ModelConfig) -> None:
@@ -51,8 +49,8 @@ def gemma2_weights(w: WeightMap, cfg: ModelConfig) -> None:
                 w.copy(f"{a}ffn.sublayer.{x}.{p}", f"{h}mlp.{x}_proj.{p}")
         for dst, src in (("self_attn.norm", "input_layernorm"), ("self_attn.post_norm", "post_attention_layernorm"),
                          ("ffn.norm", "pre_feedforward_layernorm"), ("ffn.post_norm", "post_feedforward_layernorm")):
-            w.copy(f"{a}{dst}.weight", f"{h}{src}.weight", _gain)
-    w.copy("decoder.final_norm.weight", "norm.weight", _gain)
+            w.copy(f"{a}{dst}.weight", f"{h}{src}.weight")
+    w.copy("decoder.final_norm.weight", "norm.weight")
     w.copy("head.proj.weight", "lm_head.weight")
 
 

@@ -123,7 +123,7 @@ def _gated_deltanet(w: WeightMap, layer: ModelConfig, a: str, h: str) -> None:
     [their b, their a]; arch_zoo's ``in_proj`` is [q, k, v, z] and ``ba_proj`` [b, a], each over all heads."""
     if layer.mixer.name != "gated_deltanet":
         return
-    o = layer.mixer.options
+    o = layer.mixer.options.resolved(layer)  # a model built here may leave them null
     heads, dk = o.n_heads, o.head_dim
     per = (o.n_v_heads // o.n_heads) * o.v_head_dim  # the value (and gate) rows of one key head
     _regrouped(w, f"{a}in_proj.weight", f"{h}in_proj_qkvz.weight", heads, [dk, dk, per, per], [0, 1, 2, 3])

@@ -29,6 +29,7 @@ NATIVE = {"gpt2-tiny": "GPT2LMHeadModel", "llama-tiny": "LlamaForCausalLM", "mis
           "qwen3-tiny": "Qwen3ForCausalLM", "mixtral-tiny": "MixtralForCausalLM", "gemma2-tiny": "Gemma2ForCausalLM",
           "pythia-tiny": "GPTNeoXForCausalLM", "bloom-tiny": "BloomForCausalLM", "bert-tiny": "BertForMaskedLM",
           "t5-tiny": "T5ForConditionalGeneration"}
+NATIVE.update({"mamba2-tiny": "Mamba2ForCausalLM", "qwen3-next-tiny": "Qwen3NextForCausalLM"})  # the mixer families
 # no family has a field for these: remote code, and the command says which field
 REMOTE = {"alibi-gqa": ("llama-tiny", {"position": "alibi", "n_kv_heads": 2}, "position alibi has no Llama equivalent"),
           "sandwich-rope": ("llama-tiny", {"norm_placement": "sandwich"}, "norm_placement sandwich has no Llama"),
@@ -169,13 +170,7 @@ def test_to_hf_of_from_hf_gives_the_reference_tensors_back(name):
     theirs, ours = ref.state_dict(), back.state_dict()
     assert set(theirs) == set(ours)
     for key, value in theirs.items():
-        if name == "gemma2" and key.endswith("norm.weight"):
-            # Gemma keeps w and computes 1 + w in float32; arch_zoo keeps the gain 1 + w, so w comes back to
-            # float32 rounding of that sum (the gain itself, what the model computes with, is exact)
-            assert torch.equal(1 + ours[key].float(), 1 + value.float()), key
-            assert torch.allclose(ours[key], value, atol=1e-6), key
-        else:
-            assert torch.equal(ours[key], value), key
+        assert torch.equal(ours[key], value), key  # Gemma 2's norm weights w too: kept as w, applied as 1 + w
 
 
 @pytest.mark.parametrize("preset", sorted(NATIVE))
@@ -204,3 +199,47 @@ def test_the_family_follows_the_fields_not_the_preset_name():
     rmsnorm = model_config({**gpt2, "norm": "rmsnorm", "vocab_size": VOCAB})
     assert native_config(rmsnorm).hf_config is None
     assert "norm rmsnorm has no GPT-2 equivalent" in native_config(rmsnorm).reason
+
+
+@pytest.mark.parametrize("name", ["mamba2", "qwen3_next"])
+def test_to_hf_of_from_hf_gives_the_mixer_families_tensors_back(name):
+    """Mamba-2 and Qwen3-Next at their import tests' tiny random configs; Qwen3-Next's fused and
+    interleaved projections (q with its gate, in_proj_qkvz, in_proj_ba, the experts' gate_up_proj) are
+    regrouped on the way in and must come back row for row."""
+    from arch_zoo.interop import from_hf, to_hf
+    from tests.interop import test_hf_mamba2, test_hf_qwen3_next
+
+    module = {"mamba2": test_hf_mamba2, "qwen3_next": test_hf_qwen3_next}[name]
+    cls = {"mamba2": tf.Mamba2ForCausalLM, "qwen3_next": tf.Qwen3NextForCausalLM}[name]
+    torch.manual_seed(0)
+    ref = randomize(cls(module.hf_config())).eval()
+    back = to_hf(from_hf(ref))
+    assert type(back) is type(ref)
+    theirs, ours = ref.state_dict(), back.state_dict()
+    assert set(theirs) == set(ours)
+    for key, value in theirs.items():
+        assert torch.equal(ours[key], value), key
+
+
+def test_a_mixer_left_to_its_defaults_is_written_as_its_family():
+    """Mixer options left null (heads and widths from the model) equal the numbers a family writes, and a
+    chunk size changes how a mixer computes, not what: such models are still Mamba-2 and Qwen3-Next. An
+    option the family has no field for is named."""
+    from arch_zoo.interop import to_hf
+    from arch_zoo.interop.export_hf import native_config, sized
+
+    gdn = {"mixer": {"name": "gated_deltanet", "l2norm": "rsqrt", "chunk_size": 4}}
+    models = {"Mamba2ForCausalLM": arch_model("mamba2-tiny", {"mixer": {"name": "mamba2", "n_groups": 2}}),
+              "Qwen3NextForCausalLM": arch_model("qwen3-next-tiny", {"layers": [{"pattern": [gdn, gdn, gdn, {}]}]})}
+    for cls, model in models.items():
+        assert native_config(sized(model)).reason == f"written as {cls}"
+        hf = to_hf(model)
+        ids, mask = padded_batch([7, 12, 3], 12, "left", low=3)
+        with torch.no_grad():
+            theirs = hf(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0)
+                        if cls.startswith("Qwen") else None).logits[mask.bool()]
+            assert torch.allclose(theirs, model(ids, mask).logits[mask.bool()], atol=ATOL, rtol=0), cls
+    clamp = {"mixer": {**gdn["mixer"], "l2norm": "clamp"}}
+    other = model_config({**to_dict(load("preset:qwen3-next-tiny").model), "vocab_size": VOCAB,
+                          "layers": [{"pattern": [clamp, clamp, clamp, {}]}]})
+    assert native_config(other).reason == "mixer.l2norm clamp (decoder layer 0) has no Qwen3-Next equivalent"

@@ -133,3 +133,69 @@ def test_checkpoint_directory_keeps_the_alternation(ref, tmp_path):
 def test_configs_without_an_exact_equivalent_are_refused(ref, changes, message):
     with pytest.raises(CheckpointError, match=message):
         convert({**ref.config.to_dict(), **changes}, ref.state_dict())
+
+
+@pytest.fixture(scope="module")
+def earlier_run(ref, tmp_path_factory):
+    """A Gemma 2 run as the earlier version's import wrote it (``save_as_run`` of its model): config.yaml
+    says ``norm: rmsnorm`` and each norm's gain holds Gemma's w as 1 + w, summed in float32."""
+    from arch_zoo.coerce import to_dict
+    from arch_zoo.config.loading import model_config
+    from arch_zoo.data.tokenizers import WordTokenizer
+    from arch_zoo.interop.as_run import save_as_run
+    from arch_zoo.models import build_model
+
+    new = from_hf(ref)
+    old = build_model(model_config({**to_dict(new.config), "norm": {"name": "rmsnorm", "eps": 1e-6}}), VOCAB)
+    state = {k: 1.0 + v.float() if k.endswith("norm.weight") else v for k, v in new.state_dict().items()}
+    old.load_state_dict(state)
+    tokenizer = WordTokenizer(symbols=[f"w{i}" for i in range(VOCAB - 6)])  # 6 special tokens + 91 words
+    run = save_as_run(old.eval(), tokenizer, tmp_path_factory.mktemp("earlier") / "gemma2_run")
+    assert "name: rmsnorm" in (run / "config.yaml").read_text()
+    return run
+
+
+def test_a_run_the_earlier_import_wrote_still_loads_and_generates(ref, earlier_run, capsys):
+    from arch_zoo.cli import main
+    from arch_zoo.training.restore import restore
+
+    cfg, model, tokenizer = restore(earlier_run)
+    assert cfg.model.norm.name == "rmsnorm"
+    torch.testing.assert_close(*reversed(both("gemma2", ref, model, "left")), atol=ATOL, rtol=0)
+    prompt = "w3 w17 w40 w8"
+    ids = tokenizer.encode(prompt)
+    expected = ref.generate(input_ids=torch.tensor([ids]), max_new_tokens=6, min_new_tokens=6, do_sample=False,
+                            pad_token_id=0, eos_token_id=None)[0, len(ids):].tolist()
+    capsys.readouterr()
+    assert main(["generate", str(earlier_run), "--prompt", prompt, "--max-new-tokens", "6"]) == 0
+    out = capsys.readouterr().out
+    assert len(set(expected)) > 1 and tokenizer.eos_id not in expected
+    assert out == tokenizer.decode(expected) + "\n"  # the continuation
+
+
+def test_a_run_the_earlier_import_wrote_exports_as_gemma2(ref, earlier_run, tmp_path, capsys):
+    """Its plain gains g leave as Gemma's w = g - 1, exact in float32 for g >= 0.5, so Gemma 2's 1 + w is
+    g again: the directory computes what the run computes, and w is HF's to float32 rounding of 1 + w."""
+    from safetensors.torch import load_file
+
+    from arch_zoo.cli import main
+    from arch_zoo.training.restore import restore
+
+    assert main(["export", str(earlier_run), "--to", "hf", "--out", str(tmp_path / "hf")]) == 0
+    assert ("written as Gemma2ForCausalLM (its RMSNorm gains g written as w = g - 1, which Gemma 2 applies as "
+            "1 + w)") in capsys.readouterr().out
+    ours, theirs = load_file(tmp_path / "hf" / "model.safetensors"), ref.state_dict()
+    assert set(ours) == set(theirs) - {"lm_head.weight"}  # tied: saved once
+    norms = [k for k in theirs if k.endswith("norm.weight")]
+    assert len(norms) == 4 * ref.config.num_hidden_layers + 1
+    for key in ours:
+        if key in norms:
+            gain = 1.0 + theirs[key]  # what the earlier import stored
+            assert torch.equal(1 + ours[key], gain) and torch.equal(ours[key], gain - 1), key
+            assert torch.allclose(ours[key], theirs[key], atol=1e-6, rtol=0), key
+        else:
+            assert torch.equal(ours[key], theirs[key]), key
+    back = tf.Gemma2ForCausalLM.from_pretrained(tmp_path / "hf", attn_implementation="eager").eval()
+    _, model, _ = restore(earlier_run)
+    for side in ("left", "right"):
+        torch.testing.assert_close(*reversed(both("gemma2", back, model, side)), atol=ATOL, rtol=0)

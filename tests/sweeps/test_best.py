@@ -88,6 +88,27 @@ def test_generate_and_restore_with_best_load_the_best_run_at_its_best_checkpoint
                           f"val/loss {scores[chosen]:.4f} at step 5 (its best checkpoint)"), err
 
 
+def test_export_with_best_writes_the_best_run_at_its_best_checkpoint(sweep, tmp_path, capsys):
+    """``export SWEEP --best --to hf``: the directory holds the best checkpoint's weights (step 5 here),
+    which differ from the same run's last.ckpt, and says which run and checkpoint it came from."""
+    pytest.importorskip("transformers")
+    from arch_zoo.interop import load_hf_checkpoint
+
+    _, root = sweep
+    scores = {d: max(v for _, v in validations(d)) for d in sorted((root / "runs").iterdir())}
+    chosen = max(scores, key=scores.get)
+    best, last = (ckpt(chosen / "checkpoints" / name)["state_dict"] for name in ("best.ckpt", "last.ckpt"))
+    capsys.readouterr()
+    assert main(["export", str(root), "--best", "--to", "hf", "--out", str(tmp_path / "hf")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"exported {chosen / 'checkpoints' / 'best.ckpt'} to {tmp_path / 'hf'}: written as "), out
+    got = load_hf_checkpoint(tmp_path / "hf").state_dict()
+    assert set(got) == {k.removeprefix("model.") for k in best}
+    assert all(torch.equal(got[k.removeprefix("model.")], v) for k, v in best.items())
+    assert any(not torch.equal(got[k.removeprefix("model.")], v) for k, v in last.items())
+    assert f"run: `{chosen.name}`" in (tmp_path / "hf" / "README.md").read_text()
+
+
 def test_dry_run_of_a_sweep_that_has_run_shows_what_is_done_and_what_stage_1_chose(sweep, tmp_path, capsys):
     path, root = sweep
     finals = {}

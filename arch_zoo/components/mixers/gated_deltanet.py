@@ -8,6 +8,7 @@ Query/key heads may be fewer than value heads (each shared by n_v_heads / n_head
 padded position writes nothing and decays nothing (b = 0, g = 0), so the state skips it."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal, Optional
@@ -46,6 +47,12 @@ class GatedDeltaNetOptions:
         if self.n_heads and self.n_v_heads and self.n_v_heads % self.n_heads:
             raise ValueError(f"n_v_heads ({self.n_v_heads}) must be a multiple of n_heads ({self.n_heads})")
 
+    def resolved(self, cfg) -> "GatedDeltaNetOptions":
+        """These options with each null filled in from the layer's ModelConfig."""
+        h, dk = self.n_heads or cfg.n_heads, self.head_dim or cfg.dim_per_head
+        return dataclasses.replace(self, n_heads=h, n_v_heads=self.n_v_heads or h, head_dim=dk,
+                                   v_head_dim=self.v_head_dim or dk)
+
 
 @MIXERS.register("gated_deltanet", GatedDeltaNetOptions, "Gated DeltaNet (Yang et al. 2025; Qwen3-Next's linear "
                  "layers): short conv, L2-normed q/k, gated delta rule, gated RMSNorm; causal only")
@@ -54,12 +61,10 @@ class GatedDeltaNet(RecurrentMixer):
 
     def __init__(self, options: GatedDeltaNetOptions, cfg, ctx=None):
         super().__init__()
-        self.h = options.n_heads or cfg.n_heads
-        self.hv = options.n_v_heads or self.h
+        resolved = options.resolved(cfg)
+        self.h, self.hv, self.dk, self.dv = resolved.n_heads, resolved.n_v_heads, resolved.head_dim, resolved.v_head_dim
         if self.hv % self.h:
             raise ValueError(f"n_v_heads ({self.hv}) must be a multiple of n_heads ({self.h})")
-        self.dk = options.head_dim or cfg.dim_per_head
-        self.dv = options.v_head_dim or self.dk
         self.chunk, self.l2norm = options.chunk_size, options.l2norm
         key, value = self.h * self.dk, self.hv * self.dv
         self.in_proj = nn.Linear(cfg.d_model, 2 * key + 2 * value, bias=cfg.bias)  # q, k, v, z

@@ -8,6 +8,7 @@ a group. Then RMSNorm(y * silu(z)) per group and the output projection.
 A padded position has dt = 0: its state neither decays nor takes a write."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal, Optional
@@ -46,6 +47,11 @@ class Mamba2Options:
         if not 0 < self.dt_min <= self.dt_max:
             raise ValueError(f"expected 0 < dt_min <= dt_max, got {self.dt_min}, {self.dt_max}")
 
+    def resolved(self, cfg) -> "Mamba2Options":
+        """These options with each null filled in from the layer's ModelConfig."""
+        h = self.n_heads or cfg.n_heads
+        return dataclasses.replace(self, n_heads=h, head_dim=self.head_dim or max(1, 2 * cfg.d_model // h))
+
 
 @MIXERS.register("mamba2", Mamba2Options, "Mamba-2's SSD layer (Dao & Gu 2024): short conv, a scalar-decay state "
                  "space per head, gated RMSNorm; causal only")
@@ -54,8 +60,8 @@ class Mamba2(RecurrentMixer):
 
     def __init__(self, options: Mamba2Options, cfg, ctx=None):
         super().__init__()
-        self.h = options.n_heads or cfg.n_heads
-        self.p = options.head_dim or max(1, 2 * cfg.d_model // self.h)
+        resolved = options.resolved(cfg)
+        self.h, self.p = resolved.n_heads, resolved.head_dim
         self.n, self.groups, self.chunk = options.state_size, options.n_groups, options.chunk_size
         if self.h % self.groups:
             raise ValueError(f"n_heads ({self.h}) must be a multiple of n_groups ({self.groups})")
