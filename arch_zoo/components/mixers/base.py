@@ -74,6 +74,12 @@ class Mixer(nn.Module):
         """The head width the position scheme rotates for this mixer (MLA: its decoupled RoPE part)."""
         return cfg.dim_per_head
 
+    @classmethod
+    def score_width(cls, options, cfg) -> Tuple[int, str]:
+        """(width, its name): what q.k sums over, so the default scale 1/sqrt(width) and the
+        parametrization's scale read it (MLA: qk_nope_head_dim + qk_rope_head_dim)."""
+        return cfg.dim_per_head, "head_dim"
+
     def new_state(self) -> DecodingState:
         raise TypeError(f"{type(self).__name__} has no decoding state")
 
