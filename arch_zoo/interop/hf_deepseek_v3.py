@@ -31,7 +31,9 @@ def deepseek_v3_config(c: dict, weights: WeightMap) -> dict:
     dense = cfg["ffn"]
     cfg.pop("n_kv_heads")  # keys and values come from the latent, one of each per query head
     cfg["head_dim"] = c["v_head_dim"]  # HF's head_dim is the rotary width; mla's own widths are all set
-    cfg["position"]["interleaved"] = bool(c.get("rope_interleave", True))
+    # HF's rotary covers all qk_rope_head_dim dims whatever partial_rotary_factor says
+    cfg["position"] = {"name": "rope", "base": cfg["position"]["base"],
+                       "interleaved": bool(c.get("rope_interleave", True))}
     cfg["mixer"] = {"name": "mla", **{k: c[k] for k in RANKS}}
     n, first = c["num_hidden_layers"], min(c.get("first_k_dense_replace") or 0, c["num_hidden_layers"])
     if first < n:

@@ -14,6 +14,7 @@ LAMBDAS = ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")
 
 def diffllama_config(c: dict, weights: WeightMap) -> dict:
     cfg = llama_config(c, weights, "diffllama")
+    cfg["position"].pop("fraction")  # HF's rotary covers the whole head whatever partial_rotary_factor says
     cfg["mixer"] = {"name": "differential_attention", "norm_eps": c.get("rms_norm_eps", 1e-5),
                     "lambda_std": float(c.get("lambda_std_dev", 0.1))}
     return cfg

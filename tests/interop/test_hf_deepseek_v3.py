@@ -76,7 +76,9 @@ def test_the_selection_bias_and_the_routed_scale_are_read():
 
 
 @pytest.mark.parametrize("changes", [
-    {"q_lora_rank": None, "rope_interleave": False},  # full-rank queries (V2-Lite), rotate-half pairs
+    # full-rank queries (V2-Lite), rotate-half pairs; HF's rotary ignores a partial_rotary_factor
+    {"q_lora_rank": None, "rope_interleave": False,
+     "rope_parameters": {"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5}},
     {"first_k_dense_replace": 0, "n_group": 1, "topk_group": 1, "norm_topk_prob": False, "n_shared_experts": 2},
 ])
 def test_other_settings_of_the_family_import_too(changes):

@@ -59,10 +59,12 @@ def test_lambda_init_follows_each_layers_depth(ref):
 
 
 def test_full_multi_head_attention_imports_too():
-    ref = reference(num_key_value_heads=4, rms_norm_eps=1e-6, rope_parameters={"rope_type": "default",
-                                                                                "rope_theta": 500.0})
+    """Also: HF's DiffLlama rotates whole heads whatever a partial_rotary_factor says."""
+    rope = {"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5}
+    ref = reference(num_key_value_heads=4, rms_norm_eps=1e-6, rope_parameters=rope)
     model = from_hf(ref)
     assert model.config.kv_heads == 4 and model.config.mixer.options.norm_eps == 1e-6
+    assert model.config.position.options.base == 500.0 and model.config.position.options.fraction == 1.0
     assert_same_logits(ref, model, "right")
 
 
