@@ -7,12 +7,14 @@ from __future__ import annotations
 from ..config import ModelConfig
 from .checkpoint import WeightMap
 from .hf_llama import llama_config, llama_weights
-from .hf_registry import HFArchitecture, register
+from .hf_registry import HFArchitecture, register, unsupported
 
 LAMBDAS = ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")
 
 
 def diffllama_config(c: dict, weights: WeightMap) -> dict:
+    if c.get("attention_bias", False):  # HF's MLP has none; model.bias would give it biases too
+        raise unsupported("diffllama", "attention_bias without feed-forward biases")
     cfg = llama_config(c, weights, "diffllama")
     cfg["position"].pop("fraction")  # HF's rotary covers the whole head whatever partial_rotary_factor says
     cfg["mixer"] = {"name": "differential_attention", "norm_eps": c.get("rms_norm_eps", 1e-5),

@@ -72,8 +72,11 @@ def test_cached_greedy_decoding_gives_the_tokens_of_hf_generate(ref):
     assert_generates_as_hf(ref, from_hf(ref, config="preset:diffllama-tiny"))
 
 
-def test_a_rope_scaling_is_refused_in_one_line():
-    scaling = {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}
-    with pytest.raises(CheckpointError, match="diffllama config: rope_type 'linear'") as info:
-        from_hf(reference(rope_parameters=scaling))
+@pytest.mark.parametrize("change,match", [
+    ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}}, "rope_type 'linear'"),
+    ({"attention_bias": True}, "attention_bias without feed-forward biases"),
+])
+def test_what_has_no_equivalent_is_refused_in_one_line(change, match):
+    with pytest.raises(CheckpointError, match=f"diffllama config: {match}") as info:
+        from_hf(reference(**change))
     assert "\n" not in str(info.value)
