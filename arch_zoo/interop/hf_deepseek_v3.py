@@ -36,9 +36,12 @@ def deepseek_v3_config(c: dict, weights: WeightMap) -> dict:
                        "interleaved": bool(c.get("rope_interleave", True))}
     cfg["mixer"] = {"name": "mla", **{k: c[k] for k in RANKS}}
     n, first = c["num_hidden_layers"], min(c.get("first_k_dense_replace") or 0, c["num_hidden_layers"])
+    experts = c.get("moe_intermediate_size")
     if first < n:
         cfg["ffn"] = {"name": "moe", "expert": dense, "n_experts": c["n_routed_experts"],
-                      "top_k": c["num_experts_per_tok"], "d_ff": c["moe_intermediate_size"], "scoring": "sigmoid",
+                      "top_k": c["num_experts_per_tok"], "scoring": "sigmoid",
+                      # null where it is the dense width: moe's default, so either spelling exports
+                      "d_ff": None if experts == c["intermediate_size"] else experts,
                       "norm_topk_prob": bool(c.get("norm_topk_prob", True)),
                       "routed_scaling_factor": float(c.get("routed_scaling_factor", 1.0)),
                       "n_group": c.get("n_group") or 1, "topk_group": c.get("topk_group") or 1,

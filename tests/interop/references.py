@@ -138,3 +138,15 @@ def meta_parameters(cls, config) -> int:
     """The parameters of a Hugging Face class at ``config``, counted on the meta device (no memory)."""
     with torch.device("meta"):
         return sum(p.numel() for p in cls(config).parameters())
+
+
+def assert_round_trip(ref) -> None:
+    """``to_hf(from_hf(ref))`` is ``ref``'s class holding ``ref``'s tensors bit for bit."""
+    from arch_zoo.interop import from_hf, to_hf
+
+    back = to_hf(from_hf(ref))
+    assert type(back) is type(ref)
+    theirs, ours = ref.state_dict(), back.state_dict()
+    assert set(theirs) == set(ours)
+    for key, value in theirs.items():
+        assert torch.equal(ours[key], value), key

@@ -29,6 +29,7 @@ NATIVE = {"gpt2-tiny": "GPT2LMHeadModel", "llama-tiny": "LlamaForCausalLM", "mis
           "qwen3-tiny": "Qwen3ForCausalLM", "mixtral-tiny": "MixtralForCausalLM", "gemma2-tiny": "Gemma2ForCausalLM",
           "pythia-tiny": "GPTNeoXForCausalLM", "bloom-tiny": "BloomForCausalLM", "bert-tiny": "BertForMaskedLM",
           "t5-tiny": "T5ForConditionalGeneration"}
+NATIVE.update({"deepseek-v3-tiny": "DeepseekV3ForCausalLM", "diffllama-tiny": "DiffLlamaForCausalLM"})
 # no family has a field for these: remote code, and the command says which field
 REMOTE = {"alibi-gqa": ("llama-tiny", {"position": "alibi", "n_kv_heads": 2}, "position alibi has no Llama equivalent"),
           "sandwich-rope": ("llama-tiny", {"norm_placement": "sandwich"}, "norm_placement sandwich has no Llama"),

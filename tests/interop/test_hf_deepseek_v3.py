@@ -6,10 +6,12 @@ import pytest
 import torch
 
 from arch_zoo.cli import main
+from arch_zoo.config.loading import model_config
 from arch_zoo.interop import from_hf, model_config_from_hf
 from arch_zoo.interop.checkpoint import CheckpointError
-from tests.interop.references import (VOCAB, assert_generates_as_hf, assert_same_logits, causal_lm_logits,
-                                      meta_parameters, randomize, tiny)
+from arch_zoo.interop.export_hf import native_config
+from tests.interop.references import (VOCAB, assert_generates_as_hf, assert_round_trip, assert_same_logits,
+                                      causal_lm_logits, meta_parameters, randomize, tiny)
 
 tf = pytest.importorskip("transformers")
 
@@ -141,3 +143,24 @@ def test_what_has_no_equivalent_is_refused_in_one_line(change, match):
     with pytest.raises(CheckpointError, match=match) as info:
         from_hf(tf.DeepseekV3ForCausalLM(hf_config(**change)))
     assert "\n" not in str(info.value)
+
+
+def test_to_hf_of_from_hf_gives_the_reference_tensors_back(ref):
+    """The selection bias (a buffer) and the router included; the export's fresh-process logits and
+    tokens are checked with the other families' (tests/interop/test_export_hf.py)."""
+    assert_round_trip(ref)
+
+
+def test_an_mla_model_of_defaults_exports_as_deepseek_v3_and_a_scale_it_lacks_does_not():
+    """MLA's null widths (from head_dim) export as the numbers they stand for; a dense model is
+    first_k_dense_replace = n_layers. An explicit attention_scale of 1/sqrt(head_dim) is another
+    function than MLA's 1/sqrt(nope + rope), which DeepSeek-V3 has no field for."""
+    base = {"kind": "decoder", "d_model": 32, "n_heads": 4, "n_layers": 2, "norm": "rmsnorm", "ffn": "swiglu",
+            "bias": False, "position": "rope", "mixer": "mla", "vocab_size": VOCAB}
+    choice = native_config(model_config(base))
+    assert choice.reason == "written as DeepseekV3ForCausalLM"
+    hf = choice.hf_config
+    assert (hf["kv_lora_rank"], hf["qk_nope_head_dim"], hf["qk_rope_head_dim"], hf["v_head_dim"]) == (32, 8, 4, 8)
+    assert hf["q_lora_rank"] is None and hf["first_k_dense_replace"] == 2
+    scaled = native_config(model_config({**base, "attention_scale": 8 ** -0.5}))
+    assert scaled.hf_config is None and "attention_scale" in scaled.reason, scaled.reason

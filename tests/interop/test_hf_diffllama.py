@@ -4,10 +4,13 @@ gives the tokens of HF `generate`."""
 import pytest
 import torch
 
+from arch_zoo.config.coerce import to_dict
+from arch_zoo.config.loading import model_config
 from arch_zoo.interop import from_hf, model_config_from_hf
 from arch_zoo.interop.checkpoint import CheckpointError
-from tests.interop.references import (VOCAB, assert_generates_as_hf, assert_same_logits, causal_lm_logits,
-                                      randomize, tiny)
+from arch_zoo.interop.export_hf import native_config
+from tests.interop.references import (VOCAB, assert_generates_as_hf, assert_round_trip, assert_same_logits,
+                                      causal_lm_logits, randomize, tiny)
 
 tf = pytest.importorskip("transformers")
 
@@ -80,3 +83,19 @@ def test_what_has_no_equivalent_is_refused_in_one_line(change, match):
     with pytest.raises(CheckpointError, match=f"diffllama config: {match}") as info:
         from_hf(reference(**change))
     assert "\n" not in str(info.value)
+
+
+def test_to_hf_of_from_hf_gives_the_reference_tensors_back(ref):
+    """o_proj's reordered columns go back to HF's order (the fresh-process export test is
+    tests/interop/test_export_hf.py's)."""
+    assert_round_trip(ref)
+
+
+def test_a_lambda_init_set_by_hand_is_not_written_as_diffllama():
+    """DiffLlama has no field for it: HF's lambda_init always follows depth."""
+    preset = to_dict(tiny("diffllama"))
+    assert native_config(model_config({**preset, "vocab_size": VOCAB})).reason == "written as DiffLlamaForCausalLM"
+    mixer = {"name": "differential_attention", "lambda_init": 0.5}
+    fixed = model_config({**preset, "vocab_size": VOCAB, "mixer": mixer})
+    assert native_config(fixed).hf_config is None
+    assert "mixer.lambda_init 0.5 has no DiffLlama equivalent" in native_config(fixed).reason

@@ -75,6 +75,12 @@ class Mixer(nn.Module):
         return cfg.dim_per_head
 
     @classmethod
+    def resolved_options(cls, options, cfg):
+        """The options with every null that the layer's ModelConfig fills written out, so that two
+        spellings of one function compare equal (the export's ``function_view``)."""
+        return options
+
+    @classmethod
     def score_width(cls, options, cfg) -> Tuple[int, str]:
         """(width, its name): what q.k sums over, so the default scale 1/sqrt(width) and the
         parametrization's scale read it (MLA: qk_nope_head_dim + qk_rope_head_dim)."""

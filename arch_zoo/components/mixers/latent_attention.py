@@ -120,6 +120,10 @@ class LatentAttention(Mixer):
         return resolved(options, cfg).qk_rope_head_dim
 
     @classmethod
+    def resolved_options(cls, options, cfg):
+        return resolved(options, cfg)
+
+    @classmethod
     def score_width(cls, options, cfg):
         o = resolved(options, cfg)
         return o.qk_nope_head_dim + o.qk_rope_head_dim, "qk_nope_head_dim + qk_rope_head_dim"
