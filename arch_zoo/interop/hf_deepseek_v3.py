@@ -10,13 +10,13 @@ section 2.1.2 and 4.2): the selection bias moves 0.001 a step (aux-loss-free bal
 balance loss weighted 0.0001."""
 from __future__ import annotations
 
+from ..components.mixers.latent_attention import RANKS
 from ..config import ModelConfig
 from ..config.validation import layer_configs
 from .checkpoint import WeightMap
 from .hf_llama import llama_config
 from .hf_registry import HFArchitecture, register, unsupported
 
-RANKS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 MLA_NAMES = {"q_proj": "q_proj", "q_a": "q_a_proj", "q_norm": "q_a_layernorm", "q_b": "q_b_proj",
              "kv_a": "kv_a_proj_with_mqa", "kv_norm": "kv_a_layernorm", "kv_b": "kv_b_proj", "out": "o_proj"}
 BIAS_UPDATE_SPEED, BALANCE_LOSS_WEIGHT = 0.001, 0.0001  # the paper's gamma and alpha

@@ -11,11 +11,11 @@ import math
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from ..components.mixers import MIXERS
+from ..components.mixers.latent_attention import RANKS as MLA_RANKS
 from ..components.placements import ends_with_norm
 from ..config import ModelConfig
 from ..coerce import to_dict
 from ..config.validation import layer_configs, stacks, validate_model
-from .hf_deepseek_v3 import RANKS as MLA_RANKS
 from .hf_llama import GATED
 from .hf_registry import FFN_ACTIVATIONS
 from .hf_t5 import GATED as T5_GATED
