@@ -81,10 +81,14 @@ class _CountOnly(TorchFunctionMode):
             kwargs = {**kwargs, "device": "cpu"}
         return func(*args, **kwargs)
 def _attention_scale(m, model) -> str:
+    """The scale the model's mixer applies: over the width its q.k sum runs (MLA's differs from head_dim)."""
     if m.attention_scale is not None:
         return str(m.attention_scale)
-    scale = model.parametrization.attention_scale(m.dim_per_head)
-    return "1/sqrt(head_dim)" if scale is None else f"{scale:g} (the parametrization's, {m.parametrization.name})"
+    width, name = registry_of("mixers").get(m.mixer.name).factory.score_width(m.mixer.options, m)
+    scale = model.parametrization.attention_scale(width)
+    if scale is not None:
+        return f"{scale:g} (the parametrization's, {m.parametrization.name})"
+    return f"1/sqrt({name})" + ("" if name == "head_dim" else f" = 1/sqrt({width})")
 
 
 def _fmt(n: float) -> str:

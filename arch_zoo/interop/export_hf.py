@@ -27,6 +27,7 @@ from .hf_registry import architecture
 NAMES = {"gpt2": "GPT-2", "llama": "Llama", "mistral": "Mistral", "qwen3": "Qwen3", "mixtral": "Mixtral",
          "gemma2": "Gemma 2", "gpt_neox": "GPT-NeoX", "bloom": "BLOOM", "bert": "BERT", "t5": "T5"}
 NAMES.update({"mamba2": "Mamba-2", "qwen3_next": "Qwen3-Next"})
+NAMES.update({"diffllama": "DiffLlama", "deepseek_v3": "DeepSeek-V3"})
 
 
 @dataclass

@@ -10,6 +10,8 @@ import dataclasses
 import math
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
+from ..components.mixers import MIXERS
+from ..components.mixers.latent_attention import RANKS as MLA_RANKS
 from ..components.placements import ends_with_norm
 from ..config import ModelConfig
 from ..coerce import to_dict
@@ -22,7 +24,7 @@ from .hf_t5 import PLAIN as T5_PLAIN
 # what changes how a model trains, never what it computes: re-imported, these take the family's values
 TRAINING_ONLY = ("dropout", "attention_dropout", "embedding_dropout", "init", "attention_kernel", "pad_token_id",
                  "layers", "parametrization")
-MOE_TRAINING_ONLY = ("aux_loss_weight", "aux_loss_layers")
+MOE_TRAINING_ONLY = ("aux_loss_weight", "aux_loss_layers", "bias_update_speed")
 # a mixer's options that change how it computes, never what (its chunked form's chunk size, its kernels)
 MIXER_HOW_ONLY = ("chunk_size", "kernel")
 
@@ -31,15 +33,23 @@ class NotExpressible(Exception):
     """What of the model a family has no field for, e.g. "position alibi"."""
 
 
+def _resolved_mixer(m: ModelConfig) -> ModelConfig:
+    """``m`` with its mixer's nulls filled in from ``m`` (MLA's widths from head_dim)."""
+    factory = MIXERS.get(m.mixer.name).factory
+    options = factory.resolved_options(m.mixer.options, m)
+    return dataclasses.replace(m, mixer=dataclasses.replace(m.mixer, options=options))
+
+
 def function_view(m: ModelConfig) -> Dict[str, Any]:
     """The fields that decide what the model computes, layer by layer (per-layer overrides resolved,
     defaults that depend on other keys filled in), without those that only shape training."""
     m = validate_model(m)
     # defaults that depend on other keys, written out: a family may store them as numbers
-    m = dataclasses.replace(m, attention_scale=m.attention_scale or m.dim_per_head ** -0.5, head_dim=m.dim_per_head,
+    width = MIXERS.get(m.mixer.name).factory.score_width(m.mixer.options, m)[0]  # what q.k sums over
+    m = dataclasses.replace(m, attention_scale=m.attention_scale or width ** -0.5, head_dim=m.dim_per_head,
                             n_kv_heads=m.kv_heads, n_encoder_layers=m.encoder_layers, n_decoder_layers=m.decoder_layers,
                             final_norm=ends_with_norm(m))
-    top = {k: v for k, v in to_dict(m).items() if k not in TRAINING_ONLY + ("n_layers",)}
+    top = {k: v for k, v in to_dict(_resolved_mixer(m)).items() if k not in TRAINING_ONLY + ("n_layers",)}
     if isinstance(top.get("ffn"), dict):
         top["ffn"] = {k: v for k, v in top["ffn"].items() if k not in MOE_TRAINING_ONLY}
     top["mixer"] = _mixer_view(m)
@@ -47,7 +57,7 @@ def function_view(m: ModelConfig) -> Dict[str, Any]:
     for stack, depth in stacks(m)[:2]:
         layers = []
         for layer in layer_configs(m, stack, depth):
-            view = {k: v for k, v in to_dict(layer).items() if k not in TRAINING_ONLY}
+            view = {k: v for k, v in to_dict(_resolved_mixer(layer)).items() if k not in TRAINING_ONLY}
             if isinstance(view.get("ffn"), dict):
                 view["ffn"] = {k: v for k, v in view["ffn"].items() if k not in MOE_TRAINING_ONLY}
             view["mixer"] = _mixer_view(layer)
@@ -57,10 +67,10 @@ def function_view(m: ModelConfig) -> Dict[str, Any]:
 
 
 def _mixer_view(m: ModelConfig) -> Any:
-    """The mixer's spec as it computes: nulls filled in from the layer (where its options say how,
-    ``resolved``), so an option left to its default equals the number a family writes."""
+    """The mixer's spec as it computes: nulls filled in from the layer (the mixer's ``resolved_options``),
+    so an option left to its default equals the number a family writes."""
     spec = m.mixer
-    options = spec.options.resolved(m) if hasattr(spec.options, "resolved") else spec.options
+    options = _resolved_mixer(m).mixer.options
     view = to_dict(options) if dataclasses.is_dataclass(options) else {}
     return {"name": spec.name, **{k: v for k, v in view.items() if k not in MIXER_HOW_ONLY}}
 
@@ -291,3 +301,44 @@ WRITERS: Dict[str, List[Callable[[ModelConfig, dict], Dict[str, Any]]]] = {
     "encoder_decoder": [t5],
 }
 WRITERS["decoder"] += [mamba2, qwen3_next]  # the mixer families (Mamba-2, Qwen3-Next's Gated DeltaNet hybrid)
+
+
+
+def diffllama(m: ModelConfig, d: dict) -> Dict[str, Any]:
+    if _spec(d, "mixer")["name"] != "differential_attention":
+        raise NotExpressible(f"mixer {m.mixer.name}")
+    if m.bias:  # DiffLlama's MLP has no biases
+        raise NotExpressible("bias True")
+    base = llama(m, d, "diffllama", "DiffLlamaForCausalLM")
+    for key in ("mlp_bias", "partial_rotary_factor"):  # neither is read by DiffLlama
+        base.pop(key)
+    mixer = _spec(d, "mixer")
+    return {**base, "lambda_std_dev": mixer.get("lambda_std", 0.1)}
+
+
+def deepseek_v3(m: ModelConfig, d: dict) -> Dict[str, Any]:
+    """MLA everywhere; dense layers first, then DeepSeek-V3's MoE (``first_k_dense_replace``)."""
+    if m.mixer.name != "mla":
+        raise NotExpressible(f"mixer {m.mixer.name}")
+    if m.bias:  # attention_bias only: DeepSeek-V3's feed-forwards have none
+        raise NotExpressible("bias True")
+    layers = [to_dict(layer) for layer in layer_configs(m, "decoder", m.decoder_layers)]
+    first = next((i for i, layer in enumerate(layers) if _spec(layer, "ffn")["name"] == "moe"), len(layers))
+    moe = _spec(layers[first], "ffn") if first < len(layers) else {}
+    dense = _spec(layers[0], "ffn")["name"] if first else moe.get("expert", "swiglu")
+    position, ranks = _spec(d, "position"), _resolved_mixer(m).mixer.options
+    experts = {} if not moe else {
+        "n_routed_experts": moe["n_experts"], "num_experts_per_tok": moe["top_k"],
+        "moe_intermediate_size": moe.get("d_ff") or m.d_ff, "n_shared_experts": moe.get("n_shared_experts"),
+        "routed_scaling_factor": moe.get("routed_scaling_factor"), "n_group": moe.get("n_group"),
+        "topk_group": moe.get("topk_group"), "norm_topk_prob": moe.get("norm_topk_prob")}
+    return {**_common(m, d), "model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"],
+            "hidden_size": m.d_model, "num_hidden_layers": m.n_layers, "num_attention_heads": m.n_heads,
+            "num_key_value_heads": m.n_heads, "intermediate_size": m.d_ff, "max_position_embeddings": m.max_seq_len,
+            "rope_theta": position.get("base", 10000.0), "rope_interleave": bool(position.get("interleaved")),
+            "rms_norm_eps": _spec(d, "norm").get("eps", 1e-6), "hidden_act": _inverse(GATED, dense, "ffn"),
+            **{k: getattr(ranks, k) for k in MLA_RANKS}, "first_k_dense_replace": first, **experts,
+            "attention_bias": False, "attention_dropout": m.rate("attention_dropout")}
+
+
+WRITERS["decoder"] += [diffllama, deepseek_v3]

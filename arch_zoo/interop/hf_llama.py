@@ -8,13 +8,14 @@ from .hf_registry import HFArchitecture, ffn_name, register, unsupported
 GATED = {"silu": "swiglu", "gelu": "geglu", "relu": "reglu"}
 
 
-def llama_config(c: dict, weights: WeightMap) -> dict:
+def llama_config(c: dict, weights: WeightMap, model_type: str = "llama") -> dict:
+    """``model_type``: the family named when a setting has no equivalent (a Llama descendant's own)."""
     rope = c.get("rope_parameters") or c.get("rope_scaling") or {}
     rope_type = rope.get("rope_type", rope.get("type", "default"))
     if rope_type != "default":
-        raise unsupported("llama", f"rope_type '{rope_type}'")
+        raise unsupported(model_type, f"rope_type '{rope_type}'")
     if c.get("attention_bias", False) != c.get("mlp_bias", False):
-        raise unsupported("llama", "attention_bias differing from mlp_bias")
+        raise unsupported(model_type, "attention_bias differing from mlp_bias")
     heads = c["num_attention_heads"]
     return {
         "kind": "decoder", "vocab_size": c["vocab_size"],
@@ -26,7 +27,7 @@ def llama_config(c: dict, weights: WeightMap) -> dict:
                      "fraction": float(rope.get("partial_rotary_factor", 1.0))},
         "norm": {"name": "rmsnorm", "eps": c.get("rms_norm_eps", 1e-6)},
         "norm_placement": "pre", "final_norm": True,
-        "ffn": ffn_name("llama", c.get("hidden_act", "silu"), GATED),
+        "ffn": ffn_name(model_type, c.get("hidden_act", "silu"), GATED),
         "bias": bool(c.get("attention_bias", False)),
         "tie_embeddings": c.get("tie_word_embeddings", False),
         "init": {"name": "normal", "std": c.get("initializer_range", 0.02), "scaled_residual": False},

@@ -199,3 +199,22 @@ def test_attention_diagnostics_read_mla_s_scores(absorb):
     entropy = sum(float(-(p * p.log()).sum()) for p in probs) / len(probs)
     assert got["attn_entropy/layer_0"] == pytest.approx(entropy, rel=1e-5)
     assert got["attn_first_token/layer_0"] == pytest.approx(sum(float(p[0]) for p in probs) / len(probs), rel=1e-5)
+
+
+
+@pytest.mark.parametrize("mup", [False, True])
+def test_describe_prints_the_attention_scale_mla_applies(mup, capsys):
+    """deepseek-v3-tiny's q.k sums over qk_nope_head_dim + qk_rope_head_dim = 12 + 8, not head_dim
+    (16): describe prints the scale its layers' kernel holds, 1/sqrt(20), or µP's 1/20."""
+    from arch_zoo.config.loading import load
+
+    overrides = ['model.parametrization={"name":"mup","base_width":32}'] if mup else []
+    model = build_model(load("preset:deepseek-v3-tiny", overrides).model, 20)
+    scale = model.decoder.layers[0].mixer.backend.scale
+    assert scale == pytest.approx(1 / 20 if mup else 20 ** -0.5)
+    assert main(["describe", "preset:deepseek-v3-tiny", *overrides, "--vocab-size", "20"]) == 0
+    out = capsys.readouterr().out
+    if mup:
+        assert f"q.k scaled by {scale:g} (the parametrization's, mup)" in out
+    else:
+        assert "q.k scaled by 1/sqrt(qk_nope_head_dim + qk_rope_head_dim) = 1/sqrt(20)\n" in out

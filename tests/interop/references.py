@@ -90,3 +90,63 @@ def cached_greedy(model, src: torch.Tensor, src_mask: torch.Tensor, start: torch
         step = model.decode(step, memory, src_mask, cache=cache).logits[:, -1].argmax(-1, keepdim=True)
         tokens.append(step)
     return torch.cat(tokens, dim=1)
+
+
+def greedy_cached(model, ids, mask, steps):
+    """Prompt once, then one token at a time through arch_zoo's KV cache."""
+    cache, out, tokens = model.new_cache(), None, []
+    with torch.no_grad():
+        out = model(ids, mask, cache=cache)
+        for _ in range(steps):
+            tokens.append(out.logits[:, -1].argmax(-1, keepdim=True))
+            mask = torch.cat((mask, torch.ones_like(mask[:, :1])), dim=1)
+            out = model(tokens[-1], mask, cache=cache)
+    return torch.cat(tokens, dim=1)
+
+
+# ---- a decoder family against its Hugging Face causal LM: the checks every family's test makes
+
+ATOL = 1e-4
+
+
+def causal_lm_logits(ref, model, side: str, position_ids: bool = True):
+    """(reference, arch_zoo) logits at the real tokens of a batch padded on ``side``; ``position_ids``:
+    give the reference positions counted from each row's first real token (as arch_zoo counts them)."""
+    ids, mask = padded_batch([7, 12, 3], 12, side)
+    extra = {"position_ids": positions(mask)} if position_ids else {}
+    with torch.no_grad():
+        theirs = ref(input_ids=ids, attention_mask=mask, **extra).logits[mask.bool()]
+        return theirs, model(ids, mask).logits[mask.bool()]
+
+
+def assert_same_logits(ref, model, side: str, position_ids: bool = True) -> None:
+    theirs, ours = causal_lm_logits(ref, model, side, position_ids)
+    assert theirs.abs().max() > 0.1  # a meaningful comparison, not of near-zero logits
+    torch.testing.assert_close(ours, theirs, atol=ATOL, rtol=0)
+
+
+def assert_generates_as_hf(ref, model, steps: int = 8) -> None:
+    """Cached greedy decoding of left-padded prompts gives the tokens of the reference's ``generate``."""
+    ids, mask = padded_batch([5, 8, 2], 8, "left")
+    expected = ref.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=steps,
+                            min_new_tokens=steps, pad_token_id=0)[:, -steps:]
+    assert len(set(expected.flatten().tolist())) > 1  # the prompts matter (random models often repeat a token)
+    assert torch.equal(greedy_cached(model, ids, mask, steps), expected)
+
+
+def meta_parameters(cls, config) -> int:
+    """The parameters of a Hugging Face class at ``config``, counted on the meta device (no memory)."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in cls(config).parameters())
+
+
+def assert_round_trip(ref) -> None:
+    """``to_hf(from_hf(ref))`` is ``ref``'s class holding ``ref``'s tensors bit for bit."""
+    from arch_zoo.interop import from_hf, to_hf
+
+    back = to_hf(from_hf(ref))
+    assert type(back) is type(ref)
+    theirs, ours = ref.state_dict(), back.state_dict()
+    assert set(theirs) == set(ours)
+    for key, value in theirs.items():
+        assert torch.equal(ours[key], value), key

@@ -7,13 +7,10 @@ import torch
 
 from arch_zoo.cli import main
 from arch_zoo.interop import from_hf, model_config_from_hf
-from tests.interop.references import VOCAB, padded_batch, randomize, tiny
-from tests.interop.test_hf_parity import greedy_cached
+from tests.interop.references import (VOCAB, assert_generates_as_hf, assert_same_logits, causal_lm_logits,
+                                      meta_parameters, randomize, tiny)
 
 tf = pytest.importorskip("transformers")
-ATOL = 1e-4
-
-
 def hf_config(**changes):
     m = tiny("mamba2")
     o = m.mixer.options
@@ -29,25 +26,17 @@ def ref():
     return randomize(tf.Mamba2ForCausalLM(hf_config())).eval()
 
 
-def outputs(ref, model, side):
-    ids, mask = padded_batch([7, 12, 3], 12, side)
-    with torch.no_grad():
-        return ref(input_ids=ids, attention_mask=mask).logits[mask.bool()], model(ids, mask).logits[mask.bool()]
-
-
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_preset_logits_equal_the_reference(ref, side):
     model = from_hf(ref, config="preset:mamba2-tiny")
     assert model.config == tiny("mamba2")
-    a, b = outputs(ref, model, side)
-    assert a.abs().max() > 0.1
-    torch.testing.assert_close(b, a, atol=ATOL, rtol=0)
+    assert_same_logits(ref, model, side, position_ids=False)  # Mamba2ForCausalLM takes no position_ids
 
 
 def test_derived_config_equals_the_reference(ref):
     model = from_hf(ref)
     assert model.config == model_config_from_hf(ref) and model.config.mixer == tiny("mamba2").mixer
-    torch.testing.assert_close(*reversed(outputs(ref, model, "left")), atol=ATOL, rtol=0)
+    assert_same_logits(ref, model, "left", position_ids=False)
 
 
 def test_parity_check_notices_the_gate_on_the_wrong_side_of_the_norm(ref):
@@ -55,23 +44,16 @@ def test_parity_check_notices_the_gate_on_the_wrong_side_of_the_norm(ref):
     model = from_hf(ref, config="preset:mamba2-tiny")
     for layer in model.decoder.layers:
         layer.mixer.norm.gate_first = False
-    a, b = outputs(ref, model, "right")
-    assert (a - b).abs().max() > ATOL
+    a, b = causal_lm_logits(ref, model, "right", position_ids=False)
+    assert (a - b).abs().max() > 1e-4
 
 
 def test_cached_greedy_decoding_gives_the_tokens_of_hf_generate(ref):
-    model = from_hf(ref, config="preset:mamba2-tiny")
-    steps = 8
-    ids, mask = padded_batch([5, 8, 2], 8, "left")
-    expected = ref.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=steps,
-                            min_new_tokens=steps, pad_token_id=0)[:, -steps:]
-    assert len(set(expected.flatten().tolist())) > 1
-    assert torch.equal(greedy_cached(model, ids, mask, steps), expected)
+    assert_generates_as_hf(ref, from_hf(ref, config="preset:mamba2-tiny"))
 
 
 def test_the_full_preset_has_the_parameters_of_hf_mamba2_default(capsys):
-    with torch.device("meta"):
-        hf = sum(p.numel() for p in tf.Mamba2ForCausalLM(tf.Mamba2Config()).parameters())
+    hf = meta_parameters(tf.Mamba2ForCausalLM, tf.Mamba2Config())
     assert hf == 7_285_403_648  # the figure: Mamba-Codestral-7B
     assert main(["describe", "preset:mamba2", "--vocab-size", str(tf.Mamba2Config().vocab_size)]) == 0
     out = capsys.readouterr().out

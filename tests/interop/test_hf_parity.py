@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from arch_zoo.interop import from_hf, model_config_from_hf
-from tests.interop.references import cached_greedy, hf_reference, padded_batch, positions, tiny
+from tests.interop.references import cached_greedy, greedy_cached, hf_reference, padded_batch, positions, tiny
 
 pytest.importorskip("transformers")
 
@@ -85,18 +85,6 @@ def greedy_reference(ref, ids, mask, steps):
         ids = torch.cat((ids, logits[:, -1].argmax(-1, keepdim=True)), dim=1)
         mask = torch.cat((mask, torch.ones_like(mask[:, :1])), dim=1)
     return ids[:, -steps:]
-
-
-def greedy_cached(model, ids, mask, steps):
-    """Prompt once, then one token at a time through arch_zoo's KV cache."""
-    cache, out, tokens = model.new_cache(), None, []
-    with torch.no_grad():
-        out = model(ids, mask, cache=cache)
-        for _ in range(steps):
-            tokens.append(out.logits[:, -1].argmax(-1, keepdim=True))
-            mask = torch.cat((mask, torch.ones_like(mask[:, :1])), dim=1)
-            out = model(tokens[-1], mask, cache=cache)
-    return torch.cat(tokens, dim=1)
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama"])

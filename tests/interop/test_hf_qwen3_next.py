@@ -11,11 +11,10 @@ from arch_zoo.cli import main
 from arch_zoo.components.norms import RMSNorm, ZeroCentredRMSNorm
 from arch_zoo.interop import from_hf, model_config_from_hf
 from arch_zoo.models import build_model
-from tests.interop.references import VOCAB, padded_batch, positions, randomize, tiny
-from tests.interop.test_hf_parity import greedy_cached
+from tests.interop.references import (ATOL, VOCAB, assert_generates_as_hf, assert_same_logits, causal_lm_logits,
+                                      meta_parameters, randomize, tiny)
 
 tf = pytest.importorskip("transformers")
-ATOL = 1e-4
 
 
 def hf_config(**changes):
@@ -40,26 +39,17 @@ def ref():
     return randomize(tf.Qwen3NextForCausalLM(hf_config())).eval()
 
 
-def outputs(ref, model, side):
-    ids, mask = padded_batch([7, 12, 3], 12, side)
-    with torch.no_grad():
-        theirs = ref(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits[mask.bool()]
-        return theirs, model(ids, mask).logits[mask.bool()]
-
-
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_preset_logits_equal_the_reference(ref, side):
     model = from_hf(ref, config="preset:qwen3-next-tiny")
     assert model.config == tiny("qwen3-next")
-    a, b = outputs(ref, model, side)
-    assert a.abs().max() > 0.1
-    torch.testing.assert_close(b, a, atol=ATOL, rtol=0)
+    assert_same_logits(ref, model, side)
 
 
 def test_derived_config_equals_the_reference(ref):
     model = from_hf(ref)
     assert model.config == model_config_from_hf(ref)
-    torch.testing.assert_close(*reversed(outputs(ref, model, "left")), atol=ATOL, rtol=0)
+    assert_same_logits(ref, model, "left")
 
 
 def test_dense_layers_and_another_layout_import_too():
@@ -71,7 +61,7 @@ def test_dense_layers_and_another_layout_import_too():
     names = [(type(l.mixer).__name__, type(l.ffn.sublayer).__name__) for l in model.decoder.layers]
     assert names == [("GatedDeltaNet", "SwiGLU"), ("Attention", "SwiGLU"), ("GatedDeltaNet", "MixtureOfExperts"),
                      ("GatedDeltaNet", "MixtureOfExperts")], names
-    torch.testing.assert_close(*reversed(outputs(ref, model, "right")), atol=ATOL, rtol=0)
+    assert_same_logits(ref, model, "right")
 
 
 def test_parity_check_notices_a_plain_rmsnorm(ref):
@@ -79,7 +69,7 @@ def test_parity_check_notices_a_plain_rmsnorm(ref):
     model = from_hf(ref, config="preset:qwen3-next-tiny")
     norm = model.decoder.final_norm
     norm.forward = functools.partial(RMSNorm.forward, norm)  # gain w, not 1 + w
-    a, b = outputs(ref, model, "right")
+    a, b = causal_lm_logits(ref, model, "right")
     assert (a - b).abs().max() > ATOL
 
 
@@ -117,19 +107,12 @@ def test_a_new_model_starts_its_zero_centred_gains_at_zero():
 
 
 def test_cached_greedy_decoding_gives_the_tokens_of_hf_generate(ref):
-    model = from_hf(ref, config="preset:qwen3-next-tiny")
-    steps = 8
-    ids, mask = padded_batch([5, 8, 2], 8, "left")
-    expected = ref.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=steps,
-                            min_new_tokens=steps, pad_token_id=0)[:, -steps:]
-    assert len(set(expected.flatten().tolist())) > 1
-    assert torch.equal(greedy_cached(model, ids, mask, steps), expected)
+    assert_generates_as_hf(ref, from_hf(ref, config="preset:qwen3-next-tiny"))
 
 
 def test_the_full_preset_has_the_parameters_of_hf_qwen3_next_default(capsys):
     config = tf.Qwen3NextConfig()
-    with torch.device("meta"):
-        hf = sum(p.numel() for p in tf.Qwen3NextForCausalLM(config).parameters())
+    hf = meta_parameters(tf.Qwen3NextForCausalLM, config)
     assert hf == 79_674_391_296  # the figure: Qwen3-Next-80B-A3B
     assert main(["describe", "preset:qwen3-next", "--vocab-size", str(config.vocab_size)]) == 0
     out = capsys.readouterr().out

@@ -74,6 +74,18 @@ class Mixer(nn.Module):
         """The head width the position scheme rotates for this mixer (MLA: its decoupled RoPE part)."""
         return cfg.dim_per_head
 
+    @classmethod
+    def resolved_options(cls, options, cfg):
+        """The options with every null that the layer's ModelConfig fills written out, so that two
+        spellings of one function compare equal (the export's ``function_view``)."""
+        return options
+
+    @classmethod
+    def score_width(cls, options, cfg) -> Tuple[int, str]:
+        """(width, its name): what q.k sums over, so the default scale 1/sqrt(width) and the
+        parametrization's scale read it (MLA: qk_nope_head_dim + qk_rope_head_dim)."""
+        return cfg.dim_per_head, "head_dim"
+
     def new_state(self) -> DecodingState:
         raise TypeError(f"{type(self).__name__} has no decoding state")
 

@@ -59,6 +59,10 @@ class GatedDeltaNetOptions:
 class GatedDeltaNet(RecurrentMixer):
     example_options = {"conv_size": 3, "chunk_size": 4}  # chunks shorter than the grid's sequences
 
+    @classmethod
+    def resolved_options(cls, options, cfg):
+        return options.resolved(cfg)
+
     def __init__(self, options: GatedDeltaNetOptions, cfg, ctx=None):
         super().__init__()
         resolved = options.resolved(cfg)

@@ -80,7 +80,7 @@ class LatentAttention(Mixer):
         h, d_model = cfg.n_heads, cfg.d_model
         self.h, self.nope, self.rope, self.dv, self.rank = (h, o.qk_nope_head_dim, o.qk_rope_head_dim, o.v_head_dim,
                                                             o.kv_lora_rank)
-        qk = self.nope + self.rope
+        qk = self.score_width(options, cfg)[0]
         if o.q_lora_rank is None:
             self.q_proj = nn.Linear(d_model, h * qk, bias=False)
         else:
@@ -118,6 +118,15 @@ class LatentAttention(Mixer):
     @classmethod
     def rotary_dim(cls, options, cfg) -> int:
         return resolved(options, cfg).qk_rope_head_dim
+
+    @classmethod
+    def resolved_options(cls, options, cfg):
+        return resolved(options, cfg)
+
+    @classmethod
+    def score_width(cls, options, cfg):
+        o = resolved(options, cfg)
+        return o.qk_nope_head_dim + o.qk_rope_head_dim, "qk_nope_head_dim + qk_rope_head_dim"
 
     def queries(self, x: Tensor) -> Tensor:
         q = self.q_proj(x) if hasattr(self, "q_proj") else self.q_b(self.q_norm(self.q_a(x)))

@@ -58,6 +58,10 @@ class Mamba2Options:
 class Mamba2(RecurrentMixer):
     example_options = {"state_size": 4, "conv_size": 3, "chunk_size": 4}
 
+    @classmethod
+    def resolved_options(cls, options, cfg):
+        return options.resolved(cfg)
+
     def __init__(self, options: Mamba2Options, cfg, ctx=None):
         super().__init__()
         resolved = options.resolved(cfg)
