@@ -175,15 +175,20 @@ class ClampedSwiGLUOptions:
 
 @FEEDFORWARD.register("clamped_swiglu", ClampedSwiGLUOptions, "gpt-oss's gated MLP: g * sigmoid(alpha g) * (u + 1), "
                                                               "its gate g clamped above and up u both ways at limit")
-class ClampedSwiGLU(GatedMLP):
+class ClampedSwiGLU(nn.Module):
     """The clamp bounds what one expert can add to the residual (gpt-oss's experts); the up
-    projection's + 1 lets a zero-initialised up pass the gate's activation through. Plain autograd:
-    the clamps' gradients are zero where they cut."""
+    projection's + 1 lets a zero-initialised up pass the gate's activation through. Not a GatedMLP:
+    its product is not act(g) * u, so autograd's backward, which is zero where a clamp cuts."""
 
+    gated = True  # three d_model x d_ff matrices, as GatedMLP's
     example_options = {"limit": 1.0}  # acting on the grid's randomised weights, whose g and u reach past 1
 
     def __init__(self, options: ClampedSwiGLUOptions, ctx: FFNContext):
-        super().__init__(options, ctx)
+        super().__init__()
+        self.gate = nn.Linear(ctx.d_model, ctx.d_ff, bias=ctx.bias)
+        self.up = nn.Linear(ctx.d_model, ctx.d_ff, bias=ctx.bias)
+        self.down = mark_residual_out(nn.Linear(ctx.d_ff, ctx.d_model, bias=ctx.bias))
+        self.dropout = nn.Dropout(ctx.dropout)
         self.alpha, self.limit = options.alpha, options.limit
 
     def forward(self, x: Tensor) -> Tensor:
