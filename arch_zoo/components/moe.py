@@ -57,7 +57,9 @@ class MoEOptions:
         name = expert_name(self.expert)
         if name not in experts:
             raise choice_error("expert", "feed-forward for an expert", name, experts)
-        FEEDFORWARD.parse(self.expert, "expert")  # its options: an error names expert.<option>
+        # its options (an error names expert.<option>), written out in full: one spelling per expert
+        spec = FEEDFORWARD.parse(self.expert, "expert").to_dict()
+        object.__setattr__(self, "expert", spec if len(spec) > 1 else spec["name"])
         if self.aux_loss_weight < 0:
             raise ConfigError("aux_loss_weight", f"must be >= 0, got {self.aux_loss_weight}")
         if self.aux_loss_layers not in AUX_LOSS_LAYERS:

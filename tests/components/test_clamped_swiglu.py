@@ -100,3 +100,16 @@ def test_bad_options_name_their_key(ffn, key, message):
     with pytest.raises(ConfigError, match=message) as info:
         model_config({"kind": "decoder", "d_model": 16, "n_heads": 2, "ffn": ffn})
     assert info.value.key == key
+
+
+def test_an_expert_is_written_out_in_one_spelling():
+    """A name, or a mapping with some options, becomes the full spec (one config per function, as the
+    export's function view compares them); an expert without options stays a bare name."""
+    def expert(value):
+        return model_config({"kind": "decoder", "d_model": 16, "n_heads": 2,
+                             "ffn": {"name": "moe", "expert": value}}).ffn.options.expert
+
+    full = {"name": "clamped_swiglu", "alpha": 1.702, "limit": 7.0}
+    assert expert("clamped_swiglu") == expert({"name": "clamped_swiglu"}) == expert({"name": "clamped_swiglu",
+                                                                                     "limit": 7}) == full
+    assert expert({"name": "swiglu"}) == expert("swiglu") == "swiglu"
