@@ -177,8 +177,8 @@ class ClampedSwiGLUOptions:
                                                               "its gate g clamped above and up u both ways at limit")
 class ClampedSwiGLU(nn.Module):
     """The clamp bounds what one expert can add to the residual (gpt-oss's experts); the up
-    projection's + 1 lets a zero-initialised up pass the gate's activation through. Not a GatedMLP:
-    its product is not act(g) * u, so autograd's backward, which is zero where a clamp cuts."""
+    projection's + 1 lets a zero-initialised up pass the gate's activation through. Not a GatedMLP,
+    whose fused backward assumes act(g) * u: autograd differentiates this one (zero where a clamp cuts)."""
 
     gated = True  # three d_model x d_ff matrices, as GatedMLP's
     example_options = {"limit": 1.0}  # acting on the grid's randomised weights, whose g and u reach past 1
