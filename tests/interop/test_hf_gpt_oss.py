@@ -122,6 +122,19 @@ def test_cached_greedy_decoding_gives_the_tokens_of_hf_generate(ref):
     assert torch.equal(greedy_cached(model, ids, mask, steps), expected)
 
 
+def test_the_bare_gpt_oss_model_imports_with_a_tied_head():
+    """GptOssModel has no output projection: tied to the embeddings, the logits are its hidden states
+    times the embedding table."""
+    torch.manual_seed(0)
+    ref = randomize(tf.GptOssModel(hf_config())).eval()
+    model = from_hf(ref, changes={"tie_embeddings": True})
+    ids, mask = padded_batch([7, 12, 3], 12, "left")
+    with torch.no_grad():
+        hidden = ref(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).last_hidden_state
+        expected = (hidden @ ref.embed_tokens.weight.T)[mask.bool()]
+        torch.testing.assert_close(model(ids, mask).logits[mask.bool()], expected, atol=ATOL, rtol=0)
+
+
 PER_EXPERT = 2880 * 2 * 2880 + 2 * 2880 + 2880 * 2880 + 2880  # gate and up with biases, down with its bias
 
 
