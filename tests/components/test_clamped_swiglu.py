@@ -90,7 +90,8 @@ def test_a_mixture_of_clamped_experts_with_a_biased_router_equals_hfs_gpt_oss_bl
 
 @pytest.mark.parametrize("ffn,key,message", [
     ({"name": "clamped_swiglu", "limit": 0.0}, "model.ffn.limit", "must be positive"),
-    ({"name": "moe", "expert": {"name": "clamped_swiglu", "limit": -1.0}}, "model.ffn.expert.limit", "must be positive"),
+    ({"name": "moe", "expert": {"name": "clamped_swiglu", "limit": -1.0}}, "model.ffn.expert.limit",
+     "must be positive"),
     ({"name": "moe", "expert": {"name": "clamped_swiglu", "limt": 1.0}}, "model.ffn.expert.limt",
      "did you mean 'limit'"),
     ({"name": "moe", "expert": {"limit": 1.0}}, "model.ffn.expert", "needs 'name'"),

@@ -18,8 +18,9 @@ from tests.interop.test_hf_gpt_oss import reference
 tf = pytest.importorskip("transformers")
 
 CASES = {"gpt-oss-tiny": {}, "no-yarn": {"position": {"name": "rope", "base": 10000.0}},
-         "tied-clamped": {"tie_embeddings": True, "ffn": {"name": "moe", "n_experts": 4, "top_k": 2, "router_bias": True,
-                                                          "expert": {"name": "clamped_swiglu", "limit": 0.5}}}}
+         "tied-clamped": {"tie_embeddings": True,  # a clamp that cuts, 2 of 4 experts
+                          "ffn": {"name": "moe", "n_experts": 4, "top_k": 2, "router_bias": True,
+                                  "expert": {"name": "clamped_swiglu", "limit": 0.5}}}}
 
 
 @pytest.fixture(scope="module")
