@@ -6,3 +6,4 @@ imports another only for its registrations. Plugins register the same way when `
 imports them (``arch_zoo.config.plugins``)."""
 from . import (attention, attention_patterns, feedforward, heads, init, masks, mixers, moe, norms,  # noqa: F401
                placements, positions)
+from . import yarn  # noqa: F401

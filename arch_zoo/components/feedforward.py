@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
+from ..errors import ConfigError
 from ..registry import ComponentSpec, NoOptions, Registry
 from .init import mark_residual_out
 
@@ -160,6 +161,40 @@ class ReGLU(GatedMLP):
     @staticmethod
     def act_backward(buffer: Tensor, g: Tensor) -> Tensor:
         return torch.ops.aten.threshold_backward.grad_input(buffer, g, 0, grad_input=buffer)
+
+
+@dataclass(frozen=True)
+class ClampedSwiGLUOptions:
+    alpha: float = 1.702  # the gate's activation: g * sigmoid(alpha * g), a sigmoid-approximated GELU
+    limit: float = 7.0  # the gate is clamped from above at limit, the up projection to [-limit, limit]
+
+    def __post_init__(self):
+        if self.limit <= 0:
+            raise ConfigError("limit", f"must be positive, got {self.limit}")
+
+
+@FEEDFORWARD.register("clamped_swiglu", ClampedSwiGLUOptions, "gpt-oss's gated MLP: g * sigmoid(alpha g) * (u + 1), "
+                                                              "its gate g clamped above and up u both ways at limit")
+class ClampedSwiGLU(nn.Module):
+    """The clamp bounds what one expert can add to the residual (gpt-oss's experts); the up
+    projection's + 1 lets a zero-initialised up pass the gate's activation through. Not a GatedMLP,
+    whose fused backward assumes act(g) * u: autograd differentiates this one (zero where a clamp cuts)."""
+
+    gated = True  # three d_model x d_ff matrices, as GatedMLP's
+    example_options = {"limit": 1.0}  # acting on the grid's randomised weights, whose g and u reach past 1
+
+    def __init__(self, options: ClampedSwiGLUOptions, ctx: FFNContext):
+        super().__init__()
+        self.gate = nn.Linear(ctx.d_model, ctx.d_ff, bias=ctx.bias)
+        self.up = nn.Linear(ctx.d_model, ctx.d_ff, bias=ctx.bias)
+        self.down = mark_residual_out(nn.Linear(ctx.d_ff, ctx.d_model, bias=ctx.bias))
+        self.dropout = nn.Dropout(ctx.dropout)
+        self.alpha, self.limit = options.alpha, options.limit
+
+    def forward(self, x: Tensor) -> Tensor:
+        g = self.gate(x).clamp(max=self.limit)
+        u = self.up(x).clamp(-self.limit, self.limit)
+        return self.down(self.dropout(g * torch.sigmoid(self.alpha * g) * (u + 1)))
 
 
 @FEEDFORWARD.register("none", NoOptions, "no feed-forward sublayer: attention-only layers (no parameters, "

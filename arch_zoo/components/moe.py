@@ -18,7 +18,7 @@ every layer's tokens first, then one n_experts * sum_e f_e * P_e. Imported Mixtr
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Dict, List, Literal, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +32,7 @@ from .feedforward import FEEDFORWARD, FFNContext, has_sublayer
 class MoEOptions:
     n_experts: int = 8
     top_k: int = 2
-    expert: str = "swiglu"  # a feed-forward name, for the routed and the shared experts
+    expert: Any = "swiglu"  # the routed and shared experts' feed-forward: a name or {name: ..., <options>}
     d_ff: Optional[int] = None  # hidden units of each routed expert; null: model.d_ff
     aux_loss_weight: float = 0.01  # on the load-balancing loss added to the training loss (Switch: 0.01)
     aux_loss_layers: str = "mean"  # across MoE layers: mean of per-layer losses, or pooled (HF Mixtral's)
@@ -54,8 +54,12 @@ class MoEOptions:
         if not 1 <= self.top_k <= self.n_experts:
             raise ConfigError("top_k", f"must be between 1 and n_experts ({self.n_experts}), got {self.top_k}")
         experts = [n for n in FEEDFORWARD.choices() if n != "moe" and has_sublayer(n)]
-        if self.expert not in experts:
-            raise choice_error("expert", "feed-forward for an expert", self.expert, experts)
+        name = expert_name(self.expert)
+        if name not in experts:
+            raise choice_error("expert", "feed-forward for an expert", name, experts)
+        # its options (an error names expert.<option>), written out in full: one spelling per expert
+        spec = FEEDFORWARD.parse(self.expert, "expert").to_dict()
+        object.__setattr__(self, "expert", spec if len(spec) > 1 else spec["name"])
         if self.aux_loss_weight < 0:
             raise ConfigError("aux_loss_weight", f"must be >= 0, got {self.aux_loss_weight}")
         if self.aux_loss_layers not in AUX_LOSS_LAYERS:
@@ -81,6 +85,17 @@ class MoEOptions:
             raise ConfigError("bias_update_speed", f"must be >= 0, got {self.bias_update_speed}")
         if self.bias_update_speed and not self.selection_bias:
             raise ConfigError("bias_update_speed", "needs selection_bias: true (the bias it updates)")
+
+
+def expert_name(expert: Any) -> Any:
+    """The feed-forward an ``expert`` value names (a name, or a mapping with its options)."""
+    if isinstance(expert, Mapping):
+        if "name" not in expert:
+            raise ConfigError("expert", "a feed-forward for an expert needs 'name'")
+        return expert["name"]
+    if not isinstance(expert, str):
+        raise ConfigError("expert", f"expected a feed-forward name or {{name: ..., <options>}}, got {expert!r}")
+    return expert
 
 
 AUX_LOSS_LAYERS = {  # how the load-balancing loss combines layers, as describe says it
@@ -124,7 +139,7 @@ class MixtureOfExperts(nn.Module):
     @staticmethod
     def gated_for(options: MoEOptions) -> bool:
         """d_ff's default follows the expert's kind."""
-        return FEEDFORWARD.get(options.expert).factory.gated
+        return FEEDFORWARD.get(expert_name(options.expert)).factory.gated
 
     def active_modules(self) -> List[Tuple[nn.Module, int]]:
         """What one token runs through, with multiplicities: parameter and FLOP counts use this."""

@@ -294,13 +294,6 @@ def qwen3_next(m: ModelConfig, d: dict) -> Dict[str, Any]:
     return out
 
 
-# by model kind, in the order tried: the first family whose importer gives the model back is written
-WRITERS: Dict[str, List[Callable[[ModelConfig, dict], Dict[str, Any]]]] = {
-    "decoder": [gpt2, llama, mistral, qwen3, mixtral, gemma2, gpt_neox, bloom],
-    "encoder": [bert],
-    "encoder_decoder": [t5],
-}
-WRITERS["decoder"] += [mamba2, qwen3_next]  # the mixer families (Mamba-2, Qwen3-Next's Gated DeltaNet hybrid)
 
 
 
@@ -341,4 +334,39 @@ def deepseek_v3(m: ModelConfig, d: dict) -> Dict[str, Any]:
             "attention_bias": False, "attention_dropout": m.rate("attention_dropout")}
 
 
-WRITERS["decoder"] += [diffllama, deepseek_v3]
+
+def gpt_oss(m: ModelConfig, d: dict) -> Dict[str, Any]:
+    """Inverse of ``hf_gpt_oss``: every feed-forward a biased-router MoE of clamped-SwiGLU experts,
+    biases everywhere, RoPE or YaRN on whole heads (HF's gpt-oss rotates all of head_dim)."""
+    moe = _spec(d, "ffn")
+    expert = _spec(moe, "expert") if moe["name"] == "moe" else {"name": f"dense {moe['name']}"}
+    if expert["name"] != "clamped_swiglu":
+        raise NotExpressible(f"ffn {expert['name']}")
+    if not m.bias:
+        raise NotExpressible("bias False")
+    position = _spec(d, "position")
+    if position["name"] not in ("rope", "yarn") or position.get("fraction", 1.0) != 1.0:
+        raise NotExpressible(f"position {position['name']} (fraction {position.get('fraction')})")
+    rope = {"rope_type": "default" if position["name"] == "rope" else "yarn", "rope_theta": position.get("base")}
+    if position["name"] == "yarn":
+        rope.update({theirs: position.get(ours) for theirs, ours in
+                     (("factor", "factor"), ("original_max_position_embeddings", "original_max_seq_len"),
+                      ("beta_fast", "beta_fast"), ("beta_slow", "beta_slow"), ("truncate", "truncate"),
+                      ("attention_factor", "attention_factor"), ("mscale", "mscale"),
+                      ("mscale_all_dim", "mscale_all_dim")) if position.get(ours) is not None})
+    base = llama(m, d, "gpt_oss", "GptOssForCausalLM", ffn={"name": "swiglu"})
+    for key in ("mlp_bias", "partial_rotary_factor", "rope_theta"):
+        base.pop(key)
+    return {**base, **_layer_types(m), "rope_parameters": rope,
+            "num_local_experts": moe.get("n_experts"), "num_experts_per_tok": moe.get("top_k"),
+            "swiglu_alpha": expert.get("alpha", 1.702), "swiglu_limit": expert.get("limit", 7.0),
+            "router_aux_loss_coef": moe.get("aux_loss_weight", 0.001)}
+
+
+# by model kind, in the order tried: the first family whose importer gives the model back is written
+WRITERS: Dict[str, List[Callable[[ModelConfig, dict], Dict[str, Any]]]] = {
+    "decoder": [gpt2, llama, mistral, qwen3, mixtral, gemma2, gpt_neox, bloom,
+                mamba2, qwen3_next, diffllama, deepseek_v3, gpt_oss],
+    "encoder": [bert],
+    "encoder_decoder": [t5],
+}
