@@ -16,7 +16,6 @@ def diffllama_config(c: dict, weights: WeightMap) -> dict:
     if c.get("attention_bias", False):  # HF's MLP has none; model.bias would give it biases too
         raise unsupported("diffllama", "attention_bias without feed-forward biases")
     cfg = llama_config(c, weights, "diffllama")
-    cfg["position"].pop("fraction")  # HF's rotary covers the whole head whatever partial_rotary_factor says
     cfg["mixer"] = {"name": "differential_attention", "norm_eps": c.get("rms_norm_eps", 1e-5),
                     "lambda_std": float(c.get("lambda_std_dev", 0.1))}
     return cfg

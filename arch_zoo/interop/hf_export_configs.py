@@ -164,7 +164,7 @@ def llama(m: ModelConfig, d: dict, model_type: str = "llama", cls: str = "LlamaF
             "hidden_size": m.d_model, "num_hidden_layers": m.n_layers, "num_attention_heads": m.n_heads,
             "num_key_value_heads": m.kv_heads, "head_dim": m.dim_per_head, "intermediate_size": m.d_ff,
             "max_position_embeddings": m.max_seq_len,
-            "rope_theta": position.get("base", 10000.0), "partial_rotary_factor": position.get("fraction", 1.0),
+            "rope_theta": position.get("base", 10000.0),
             "rms_norm_eps": _spec(d, "norm").get("eps", 1e-6),
             "hidden_act": _inverse(GATED, (ffn or _spec(d, "ffn"))["name"], "ffn"),
             "attention_bias": m.bias, "mlp_bias": m.bias, "attention_dropout": m.rate("attention_dropout")}
@@ -196,7 +196,7 @@ def mixtral(m: ModelConfig, d: dict) -> Dict[str, Any]:
 
 def gemma2(m: ModelConfig, d: dict) -> Dict[str, Any]:
     base = llama(m, d, "gemma2", "Gemma2ForCausalLM", ffn={"name": "swiglu"})
-    for key in ("hidden_act", "mlp_bias", "partial_rotary_factor"):
+    for key in ("hidden_act", "mlp_bias"):
         base.pop(key)
     scale = m.attention_scale if m.attention_scale is not None else m.dim_per_head ** -0.5
     return {**base, **_layer_types(m),
@@ -303,7 +303,7 @@ def diffllama(m: ModelConfig, d: dict) -> Dict[str, Any]:
     if m.bias:  # DiffLlama's MLP has no biases
         raise NotExpressible("bias True")
     base = llama(m, d, "diffllama", "DiffLlamaForCausalLM")
-    for key in ("mlp_bias", "partial_rotary_factor"):  # neither is read by DiffLlama
+    for key in ("mlp_bias",):  # not read by DiffLlama
         base.pop(key)
     mixer = _spec(d, "mixer")
     return {**base, "lambda_std_dev": mixer.get("lambda_std", 0.1)}
@@ -355,7 +355,7 @@ def gpt_oss(m: ModelConfig, d: dict) -> Dict[str, Any]:
                       ("attention_factor", "attention_factor"), ("mscale", "mscale"),
                       ("mscale_all_dim", "mscale_all_dim")) if position.get(ours) is not None})
     base = llama(m, d, "gpt_oss", "GptOssForCausalLM", ffn={"name": "swiglu"})
-    for key in ("mlp_bias", "partial_rotary_factor", "rope_theta"):
+    for key in ("mlp_bias", "rope_theta"):
         base.pop(key)
     return {**base, **_layer_types(m), "rope_parameters": rope,
             "num_local_experts": moe.get("n_experts"), "num_experts_per_tok": moe.get("top_k"),

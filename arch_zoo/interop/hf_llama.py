@@ -23,8 +23,8 @@ def llama_config(c: dict, weights: WeightMap, model_type: str = "llama") -> dict
         "n_kv_heads": c.get("num_key_value_heads") or heads,
         "head_dim": c.get("head_dim") or c["hidden_size"] // heads,
         "d_ff": c["intermediate_size"], "max_seq_len": c.get("max_position_embeddings", 2048),
-        "position": {"name": "rope", "base": float(rope.get("rope_theta", c.get("rope_theta", 10000.0))),
-                     "fraction": float(rope.get("partial_rotary_factor", 1.0))},
+        # HF's Llama-style classes rotate whole heads whatever partial_rotary_factor says
+        "position": {"name": "rope", "base": float(rope.get("rope_theta", c.get("rope_theta", 10000.0)))},
         "norm": {"name": "rmsnorm", "eps": c.get("rms_norm_eps", 1e-6)},
         "norm_placement": "pre", "final_norm": True,
         "ffn": ffn_name(model_type, c.get("hidden_act", "silu"), GATED),
