@@ -167,7 +167,7 @@ def latex(table: pd.DataFrame) -> str:
     metric_cols = {c: metric for c in shown.columns if c.startswith(metric + " ")}
     metric_cols.update({m: m for m in other_metrics(table) if m in shown.columns})
     bold = {col: _best_rows(table, m) for col, m in metric_cols.items()}
-    numeric = {"rank", "params", "FLOPs/token", "tokens/s", "peak MB", "p", "p (Holm)", "d_z", "seeds needed",
+    numeric = {"rank", "params", "FLOPs/token", "tokens/s", "bytes/s", "peak MB", "p", "p (Holm)", "d_z", "seeds needed",
                "best seed", *metric_cols}
     spec = "".join("r" if c in numeric else "l" for c in shown.columns)
     lines = ["% " + tex_escape(title(table)), "% requires \\usepackage{booktabs}",

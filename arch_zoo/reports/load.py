@@ -30,8 +30,8 @@ from .task_notes import task_notes
 from .tuning import base_variants, split_stages, tuning_notes, tuning_record
 
 FIXED = ["sweep", "variant", "seed", "status", "reason", "is_baseline", "run_id", "params", "flops_per_token",
-         "state_bytes_per_token", "train_tokens", "train_flops", "train_tokens_per_s", "mfu", "peak_memory_mb", "wall_time_s", "step",
-         "diverged_at", "run_dir"]
+         "state_bytes_per_token", "train_tokens", "train_flops", "train_tokens_per_s", "train_bytes_per_s", "mfu", "peak_memory_mb",
+         "wall_time_s", "step", "diverged_at", "run_dir"]
 DEFAULT_METRIC = {"name": "val/loss", "goal": "min"}
 MAX_LABEL_SETTINGS = 4  # more differing settings than this: a variant is labelled by where it came from
 
@@ -203,7 +203,8 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
         records.append(rec)
     check_distinct(rows, records)
     frame = pd.DataFrame.from_records(records, columns=FIXED + settings_keys + metric_keys)
-    for col in ("params", "flops_per_token", "state_bytes_per_token", "train_tokens", "train_flops", "train_tokens_per_s", "mfu",
+    for col in ("params", "flops_per_token", "state_bytes_per_token", "train_tokens", "train_flops", "train_tokens_per_s",
+                "train_bytes_per_s", "mfu",
                 "peak_memory_mb", "wall_time_s", "step", "diverged_at", *metric_keys):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
     frame["seed"] = pd.to_numeric(frame["seed"], errors="coerce").astype("Int64")

@@ -165,6 +165,9 @@ def read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
     row["_goals"] = {k: v for k, v in (summary.get("goals") or {}).items() if v in DIRECTIONS}
     row["_units"] = dict(summary.get("units") or {})
     row["_bytes_per_token"] = (summary.get("task") or {}).get("bytes_per_token") or {}  # split -> measured
+    per_byte, speed = row["_bytes_per_token"].get("train"), row.get("train_tokens_per_s")
+    # text read per second: what compares throughput across tokenizers (a BPE token covers more text)
+    row["train_bytes_per_s"] = speed * per_byte if speed is not None and per_byte else None
     row["_samples"] = summary.get("samples") or []
     row["_commit"] = summary.get("git_commit")
     row["_not_evaluated"] = _not_evaluated(summary)

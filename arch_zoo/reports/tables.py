@@ -23,7 +23,7 @@ RUN_COLUMNS = ["run_id", "variant", "seed", "status", "reason", "step", "params"
 
 MAX_OTHER_METRICS = 6
 PM = "±"
-OPTIONAL = ("params", "FLOPs/token", "train tokens", "train FLOPs", "tokens/s", "MFU", "peak MB", "95% CI",
+OPTIONAL = ("params", "FLOPs/token", "train tokens", "train FLOPs", "tokens/s", "bytes/s", "MFU", "peak MB", "95% CI",
             "Δ vs baseline [95% CI]", "p", "p (Holm)", "verdict", "d_z", "seeds needed", "best seed", "notes")  # dropped from a display when no row has a value
 
 
@@ -108,6 +108,7 @@ def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
         out["train tokens"] = si(r.get("train_tokens"))  # the budget each variant actually spent
         out["train FLOPs"] = si(r.get("train_flops"))
         out["tokens/s"] = si(r.get("train_tokens_per_s"))
+        out["bytes/s"] = si(r.get("train_bytes_per_s"))  # UTF-8 bytes of training text a second (text tasks)
         mfu = r.get("mfu")
         out["MFU"] = f"{mfu:.1%}" if isinstance(mfu, float) and not math.isnan(mfu) else ""
         out["peak MB"] = num(r.get("peak_memory_mb"), 0) if isinstance(r.get("peak_memory_mb"), float) else ""

@@ -1,11 +1,15 @@
 """A report never ranks across tokenizations by a per-token metric: a char-vs-BPE sweep ranks by
 bits per byte and says so in one line (the sweep's closing table, `compare`, the report); a sweep
 whose variants share one tokenizer keeps ranking by val/loss with no such line."""
+import json
+from pathlib import Path
+
 import pytest
 
 from arch_zoo.cli import main
 from arch_zoo.metrics import per_byte_instead
 from arch_zoo.reports import load_runs, summarize
+from arch_zoo.reports.tables import display
 from tests.sweeps.conftest import BASE, write_spec
 
 TINY = {**BASE, "train": {**BASE["train"], "max_steps": 4, "val_every": 4}}
@@ -33,6 +37,12 @@ def test_char_vs_bpe_ranks_by_bits_per_byte_and_says_so(tmp_path, capsys):
     assert list(table["variant"]) == list(by_bpb.index)  # ranked by bits per byte, not by loss per token
     assert main(["compare", str(sweep)]) == 0
     assert NOTE in capsys.readouterr().out
+    # throughput in text: tokens/s times the training split's measured bytes per token, from summary.json
+    for _, run in runs[runs["status"] == "completed"].iterrows():
+        summary = json.loads((Path(run["run_dir"]) / "summary.json").read_text())
+        expected = summary["train_tokens_per_s"] * summary["task"]["bytes_per_token"]["train"]
+        assert run["train_bytes_per_s"] == pytest.approx(expected, rel=1e-12)
+    assert display(table)["bytes/s"].ne("").all()
     # asked for by name, the per-token metric is still refused as the ranking metric
     assert summarize(runs, metric="val/loss").attrs["metric"] == "val/bpb"
 
