@@ -276,7 +276,8 @@ def qwen3_next(m: ModelConfig, d: dict) -> Dict[str, Any]:
     types = ["linear_attention" if layer.mixer.name == "gated_deltanet" else "full_attention" for layer in layers]
     base = llama(m, d, "qwen3_next", "Qwen3NextForCausalLM", ffn={"name": "swiglu"})
     base.pop("mlp_bias")
-    out = {**base, "layer_types": types, "decoder_sparse_step": 1,
+    out = {**base, "partial_rotary_factor": _spec(d, "position").get("fraction", 1.0),  # Qwen3-Next reads it
+           "layer_types": types, "decoder_sparse_step": 1,
            "mlp_only_layers": [i for i, layer in enumerate(layers) if layer.ffn.name != "moe"]}
     gdn = next((layer.mixer.options.resolved(layer) for layer in layers if layer.mixer.name == "gated_deltanet"), None)
     if gdn is not None:

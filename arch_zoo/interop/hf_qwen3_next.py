@@ -56,6 +56,8 @@ def qwen3_next_config(c: dict, weights: WeightMap) -> dict:
     if c.get("attention_bias", False):
         raise unsupported("qwen3_next", "attention_bias (its Gated DeltaNet layers have no biases)")
     cfg = llama_config(c, weights)
+    rope = c.get("rope_parameters") or c.get("rope_scaling") or {}  # unlike Llama, Qwen3-Next rotates a fraction
+    cfg["position"]["fraction"] = float(rope.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0)))
     eps = c.get("rms_norm_eps", 1e-6)
     cfg["norm"] = cfg["qk_norm"] = {"name": "zero_centred_rmsnorm", "eps": eps}
     cfg["mixer"], cfg["attention"] = {"name": "attention", "gate": "sigmoid"}, "global"
