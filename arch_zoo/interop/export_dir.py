@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Tuple
 
 from .. import rundir
 from ..errors import ConfigError
@@ -39,21 +39,25 @@ def check_auto_class(kind: str, auto_class: Optional[str], where: str) -> str:
                       f"it exports as {natural}")
 
 
-def _checkpoint(run, best: bool) -> Path:
+def _checkpoint(run, best: bool) -> Tuple[Path, str]:
+    """The checkpoint to export and how the model card names it."""
     from ..sweeps.best import best_run
 
     if best:
-        return best_run(run).checkpoint
+        chosen = best_run(run)
+        at = f" at step {chosen.step}" if chosen.step is not None else " (its final value; no best checkpoint kept)"
+        return chosen.checkpoint, (f"`{chosen.checkpoint.name}`, the best of {chosen.among} completed runs of the sweep "
+                                   f"by {chosen.metric} ({chosen.goal}): {chosen.value:.6g}{at}")
     path = Path(run)
     if not path.exists():
         raise ConfigError("run", f"{path} does not exist")
     ckpt = path / rundir.CHECKPOINT if path.is_dir() else path
     if not ckpt.is_file():
         raise ConfigError("run", f"{path} has no checkpoint ({rundir.CHECKPOINT}): nothing to export")
-    return ckpt
+    return ckpt, f"`{ckpt.name}`"
 
 
-def model_card(run_dir: Optional[Path], cfg, form: str, auto_class: str) -> str:
+def model_card(run_dir: Optional[Path], cfg, form: str, auto_class: str, checkpoint: Optional[str] = None) -> str:
     """README.md: what the directory is, how to load it, and where it came from (the resolved config,
     the metrics, the sweep and seed, the arch_zoo version)."""
     import arch_zoo
@@ -70,17 +74,21 @@ def model_card(run_dir: Optional[Path], cfg, form: str, auto_class: str) -> str:
               f"- run: `{run_dir.name if run_dir else cfg.name}`, seed {cfg.seed}"]
     if sweep is not None:
         lines.append(f"- sweep: `{sweep.name}`")
+    if checkpoint:
+        lines.append(f"- weights: checkpoint {checkpoint}")
     if summary:
         metrics = {k: v for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         if metrics:
-            lines += ["", "## Metrics", "", "| metric | value |", "| --- | --- |"]
+            lines += ["", "## Metrics", "", "The run's final values (its summary.json), whichever checkpoint was exported.",
+                      "", "| metric | value |", "| --- | --- |"]
             lines += [f"| {k} | {v:.6g} |" for k, v in sorted(metrics.items())]
     lines += ["", "## Resolved config", "", "```yaml", to_yaml(cfg).rstrip(), "```", ""]
     return "\n".join(lines)
 
 
 def save_hf(model, tokenizer, out, cfg=None, run_dir: Optional[Path] = None, force: bool = False,
-            max_shard_size: str = DEFAULT_SHARD, auto_class: Optional[str] = None) -> str:
+            max_shard_size: str = DEFAULT_SHARD, auto_class: Optional[str] = None,
+            checkpoint: Optional[str] = None) -> str:
     """Write ``model`` (+ ``tokenizer``) as Hugging Face directory ``out``; returns the form written."""
     from ..config import ExperimentConfig
     from .export_hf import build_hf, native_form
@@ -106,7 +114,7 @@ def save_hf(model, tokenizer, out, cfg=None, run_dir: Optional[Path] = None, for
             form = f"written as arch_zoo remote code: {mapping.reason}"
         if tokenizer is not None:
             write_hf_tokenizer(tokenizer, tmp, model.config.max_seq_len)
-        (tmp / "README.md").write_text(model_card(run_dir, cfg, form, auto_class))
+        (tmp / "README.md").write_text(model_card(run_dir, cfg, form, auto_class, checkpoint))
     return form
 
 
@@ -115,12 +123,12 @@ def export_run(run, out, best: bool = False, force: bool = False, max_shard_size
     """``arch-zoo export RUN --to hf --out DIR`` as a function."""
     from ..training.restore import restore
 
-    ckpt = _checkpoint(run, best)
+    ckpt, which = _checkpoint(run, best)
     run_dir = ckpt.parent.parent
     check_out(out, force)
     check_auto_class(_kind(run_dir), auto_class, str(run))
     cfg, model, tokenizer = restore(ckpt)
-    form = save_hf(model, tokenizer, out, cfg, run_dir, force, max_shard_size, auto_class)
+    form = save_hf(model, tokenizer, out, cfg, run_dir, force, max_shard_size, auto_class, which)
     return Exported(ckpt, Path(out), form)
 
 

@@ -27,6 +27,7 @@ def test_import_then_export_gives_the_checkpoint_back(tmp_path, capsys):
     assert (a.bos_token, a.eos_token, a.unk_token) == (b.bos_token, b.eos_token, b.unk_token)
     card = (tmp_path / "back" / "README.md").read_text()
     assert "LlamaForCausalLM" in card and "arch_zoo 0." in card and "kind: decoder" in card
+    assert "- weights: checkpoint `last.ckpt`" in card
     assert sorted(p.name for p in (tmp_path / "back").iterdir()) == sorted(
         ["README.md", "config.json", "generation_config.json", "model.safetensors", "special_tokens_map.json",
          "tokenizer.json", "tokenizer_config.json"])

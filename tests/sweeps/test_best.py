@@ -106,7 +106,11 @@ def test_export_with_best_writes_the_best_run_at_its_best_checkpoint(sweep, tmp_
     assert set(got) == {k.removeprefix("model.") for k in best}
     assert all(torch.equal(got[k.removeprefix("model.")], v) for k, v in best.items())
     assert any(not torch.equal(got[k.removeprefix("model.")], v) for k, v in last.items())
-    assert f"run: `{chosen.name}`" in (tmp_path / "hf" / "README.md").read_text()
+    card = (tmp_path / "hf" / "README.md").read_text()
+    assert f"run: `{chosen.name}`" in card
+    # the card names the exported checkpoint and why it was chosen, not only the run's final metrics
+    assert (f"- weights: checkpoint `best.ckpt`, the best of {len(scores)} completed runs of the sweep by val/loss "
+            f"(max): {scores[chosen]:.6g} at step 5") in card, card
 
 
 def test_dry_run_of_a_sweep_that_has_run_shows_what_is_done_and_what_stage_1_chose(sweep, tmp_path, capsys):
