@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # On a GPU machine: make TORCH_SPEC=torch test
 TORCH_SPEC ?= torch==2.13.0
 export WANDB_MODE ?= offline
-STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer ladder probes recurrence recurrence_recall mixers_mqar hybrid_ratio hybrid_ratio_mqar
+STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer ladder probes recurrence recurrence_recall mixers_mqar hybrid_ratio hybrid_ratio_mqar attention_variants
 
 .PHONY: install test test-cpus test-order test-slow demo docs bench studies $(addprefix study-,$(STUDIES)) gradnorms clean
 
@@ -84,6 +84,8 @@ studies: $(addprefix study-,$(STUDIES)) gradnorms
 # on 2 idle cores by the same scaling from ffn (the probe alone: 13.2 min on loaded cores).
 # study-hybrid_ratio_mqar: 8 runs (the same four layouts on 4-layer MQAR, 2,500 steps, 2 seeds), ~30 min on 2 idle
 # cores by the same scaling from probes (the probe alone: 35.9 min on loaded cores).
+# study-attention_variants: 30 runs (issue 40: MHA, GQA, MQA, MLA, differential at matched parameters, lr tuned per
+# variant), ~24 min on 2 idle cores by the same scaling from ffn (the probe alone: 17.9 min on loaded cores).
 $(addprefix study-,$(STUDIES)): study-%: $(VENV)/.installed
 	$(VENV)/bin/arch-zoo sweep sweeps/studies/$*.yaml --workers 2 --out runs/studies; rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(VENV)/bin/arch-zoo report runs/studies/$* --out reports/$*
