@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # On a GPU machine: make TORCH_SPEC=torch test
 TORCH_SPEC ?= torch==2.13.0
 export WANDB_MODE ?= offline
-STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer ladder probes recurrence recurrence_recall mixers_mqar hybrid_ratio hybrid_ratio_mqar attention_variants attention_sinks
+STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer ladder probes recurrence recurrence_recall mixers_mqar hybrid_ratio hybrid_ratio_mqar attention_variants attention_sinks mup_transfer_mlm
 
 .PHONY: install test test-cpus test-order test-slow demo docs bench studies $(addprefix study-,$(STUDIES)) gradnorms clean
 
@@ -88,6 +88,8 @@ studies: $(addprefix study-,$(STUDIES)) gradnorms
 # variant), ~24 min on 2 idle cores by the same scaling from ffn (the probe alone: 17.9 min on loaded cores).
 # study-attention_sinks: 24 runs (issue 40: plain, sink logit, sigmoid output gate at lr 3e-3 to 1e-1, attention
 # diagnostics on), ~17 min on 2 idle cores by the same scaling from ffn (the probe alone: 13.7 min on loaded cores).
+# study-mup_transfer_mlm: 64 runs (issue 42: mup_transfer on an MLM encoder, widths 32-192, 3 seeds), ~40 min on 2 idle
+# cores by the same scaling from ffn (the probe alone: 36.4 min on loaded cores).
 $(addprefix study-,$(STUDIES)): study-%: $(VENV)/.installed
 	$(VENV)/bin/arch-zoo sweep sweeps/studies/$*.yaml --workers 2 --out runs/studies; rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(VENV)/bin/arch-zoo report runs/studies/$* --out reports/$*
