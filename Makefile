@@ -65,7 +65,8 @@ docs: $(VENV)/.installed
 # *_tuned ones rerun heads and norm_placement with per-variant learning-rate tuning, issue 16, and
 # heads_tuned_halving reruns heads_tuned with successive halving of its tuning stage, ~4 min; ladder, issue 29,
 # a 3-rung size ladder of 18 runs, ~20 min on idle cores by its dry run (94.9 min measured on shared cores);
-# probes, issue 30, 12 MQAR runs, 17 min with 2 workers on idle cores).
+# probes, issue 30, 12 MQAR runs, 17 min with 2 workers on idle cores). The eight from recurrence to mup_transfer_mlm
+# (issues 39, 40, 42) have not run yet: ~3.5 hours more by their dry runs' probes (each line below says how).
 # Each trains into runs/studies/<study> (rerunning resumes) and writes reports/<study>/.
 # A sweep's exit status 1 means some runs failed or diverged: that is data, the report still runs.
 studies: $(addprefix study-,$(STUDIES)) gradnorms
