@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # On a GPU machine: make TORCH_SPEC=torch test
 TORCH_SPEC ?= torch==2.13.0
 export WANDB_MODE ?= offline
-STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer ladder probes
+STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer ladder probes recurrence recurrence_recall mixers_mqar hybrid_ratio hybrid_ratio_mqar attention_variants attention_sinks mup_transfer_mlm
 
 .PHONY: install test test-cpus test-order test-slow demo docs bench studies $(addprefix study-,$(STUDIES)) gradnorms clean
 
@@ -65,7 +65,8 @@ docs: $(VENV)/.installed
 # *_tuned ones rerun heads and norm_placement with per-variant learning-rate tuning, issue 16, and
 # heads_tuned_halving reruns heads_tuned with successive halving of its tuning stage, ~4 min; ladder, issue 29,
 # a 3-rung size ladder of 18 runs, ~20 min on idle cores by its dry run (94.9 min measured on shared cores);
-# probes, issue 30, 12 MQAR runs, 17 min with 2 workers on idle cores).
+# probes, issue 30, 12 MQAR runs, 17 min with 2 workers on idle cores). The eight from recurrence to mup_transfer_mlm
+# (issues 39, 40, 42) have not run yet: ~3.5 hours more by their dry runs' probes (each line below says how).
 # Each trains into runs/studies/<study> (rerunning resumes) and writes reports/<study>/.
 # A sweep's exit status 1 means some runs failed or diverged: that is data, the report still runs.
 studies: $(addprefix study-,$(STUDIES)) gradnorms
@@ -74,6 +75,22 @@ studies: $(addprefix study-,$(STUDIES)) gradnorms
 # (two thirds at width 256), so about an hour on 2 idle cores; 150 min measured in pieces on shared cores.
 # study-scan: 12 runs of 1800 steps, 2,615 CPU-s measured (250-290 a simple-split run, 161-183 a length-split
 # one), so ~22 min on 2 idle cores; 23.4 min here, where two of the runs shared the cores with other tests.
+# study-recurrence: 9 runs (issue 39: attention, LSTM, GRU at matched parameters on the char LM), ~7 min on 2 idle
+# cores by its dry run's probe, scaled by ffn's measured/probe ratio (the probe alone: 4.0 min on loaded cores).
+# study-recurrence_recall: 18 runs (issue 39: MQAR recall at lengths 24-96, attention against an LSTM), ~27 min on
+# 2 idle cores by its dry run's probe, scaled by probes' measured/probe ratio (the probe alone: 20.2 min, loaded).
+# study-mixers_mqar: 48 runs (issue 39: MQAR accuracy against width 16-64 for four mixers, lr tuned per cell), ~44 min
+# on 2 idle cores by the same scaling (the probe alone: 34.0 min on loaded cores).
+# study-hybrid_ratio: 12 runs (issue 39: 0, 1 in 4, 1 in 2, all layers attention among Gated DeltaNet, char LM), ~18 min
+# on 2 idle cores by the same scaling from ffn (the probe alone: 13.2 min on loaded cores).
+# study-hybrid_ratio_mqar: 8 runs (the same four layouts on 4-layer MQAR, 2,500 steps, 2 seeds), ~30 min on 2 idle
+# cores by the same scaling from probes (the probe alone: 35.9 min on loaded cores).
+# study-attention_variants: 30 runs (issue 40: MHA, GQA, MQA, MLA, differential at matched parameters, lr tuned per
+# variant), ~24 min on 2 idle cores by the same scaling from ffn (the probe alone: 17.9 min on loaded cores).
+# study-attention_sinks: 24 runs (issue 40: plain, sink logit, sigmoid output gate at lr 3e-3 to 1e-1, attention
+# diagnostics on), ~17 min on 2 idle cores by the same scaling from ffn (the probe alone: 13.7 min on loaded cores).
+# study-mup_transfer_mlm: 64 runs (issue 42: mup_transfer on an MLM encoder, widths 32-192, 3 seeds), ~40 min on 2 idle
+# cores by the same scaling from ffn (the probe alone: 36.4 min on loaded cores).
 $(addprefix study-,$(STUDIES)): study-%: $(VENV)/.installed
 	$(VENV)/bin/arch-zoo sweep sweeps/studies/$*.yaml --workers 2 --out runs/studies; rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(VENV)/bin/arch-zoo report runs/studies/$* --out reports/$*
