@@ -132,7 +132,7 @@ class TransformerModel(nn.Module):
         if not need:
             return None
         return [w for layer in stack.layers for w in
-                (getattr(layer.mixer, "last_weights", None),
+                (getattr(layer.mixer.sublayer, "last_weights", None),
                  layer.cross_attn.sublayer.last_weights if layer.cross_attn is not None else None) if w is not None]
 
     def new_cache(self) -> Cache:
