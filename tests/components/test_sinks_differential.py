@@ -8,7 +8,7 @@ import torch
 from arch_zoo.cli import main
 from arch_zoo.components.attention import KERNELS, Backend
 from arch_zoo.components.masks import AttentionMask, self_attention_mask
-from arch_zoo.components.mixers import MIXERS, MixerInputs
+from arch_zoo.components.mixers import MixerInputs
 from arch_zoo.components.mixers.differential import DifferentialAttention
 from arch_zoo.config.loading import model_config
 from arch_zoo.models import build_model
