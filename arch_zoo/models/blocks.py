@@ -20,21 +20,10 @@ from ..components.positions import POSITIONS, PositionContext, PositionScheme
 from ..components.state import KVCache, LayerState
 from ..config import ModelConfig
 from ..config.validation import layer_configs
+from .renamed_keys import renamed_slot_keys
 
 
 StackInputs = MixerInputs  # the name layers and tests have long used
-
-
-# Slot names checkpoints of earlier versions used (the mixer's slot was ``self_attn`` before other mixers
-# than attention came): renamed as a layer loads, so old run dirs, resumes and exports keep loading.
-RENAMED_SLOTS = {"self_attn.": "mixer."}
-
-
-def renamed_slot_keys(layer: nn.Module, state_dict, prefix: str, *_) -> None:
-    """A load_state_dict pre-hook: a key under an old slot name of this layer takes the new name."""
-    for old, new in RENAMED_SLOTS.items():
-        for key in [k for k in state_dict if k.startswith(prefix + old)]:
-            state_dict[prefix + new + key[len(prefix + old):]] = state_dict.pop(key)
 
 
 def _cross_attention(cfg: ModelConfig) -> MultiHeadAttention:
@@ -63,7 +52,7 @@ class TransformerLayer(nn.Module):
         if has_sublayer(cfg.ffn):
             ffn = FEEDFORWARD.build(cfg.ffn, FFNContext(cfg.d_model, cfg.d_ff, cfg.bias, cfg.dropout))  # marks its own output
             self.ffn = slot(2 if ctx.cross else 1, ffn)
-        self.register_load_state_dict_pre_hook(renamed_slot_keys)  # a module-level function: the model pickles
+        self.register_load_state_dict_pre_hook(renamed_slot_keys)  # checkpoints of earlier versions keep loading
 
     def slots(self) -> List[Slot]:
         return [s for s in (self.mixer, self.cross_attn, self.ffn) if s is not None]
