@@ -160,7 +160,7 @@ def decode(args) -> dict:
     max_len = max(lengths) + steps * (args.rounds + 2)
     torch.manual_seed(0)
     models = {name: decoder(m, d, max_len) for name, m in decode_mixers(d).items()}
-    layer_params = {name: params(model.decoder.layers[0].mixer) for name, model in models.items()}
+    layer_params = {name: params(model.decoder.layers[0].mixer.sublayer) for name, model in models.items()}
     for name, n in layer_params.items():
         print(f"mixer params per layer {name}: {n:,} ({n / layer_params['attention']:.2f}x attention)")
     fns = {}

@@ -30,9 +30,9 @@ def test_ranges_and_patterns_resolve_in_order_into_one_config_per_layer():
 def test_each_layer_is_built_from_its_own_config():
     model = build_model(tiny(n_layers=3, layers=LAYERS), 11)
     layers = model.decoder.layers
-    assert [hasattr(layer.self_attn, "post_norm") for layer in layers] == [True, True, False]
+    assert [hasattr(layer.mixer, "post_norm") for layer in layers] == [True, True, False]
     assert [hasattr(layer.ffn.sublayer, "gate") for layer in layers] == [False, False, True]
-    assert [layer.self_attn.sublayer.backend.scale for layer in layers] == [0.5, None, 0.5]
+    assert [layer.mixer.sublayer.backend.scale for layer in layers] == [0.5, None, 0.5]
     assert model(torch.randint(1, 11, (2, 4))).logits.shape == (2, 4, 11)
 
 

@@ -48,7 +48,7 @@ def check_compilable(model, device: torch.device, use_cache: bool) -> None:
     if reason is not None:
         raise ConfigError("compile", f"{reason}; or decode eagerly (compile=False)")
     for layer in model.decoder.layers:
-        reason = layer.mixer.static_unsupported()
+        reason = layer.mixer.sublayer.static_unsupported()
         if reason is not None:
             raise ConfigError("compile", f"{reason}; decode eagerly")
 

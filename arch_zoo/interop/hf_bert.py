@@ -48,9 +48,9 @@ def bert_weights(w: WeightMap, cfg: ModelConfig) -> None:
         w.copy(f"encoder.embedding_norm.{p}", f"{e}LayerNorm.{p}")
         for i in range(cfg.encoder_layers):
             a, h = f"encoder.layers.{i}.", f"encoder.layer.{i}."
-            w.fuse(f"{a}self_attn.sublayer.qkv.{p}", [f"{h}attention.self.{x}.{p}" for x in ("query", "key", "value")])
-            w.copy(f"{a}self_attn.sublayer.out.{p}", f"{h}attention.output.dense.{p}")
-            w.copy(f"{a}self_attn.norm.{p}", f"{h}attention.output.LayerNorm.{p}")
+            w.fuse(f"{a}mixer.sublayer.qkv.{p}", [f"{h}attention.self.{x}.{p}" for x in ("query", "key", "value")])
+            w.copy(f"{a}mixer.sublayer.out.{p}", f"{h}attention.output.dense.{p}")
+            w.copy(f"{a}mixer.norm.{p}", f"{h}attention.output.LayerNorm.{p}")
             w.copy(f"{a}ffn.sublayer.up.{p}", f"{h}intermediate.dense.{p}")
             w.copy(f"{a}ffn.sublayer.down.{p}", f"{h}output.dense.{p}")
             w.copy(f"{a}ffn.norm.{p}", f"{h}output.LayerNorm.{p}")

@@ -41,10 +41,10 @@ def bloom_weights(w: WeightMap, cfg: ModelConfig) -> None:
         w.copy(f"decoder.embedding_norm.{p}", f"word_embeddings_layernorm.{p}")
         for i in range(cfg.decoder_layers):
             a, h = f"decoder.layers.{i}.", f"h.{i}."
-            w.copy(f"{a}self_attn.norm.{p}", f"{h}input_layernorm.{p}")
+            w.copy(f"{a}mixer.norm.{p}", f"{h}input_layernorm.{p}")
             w.copy(f"{a}ffn.norm.{p}", f"{h}post_attention_layernorm.{p}")
-            w.copy(f"{a}self_attn.sublayer.qkv.{p}", f"{h}self_attention.query_key_value.{p}", reorder)
-            w.copy(f"{a}self_attn.sublayer.out.{p}", f"{h}self_attention.dense.{p}")
+            w.copy(f"{a}mixer.sublayer.qkv.{p}", f"{h}self_attention.query_key_value.{p}", reorder)
+            w.copy(f"{a}mixer.sublayer.out.{p}", f"{h}self_attention.dense.{p}")
             w.copy(f"{a}ffn.sublayer.up.{p}", f"{h}mlp.dense_h_to_4h.{p}")
             w.copy(f"{a}ffn.sublayer.down.{p}", f"{h}mlp.dense_4h_to_h.{p}")
         w.copy(f"decoder.final_norm.{p}", f"ln_f.{p}")

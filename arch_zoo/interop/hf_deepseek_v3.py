@@ -55,10 +55,10 @@ def deepseek_v3_weights(w: WeightMap, cfg: ModelConfig) -> None:
     w.copy("embed.weight", "embed_tokens.weight")
     for i, layer in enumerate(layer_configs(cfg, "decoder", cfg.decoder_layers)):
         a, h = f"decoder.layers.{i}.", f"layers.{i}."
-        w.copy(f"{a}self_attn.norm.weight", f"{h}input_layernorm.weight")
+        w.copy(f"{a}mixer.norm.weight", f"{h}input_layernorm.weight")
         w.copy(f"{a}ffn.norm.weight", f"{h}post_attention_layernorm.weight")
         for ours, theirs in MLA_NAMES.items():
-            w.copy(f"{a}self_attn.sublayer.{ours}.weight", f"{h}self_attn.{theirs}.weight")
+            w.copy(f"{a}mixer.sublayer.{ours}.weight", f"{h}self_attn.{theirs}.weight")
         _feedforward(w, layer, f"{a}ffn.sublayer.", f"{h}mlp.")
     w.copy("decoder.final_norm.weight", "norm.weight")
     if not cfg.tie_embeddings:

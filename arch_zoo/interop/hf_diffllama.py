@@ -27,7 +27,7 @@ def diffllama_weights(w: WeightMap, cfg: ModelConfig) -> None:
     pairs, d = cfg.n_heads // 2, cfg.dim_per_head
     llama_weights(w, cfg)
     for i in range(cfg.decoder_layers):
-        a, h = f"decoder.layers.{i}.self_attn.sublayer.", f"layers.{i}.self_attn."
+        a, h = f"decoder.layers.{i}.mixer.sublayer.", f"layers.{i}.self_attn."
         w.copy(f"{a}out.weight", f"{h}o_proj.weight",
                lambda t: t.unflatten(1, (pairs, 2, d)).transpose(1, 2).flatten(1))
         for name in LAMBDAS:

@@ -43,11 +43,11 @@ def gemma2_weights(w: WeightMap, cfg: ModelConfig) -> None:
     for i in range(cfg.decoder_layers):
         a, h = f"decoder.layers.{i}.", f"layers.{i}."
         for p in ("weight", "bias"):
-            w.fuse(f"{a}self_attn.sublayer.qkv.{p}", [f"{h}self_attn.{x}_proj.{p}" for x in "qkv"])
-            w.copy(f"{a}self_attn.sublayer.out.{p}", f"{h}self_attn.o_proj.{p}")
+            w.fuse(f"{a}mixer.sublayer.qkv.{p}", [f"{h}self_attn.{x}_proj.{p}" for x in "qkv"])
+            w.copy(f"{a}mixer.sublayer.out.{p}", f"{h}self_attn.o_proj.{p}")
             for x in ("gate", "up", "down"):
                 w.copy(f"{a}ffn.sublayer.{x}.{p}", f"{h}mlp.{x}_proj.{p}")
-        for dst, src in (("self_attn.norm", "input_layernorm"), ("self_attn.post_norm", "post_attention_layernorm"),
+        for dst, src in (("mixer.norm", "input_layernorm"), ("mixer.post_norm", "post_attention_layernorm"),
                          ("ffn.norm", "pre_feedforward_layernorm"), ("ffn.post_norm", "post_feedforward_layernorm")):
             w.copy(f"{a}{dst}.weight", f"{h}{src}.weight")
     w.copy("decoder.final_norm.weight", "norm.weight")

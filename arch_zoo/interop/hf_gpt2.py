@@ -33,9 +33,9 @@ def gpt2_weights(w: WeightMap, cfg: ModelConfig) -> None:
     for i in range(cfg.decoder_layers):
         a, h = f"decoder.layers.{i}.", f"h.{i}."
         for p in ("weight", "bias"):
-            w.copy(f"{a}self_attn.norm.{p}", f"{h}ln_1.{p}")
+            w.copy(f"{a}mixer.norm.{p}", f"{h}ln_1.{p}")
             w.copy(f"{a}ffn.norm.{p}", f"{h}ln_2.{p}")
-        for dst, src in (("self_attn.sublayer.qkv", "attn.c_attn"), ("self_attn.sublayer.out", "attn.c_proj"),
+        for dst, src in (("mixer.sublayer.qkv", "attn.c_attn"), ("mixer.sublayer.out", "attn.c_proj"),
                          ("ffn.sublayer.up", "mlp.c_fc"), ("ffn.sublayer.down", "mlp.c_proj")):
             w.copy(f"{a}{dst}.weight", f"{h}{src}.weight", transposed)
             w.copy(f"{a}{dst}.bias", f"{h}{src}.bias")

@@ -66,7 +66,7 @@ def gpt_oss_weights(w: WeightMap, cfg: ModelConfig) -> None:
     llama_weights(w, cfg)  # embeddings, q/k/v/o with their biases, norms, the output projection
     for i in range(cfg.decoder_layers):
         a, h = f"decoder.layers.{i}.", f"layers.{i}."
-        w.copy(f"{a}self_attn.sublayer.sinks", f"{h}self_attn.sinks")
+        w.copy(f"{a}mixer.sublayer.sinks", f"{h}self_attn.sinks")
         f, m = f"{a}ffn.sublayer.", f"{h}mlp."
         for p in ("weight", "bias"):
             w.copy(f"{f}router.{p}", f"{m}router.{p}")

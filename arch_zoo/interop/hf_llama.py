@@ -41,12 +41,12 @@ def llama_weights(w: WeightMap, cfg: ModelConfig) -> None:
     for i in range(cfg.decoder_layers):
         a, h = f"decoder.layers.{i}.", f"layers.{i}."
         for p in ("weight", "bias"):
-            w.fuse(f"{a}self_attn.sublayer.qkv.{p}", [f"{h}self_attn.{x}_proj.{p}" for x in "qkv"])
-            w.copy(f"{a}self_attn.sublayer.out.{p}", f"{h}self_attn.o_proj.{p}")
+            w.fuse(f"{a}mixer.sublayer.qkv.{p}", [f"{h}self_attn.{x}_proj.{p}" for x in "qkv"])
+            w.copy(f"{a}mixer.sublayer.out.{p}", f"{h}self_attn.o_proj.{p}")
             w.copy(f"{a}ffn.sublayer.gate.{p}", f"{h}mlp.gate_proj.{p}")
             w.copy(f"{a}ffn.sublayer.up.{p}", f"{h}mlp.up_proj.{p}")
             w.copy(f"{a}ffn.sublayer.down.{p}", f"{h}mlp.down_proj.{p}")
-        w.copy(f"{a}self_attn.norm.weight", f"{h}input_layernorm.weight")
+        w.copy(f"{a}mixer.norm.weight", f"{h}input_layernorm.weight")
         w.copy(f"{a}ffn.norm.weight", f"{h}post_attention_layernorm.weight")
     w.copy("decoder.final_norm.weight", "norm.weight")
     w.copy("head.proj.weight", "lm_head.weight")

@@ -74,7 +74,7 @@ def qwen3_weights(w: WeightMap, cfg: ModelConfig) -> None:
     llama_weights(w, cfg)
     for i in range(cfg.decoder_layers):
         for x in "qk":
-            w.copy(f"decoder.layers.{i}.self_attn.sublayer.{x}_norm.weight", f"layers.{i}.self_attn.{x}_norm.weight")
+            w.copy(f"decoder.layers.{i}.mixer.sublayer.{x}_norm.weight", f"layers.{i}.self_attn.{x}_norm.weight")
 
 
 def mistral_config(c: dict, weights: WeightMap) -> dict:

@@ -39,7 +39,7 @@ def mamba2_config(c: dict, weights: WeightMap) -> dict:
 def mamba2_weights(w: WeightMap, cfg: ModelConfig) -> None:
     w.copy("embed.weight", "embeddings.weight")
     for i in range(cfg.decoder_layers):
-        a, h = f"decoder.layers.{i}.self_attn.", f"layers.{i}."
+        a, h = f"decoder.layers.{i}.mixer.", f"layers.{i}."
         w.copy(f"{a}norm.weight", f"{h}norm.weight")
         m = f"{h}mixer."
         for dst, src in (("in_proj", "in_proj"), ("out", "out_proj"), ("conv.conv", "conv1d")):

@@ -53,10 +53,10 @@ def neox_weights(w: WeightMap, cfg: ModelConfig) -> None:
     for i in range(cfg.decoder_layers):
         a, h = f"decoder.layers.{i}.", f"layers.{i}."
         for p in ("weight", "bias"):
-            w.copy(f"{a}self_attn.norm.{p}", f"{h}input_layernorm.{p}")
+            w.copy(f"{a}mixer.norm.{p}", f"{h}input_layernorm.{p}")
             w.copy(f"{a}ffn.norm.{p}", f"{h}post_attention_layernorm.{p}")
-            w.copy(f"{a}self_attn.sublayer.qkv.{p}", f"{h}attention.query_key_value.{p}", reorder)
-            w.copy(f"{a}self_attn.sublayer.out.{p}", f"{h}attention.dense.{p}")
+            w.copy(f"{a}mixer.sublayer.qkv.{p}", f"{h}attention.query_key_value.{p}", reorder)
+            w.copy(f"{a}mixer.sublayer.out.{p}", f"{h}attention.dense.{p}")
             w.copy(f"{a}ffn.sublayer.up.{p}", f"{h}mlp.dense_h_to_4h.{p}")
             w.copy(f"{a}ffn.sublayer.down.{p}", f"{h}mlp.dense_4h_to_h.{p}")
             w.copy(f"decoder.final_norm.{p}", f"final_layer_norm.{p}")

@@ -96,10 +96,10 @@ def qwen3_next_weights(w: WeightMap, cfg: ModelConfig) -> None:
     w.copy("embed.weight", "embed_tokens.weight")
     for i, layer in enumerate(layer_configs(cfg, "decoder", cfg.decoder_layers)):
         a, h = f"decoder.layers.{i}.", f"layers.{i}."
-        w.copy(f"{a}self_attn.norm.weight", f"{h}input_layernorm.weight")
+        w.copy(f"{a}mixer.norm.weight", f"{h}input_layernorm.weight")
         w.copy(f"{a}ffn.norm.weight", f"{h}post_attention_layernorm.weight")
-        _attention(w, layer, f"{a}self_attn.sublayer.", f"{h}self_attn.")
-        _gated_deltanet(w, layer, f"{a}self_attn.sublayer.", f"{h}linear_attn.")
+        _attention(w, layer, f"{a}mixer.sublayer.", f"{h}self_attn.")
+        _gated_deltanet(w, layer, f"{a}mixer.sublayer.", f"{h}linear_attn.")
         _feedforward(w, layer, f"{a}ffn.sublayer.", f"{h}mlp.")
     w.copy("decoder.final_norm.weight", "norm.weight")
     if not cfg.tie_embeddings:

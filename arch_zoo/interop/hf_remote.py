@@ -34,6 +34,13 @@ def _plugins(run_dir: Optional[Path], out: Path):
     return kept
 
 
+def _as_named(hf) -> dict:
+    import inspect
+
+    return {"save_original_format": False} if "save_original_format" in inspect.signature(
+        hf.save_pretrained).parameters else {}
+
+
 def write_remote(model, tokenizer, cfg, out: Path, auto_class: str, max_shard_size: str,
                  run_dir: Optional[Path] = None) -> None:
     from .export_hf import generation_config, special_ids
@@ -60,7 +67,9 @@ def write_remote(model, tokenizer, cfg, out: Path, auto_class: str, max_shard_si
     hf.model.load_state_dict(model.state_dict())
     generation_config(hf, {**special_ids(tokenizer), "decoder_start_token_id": getattr(config, "decoder_start_token_id",
                                                                                         None)})
-    hf.save_pretrained(out, max_shard_size=max_shard_size)
+    # today's key names as they are: transformers would write back the names the conversion renames from
+    # (models/renamed_keys.py), which only a transformers with conversions can read
+    hf.save_pretrained(out, max_shard_size=max_shard_size, **_as_named(hf))
     # save_pretrained may rewrite the modelling file's name into config.json; keep what from_pretrained needs
     data = json.loads((out / "config.json").read_text())
     data["auto_map"] = config.auto_map

@@ -65,8 +65,8 @@ def t5_weights(w: WeightMap, cfg: ModelConfig) -> None:
         w.copy(f"{stack}.position.bias.weight", f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight")
         for i in range(n):
             a, h = f"{stack}.layers.{i}.", f"{stack}.block.{i}.layer."
-            _attention(w, f"{a}self_attn.sublayer.", f"{h}0.SelfAttention.", cross=False)
-            w.copy(f"{a}self_attn.norm.weight", f"{h}0.layer_norm.weight")
+            _attention(w, f"{a}mixer.sublayer.", f"{h}0.SelfAttention.", cross=False)
+            w.copy(f"{a}mixer.norm.weight", f"{h}0.layer_norm.weight")
             ffn = 1
             if stack == "decoder":
                 _attention(w, f"{a}cross_attn.sublayer.", f"{h}1.EncDecAttention.", cross=True)

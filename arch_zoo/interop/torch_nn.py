@@ -83,10 +83,10 @@ def torch_transformer_config(module: nn.Module) -> dict:
 
 
 def _layer_weights(w: WeightMap, dst: str, src: str, cross: bool) -> None:
-    norms = ("self_attn", "cross_attn", "ffn") if cross else ("self_attn", "ffn")
+    norms = ("mixer", "cross_attn", "ffn") if cross else ("mixer", "ffn")
     for p in ("weight", "bias"):
-        w.copy(f"{dst}self_attn.sublayer.qkv.{p}", f"{src}self_attn.in_proj_{p}")
-        w.copy(f"{dst}self_attn.sublayer.out.{p}", f"{src}self_attn.out_proj.{p}")
+        w.copy(f"{dst}mixer.sublayer.qkv.{p}", f"{src}self_attn.in_proj_{p}")
+        w.copy(f"{dst}mixer.sublayer.out.{p}", f"{src}self_attn.out_proj.{p}")
         if cross:  # one in_proj [q; k; v]: q reads the decoder, k and v the memory
             w.copy(f"{dst}cross_attn.sublayer.q.{p}", f"{src}multihead_attn.in_proj_{p}", lambda t: t[: len(t) // 3])
             w.copy(f"{dst}cross_attn.sublayer.kv.{p}", f"{src}multihead_attn.in_proj_{p}", lambda t: t[len(t) // 3:])

@@ -20,6 +20,7 @@ from ..components.positions import POSITIONS, PositionContext, PositionScheme
 from ..components.state import KVCache, LayerState
 from ..config import ModelConfig
 from ..config.validation import layer_configs
+from .renamed_keys import renamed_slot_keys
 
 
 StackInputs = MixerInputs  # the name layers and tests have long used
@@ -34,7 +35,7 @@ def _cross_attention(cfg: ModelConfig) -> MultiHeadAttention:
 class TransformerLayer(nn.Module):
     """The token mixer, optional cross-attention over encoder memory, then the feed-forward network:
     under the pre placement ``x = x + mixer(norm(x))``, ``x = x + cross(norm(x))``, ``x = x + ffn(norm(x))``.
-    The mixer's slot keeps the attribute name ``self_attn`` (checkpoints' and converters' keys)."""
+    Each is a ``Slot`` (its module under ``.sublayer``, its norms beside it): ``mixer``, ``cross_attn``, ``ffn``."""
 
     def __init__(self, cfg: ModelConfig, ctx: LayerContext):
         super().__init__()
@@ -45,26 +46,23 @@ class TransformerLayer(nn.Module):
             norms = {name: NORMS.build(cfg.norm, cfg.d_model) for name in self.placement.norm_slots(index)}
             return Slot(sublayer, norms, cfg.dropout)
 
-        self.self_attn = slot(0, MIXERS.build(cfg.mixer, cfg, ctx))  # marks its own output projection
+        self.mixer = slot(0, MIXERS.build(cfg.mixer, cfg, ctx))  # marks its own output projection
         self.cross_attn = slot(1, _cross_attention(cfg)) if ctx.cross else None
         self.ffn = None  # ffn: none -- attention-only: no slot, so no branch and no norm for it
         if has_sublayer(cfg.ffn):
             ffn = FEEDFORWARD.build(cfg.ffn, FFNContext(cfg.d_model, cfg.d_ff, cfg.bias, cfg.dropout))  # marks its own output
             self.ffn = slot(2 if ctx.cross else 1, ffn)
-
-    @property
-    def mixer(self) -> nn.Module:
-        return self.self_attn.sublayer
+        self.register_load_state_dict_pre_hook(renamed_slot_keys)  # checkpoints of earlier versions keep loading
 
     def slots(self) -> List[Slot]:
-        return [s for s in (self.self_attn, self.cross_attn, self.ffn) if s is not None]
+        return [s for s in (self.mixer, self.cross_attn, self.ffn) if s is not None]
 
     def new_state(self) -> LayerState:
-        return LayerState(self.mixer.new_state(), KVCache())
+        return LayerState(self.mixer.sublayer.new_state(), KVCache())
 
     def forward(self, x: Tensor, inputs: MixerInputs, state: Optional[LayerState] = None) -> Tensor:
         def mixer(h):
-            return self.self_attn.dropout(self.mixer(h, inputs, state and state.mixer))
+            return self.mixer.dropout(self.mixer.sublayer(h, inputs, state and state.mixer))
 
         def cross_attn(h):
             return self.cross_attn.dropout(self.cross_attn.sublayer(
@@ -74,7 +72,7 @@ class TransformerLayer(nn.Module):
         def ffn(h):
             return self.ffn.dropout(self.ffn.sublayer(h))
 
-        branches = [b for b, s in ((mixer, self.self_attn), (cross_attn, self.cross_attn), (ffn, self.ffn))
+        branches = [b for b, s in ((mixer, self.mixer), (cross_attn, self.cross_attn), (ffn, self.ffn))
                     if s is not None]
         return self.placement.forward(x, self.slots(), branches)
 

@@ -43,7 +43,7 @@ class FlopCounter:
                 continue
             crosses = [l.cross_attn.sublayer for l in stack.layers if l.cross_attn is not None]
             memory = sum(linear_flops(c.kv) for c in crosses)  # runs over the source, not the target
-            mixers = [l.mixer for l in stack.layers]
+            mixers = [l.mixer.sublayer for l in stack.layers]
             self._stacks.append((name, stack.causal, float(linear_flops(stack) - memory), float(memory), mixers,
                                  float(sum(_per_key(c) for c in crosses))))
         self._head = float(linear_flops(model.head))
@@ -122,7 +122,7 @@ def decoding_state_bytes(model: nn.Module, context: int, element_bytes: int = 4,
     K/V cache grows with the context, a recurrent state does not) and cross-attention's memory K/V."""
     total = 0
     for layer in model.decoder.layers:
-        total += layer.mixer.state_elements(context)
+        total += layer.mixer.sublayer.state_elements(context)
         if layer.cross_attn is not None:
             shape = layer.cross_attn.sublayer.shape
             total += 2 * shape.n_kv_heads * shape.head_dim * source

@@ -29,7 +29,7 @@ class StaticCache:
         self.next_position = torch.zeros(batch, 1, dtype=torch.long, device=device)
         self.layers: List[LayerState] = []
         for layer in stack.layers:
-            mixer = layer.mixer.static_state(batch, columns, dtype, device, self.column)
+            mixer = layer.mixer.sublayer.static_state(batch, columns, dtype, device, self.column)
             cross = KVCache()
             if layer.cross_attn is not None:
                 cross = layer.cross_attn.sublayer.static_kv(batch, source_columns, dtype, device)

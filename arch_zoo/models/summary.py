@@ -35,8 +35,8 @@ def parameter_breakdown(model: TransformerModel) -> Dict[str, int]:
                                             seen)
         layers = stack.layers
         for l in layers:  # by kind of mixer: attention, mixer
-            part = f"{name} {l.mixer.part}"
-            parts[part] = parts.get(part, 0) + _count(l.mixer.parameters(), seen)
+            part = f"{name} {l.mixer.sublayer.part}"
+            parts[part] = parts.get(part, 0) + _count(l.mixer.sublayer.parameters(), seen)
         if any(l.cross_attn is not None for l in layers):
             parts[f"{name} cross-attention"] = _count(
                 (p for l in layers for p in l.cross_attn.sublayer.parameters()), seen)

@@ -20,6 +20,7 @@ from ..config.loading import model_config
 from ..errors import ConfigError
 from ..components.state import LayerState
 from .blocks import Stack, default_positions
+from .renamed_keys import for_transformers
 from .static_cache import StaticCache
 
 
@@ -132,7 +133,7 @@ class TransformerModel(nn.Module):
         if not need:
             return None
         return [w for layer in stack.layers for w in
-                (getattr(layer.mixer, "last_weights", None),
+                (getattr(layer.mixer.sublayer, "last_weights", None),
                  layer.cross_attn.sublayer.last_weights if layer.cross_attn is not None else None) if w is not None]
 
     def new_cache(self) -> Cache:
@@ -247,4 +248,5 @@ def build_model(cfg: Union[ModelConfig, ExperimentConfig, Mapping, str, Path], v
     vocab_size = vocab_size if vocab_size is not None else cfg.vocab_size
     if vocab_size is None:
         raise ConfigError("vocab_size", "is unknown: pass it to build_model or set model.vocab_size")
+    for_transformers()  # a remote-code export's modelling file builds through here, then transformers loads it
     return MODEL_KINDS[cfg.kind](cfg, vocab_size)

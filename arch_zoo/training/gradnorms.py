@@ -3,7 +3,7 @@
 For each variant (e.g. ``model.norm_placement`` pre vs post), depth and seed: build the model
 freshly initialised, take one training batch of the task (the same batch for every variant and
 depth of a seed), backpropagate the task loss once, and record the gradient norm of every layer's
-feed-forward and self-attention weights. Nothing is trained and nothing is stepped.
+sublayer weights (token mixer, cross-attention, feed-forward). Nothing is trained and nothing is stepped.
 
 ``arch-zoo gradnorms CONFIG --depths 2 4 6 8 10 12 --vary model.norm_placement=pre,post`` writes
 ``gradnorms.csv`` (one row per variant, depth, seed, layer and sublayer) and two plots."""
@@ -22,7 +22,8 @@ from ..models import build_model
 from . import objectives
 from .run import prepare
 
-SUBLAYERS = ("self_attn", "cross_attn", "ffn")
+SUBLAYERS = ("mixer", "cross_attn", "ffn")  # the layer's slots; a row's sublayer column names one
+OLD_SUBLAYERS = {"self_attn": "mixer"}  # what tables written before the mixer's slot was renamed call it
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ def run_study(study: Study, log=print) -> pd.DataFrame:
 
 def last_layer_table(frame: pd.DataFrame, sublayer: str = "ffn") -> pd.DataFrame:
     """Mean ± std over seeds of the last layer's ``sublayer`` gradient norm, per variant and depth."""
+    frame = frame.replace({"sublayer": OLD_SUBLAYERS})  # a gradnorms.csv of an earlier version reads the same
     last = frame[(frame["sublayer"] == sublayer) & (frame["layer"] == frame["depth"])]
     last = last[last["stack"] == last["stack"].iloc[-1]] if len(last) else last  # the output-side stack
     stats = last.groupby(["variant", "depth"], sort=False)["grad_norm"].agg(["mean", "std", "count"]).reset_index()

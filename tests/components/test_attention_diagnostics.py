@@ -21,7 +21,7 @@ def model(**kw):
     m = build_model(tiny(n_layers=2, n_heads=HEADS, d_model=D, max_seq_len=16, **kw), vocab_size=20).eval()
     with torch.no_grad():  # larger q/k weights than the init: logits far from zero, entropies far from log(L)
         for layer in m.decoder.layers:
-            layer.self_attn.sublayer.qkv.weight.mul_(4)
+            layer.mixer.sublayer.qkv.weight.mul_(4)
     return m
 
 
@@ -38,7 +38,7 @@ def by_hand(m, ids, mask, bias=None):
     from the layer's input x: q, k = x W_q, x W_k (no rotation), scores q.k / sqrt(head_dim) (+ bias),
     causal and padding masks, softmax (with the layer's sink logit as one more outcome, if it has one)."""
     xs = []
-    hooks = [layer.self_attn.sublayer.register_forward_pre_hook(lambda mod, args: xs.append(args[0]))
+    hooks = [layer.mixer.sublayer.register_forward_pre_hook(lambda mod, args: xs.append(args[0]))
              for layer in m.decoder.layers]
     with torch.no_grad():
         m(ids, attention_mask=mask)
@@ -48,11 +48,11 @@ def by_hand(m, ids, mask, bias=None):
     out = []
     L, d = ids.shape[1], D // HEADS
     for layer, x in zip(m.decoder.layers, xs):
-        w = layer.self_attn.sublayer.qkv.weight.detach().double()
-        b = layer.self_attn.sublayer.qkv.bias
+        w = layer.mixer.sublayer.qkv.weight.detach().double()
+        b = layer.mixer.sublayer.qkv.bias
         qkv = x.double() @ w.T + (b.detach().double() if b is not None else 0)
         q, k = qkv[..., :D], qkv[..., D:2 * D]
-        sinks = layer.self_attn.sublayer.sinks
+        sinks = layer.mixer.sublayer.sinks
         ent, rows, top, first = 0.0, 0, -math.inf, 0.0
         for r in range(ids.shape[0]):
             for h in range(HEADS):
@@ -114,7 +114,7 @@ def test_first_token_mass_finds_the_first_real_token_and_counts_sinks_as_the_mod
     m = model(position="none", attention_kernel=kernel, mixer={"name": "attention", "sinks": True})
     with torch.no_grad():
         for layer in m.decoder.layers:
-            layer.self_attn.sublayer.sinks.copy_(torch.randn(HEADS) * 2)
+            layer.mixer.sublayer.sinks.copy_(torch.randn(HEADS) * 2)
     ids, _ = inputs()
     mask = torch.ones_like(ids)
     mask[1, :4] = 0  # left padding

@@ -30,10 +30,10 @@ def test_layer_is_its_attention_residual_alone(placement):
     layer = model.decoder.layers[1]
     assert layer.ffn is None and len(layer.slots()) == 1
     norms = [n for n, m in layer.named_modules() if isinstance(m, torch.nn.LayerNorm)]
-    assert all(n.startswith("self_attn.") for n in norms), norms  # no norm kept for a missing FFN
+    assert all(n.startswith("mixer.") for n in norms), norms  # no norm kept for a missing FFN
     x = torch.randn(2, 5, 16)
     mask = self_attention_mask(None, 5, 0, True, x.device)
-    slot = layer.self_attn
+    slot = layer.mixer
     f = lambda h: slot.sublayer(h, StackInputs(mask))  # noqa: E731
     expected = {"pre": lambda: x + f(slot.norm(x)), "post": lambda: slot.norm(x + f(x)),
                 "sandwich": lambda: x + slot.post_norm(f(slot.norm(x))),

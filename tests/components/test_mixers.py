@@ -7,7 +7,6 @@ import sys
 
 import pytest
 import torch
-import torch.nn.functional as F
 import yaml
 
 from arch_zoo import testing
@@ -29,19 +28,19 @@ HYBRID = [{"pattern": [{"mixer": "gated_deltanet"}, {"mixer": "gated_deltanet"},
 
 def test_attention_is_the_default_and_keeps_todays_state_dict():
     """Every existing config builds today's model: the same parameter names and shapes as an explicit
-    ``mixer: attention`` (the slot keeps its checkpoint name, ``self_attn``)."""
+    ``mixer: attention``, under the layer's ``mixer`` slot."""
     a = build_model(tiny(n_layers=2), 11)
     b = build_model(tiny(n_layers=2, mixer="attention"), 11)
     keys = {k: v.shape for k, v in a.state_dict().items()}
     assert keys == {k: v.shape for k, v in b.state_dict().items()}
-    assert "decoder.layers.0.self_attn.sublayer.qkv.weight" in keys and model_config(tiny()).mixer.name == "attention"
+    assert "decoder.layers.0.mixer.sublayer.qkv.weight" in keys and model_config(tiny()).mixer.name == "attention"
 
 
 def test_a_hybrid_is_data_and_keeps_every_invariant():
     """Qwen3-Next's layout, 3 Gated DeltaNet layers to 1 attention layer, through model.layers."""
     cfg = tiny(n_layers=4, layers=HYBRID)
     model = build_model(cfg, 11)
-    assert [type(layer.mixer).__name__ for layer in model.decoder.layers] == ["GatedDeltaNet"] * 3 + ["Attention"]
+    assert [type(layer.mixer.sublayer).__name__ for layer in model.decoder.layers] == ["GatedDeltaNet"] * 3 + ["Attention"]
     ran = testing.check_model({**cfg, "mixer": {"name": "attention"}}, kinds=["decoder"])
     assert "cache_parity [decoder]" in ran and "padding_invariance (left) [decoder]" in ran
 
@@ -57,8 +56,8 @@ def test_an_encoder_decoder_takes_a_causal_mixer_in_its_decoder_only():
     cfg = tiny(kind="encoder_decoder", layers=[{"stack": "decoder", "mixer": {"name": "mamba2", "state_size": 4,
                                                                               "chunk_size": 4}}])
     model = build_model(cfg, 11)
-    assert type(model.decoder.layers[0].mixer).__name__ == "Mamba2"
-    assert type(model.encoder.layers[0].mixer).__name__ == "Attention"
+    assert type(model.decoder.layers[0].mixer.sublayer).__name__ == "Mamba2"
+    assert type(model.encoder.layers[0].mixer.sublayer).__name__ == "Attention"
     testing.check_model(cfg, kinds=["encoder_decoder"])
 
 
@@ -168,8 +167,8 @@ def test_state_bytes_are_the_bytes_an_eager_prefill_holds(name):
     with torch.no_grad():
         model(torch.randint(1, 11, (1, n)), cache=cache)
     held = sum(layer.mixer.nbytes for layer in cache.layers)
-    assert held == decoding_state_bytes(model, n) == sum(4 * l.mixer.state_elements(n) for l in model.decoder.layers)
-    assert state_bytes_per_token(model.decoder.layers[0].mixer, n) == held / 2 / n
+    assert held == decoding_state_bytes(model, n) == sum(4 * l.mixer.sublayer.state_elements(n) for l in model.decoder.layers)
+    assert state_bytes_per_token(model.decoder.layers[0].mixer.sublayer, n) == held / 2 / n
     text = describe_text(ExperimentConfig(model=model_config(tiny(n_layers=2, **SIZES, mixer=name))), vocab_size=11,
                          seq_len=n)
     line = next(l for l in text.splitlines() if l.startswith("  state bytes (float32)"))
@@ -181,7 +180,7 @@ def test_describe_counts_a_decoding_step_and_splits_mixers_from_attention():
     model = build_model(cfg, 11)
     counter = FlopCounter(model)
     per_token = counter.per_token({(12, 0): 1})
-    mixers = [layer.mixer for layer in model.decoder.layers]
+    mixers = [layer.mixer.sublayer for layer in model.decoder.layers]
     assert per_token["decoder mixer"] == pytest.approx(sum(m.mixing_flops(12, True) for m in mixers[:3]) / 12)
     assert per_token["decoder attention"] == pytest.approx(4 * 16 * (12 + 1) / 2)
     step = counter.decode_step(12)

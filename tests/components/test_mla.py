@@ -181,7 +181,7 @@ def test_attention_diagnostics_read_mla_s_scores(absorb):
     cfg = tiny(d_model=D, n_heads=H, position="rope", norm="rmsnorm", attention_kernel="explicit",
                mixer={"name": "mla", "absorb": absorb, **RANKS})
     model = build_model(cfg, 20).double().eval()
-    mixer = model.decoder.layers[0].mixer
+    mixer = model.decoder.layers[0].mixer.sublayer
     with torch.no_grad():
         for p in mixer.parameters():
             p.add_(0.3 * torch.randn_like(p))
@@ -210,7 +210,7 @@ def test_describe_prints_the_attention_scale_mla_applies(mup, capsys):
 
     overrides = ['model.parametrization={"name":"mup","base_width":32}'] if mup else []
     model = build_model(load("preset:deepseek-v3-tiny", overrides).model, 20)
-    scale = model.decoder.layers[0].mixer.backend.scale
+    scale = model.decoder.layers[0].mixer.sublayer.backend.scale
     assert scale == pytest.approx(1 / 20 if mup else 20 ** -0.5)
     assert main(["describe", "preset:deepseek-v3-tiny", *overrides, "--vocab-size", "20"]) == 0
     out = capsys.readouterr().out

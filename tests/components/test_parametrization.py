@@ -144,7 +144,7 @@ def _coordinates(width, parametrization, steps=3, lr=1e-2):
         optimizer.zero_grad()
     coords = {}
     watched = [(n, m) for n, m in model.named_modules()
-               if n.endswith(("self_attn.sublayer", "ffn.sublayer")) or (n.startswith("decoder.layers.") and n.count(".") == 2)]
+               if n.endswith(("mixer.sublayer", "ffn.sublayer")) or (n.startswith("decoder.layers.") and n.count(".") == 2)]
     hooks = [m.register_forward_hook(lambda mod, inp, out, n=n: coords.__setitem__(n, out.abs().mean().item()))
              for n, m in watched]
     with torch.no_grad():

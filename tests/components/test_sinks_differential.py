@@ -8,7 +8,7 @@ import torch
 from arch_zoo.cli import main
 from arch_zoo.components.attention import KERNELS, Backend
 from arch_zoo.components.masks import AttentionMask, self_attention_mask
-from arch_zoo.components.mixers import MIXERS, MixerInputs
+from arch_zoo.components.mixers import MixerInputs
 from arch_zoo.components.mixers.differential import DifferentialAttention
 from arch_zoo.config.loading import model_config
 from arch_zoo.models import build_model
@@ -61,7 +61,7 @@ def test_sink_gradients_agree_between_kernels():
         model = build_model(tiny(attention_kernel=kernel, mixer={"name": "attention", "sinks": True}), 20)
         ids = torch.randint(1, 20, (2, 9))
         model(ids, torch.ones_like(ids)).logits.square().mean().backward()
-        grads.append(model.decoder.layers[0].mixer.sinks.grad)
+        grads.append(model.decoder.layers[0].mixer.sublayer.sinks.grad)
     assert grads[0].abs().sum() > 0
     torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=1e-4)
 
@@ -113,10 +113,10 @@ def test_differential_attention_matches_a_float64_loop_of_the_paper_s_equations(
 
 def test_lambda_init_follows_depth_as_in_the_paper_unless_set():
     model = build_model(tiny(n_layers=4, mixer="differential_attention"), 20)
-    got = [layer.mixer.lambda_init for layer in model.decoder.layers]
+    got = [layer.mixer.sublayer.lambda_init for layer in model.decoder.layers]
     assert got == pytest.approx([0.8 - 0.6 * math.exp(-0.3 * (depth - 1)) for depth in (1, 2, 3, 4)])
     model = build_model(tiny(n_layers=2, mixer={"name": "differential_attention", "lambda_init": 0.5}), 20)
-    assert [layer.mixer.lambda_init for layer in model.decoder.layers] == [0.5, 0.5]
+    assert [layer.mixer.sublayer.lambda_init for layer in model.decoder.layers] == [0.5, 0.5]
 
 
 def test_differential_attention_with_gqa_keeps_every_invariant():

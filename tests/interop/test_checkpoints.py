@@ -71,7 +71,7 @@ def test_wrong_width_names_the_first_tensor_and_both_shapes():
 
 def test_fused_tensor_mismatch_names_its_sources():
     mqa = hf_reference("llama", num_key_value_heads=1)  # q/k/v are fused into one qkv projection
-    with pytest.raises(CheckpointMismatchError, match=r"decoder\.layers\.0\.self_attn\.sublayer\.qkv\.weight: "
+    with pytest.raises(CheckpointMismatchError, match=r"decoder\.layers\.0\.mixer\.sublayer\.qkv\.weight: "
                                                       r"shape \(96, 64\) .*k_proj.* \(128, 64\)"):
         from_hf(mqa, config="preset:llama-tiny")
 
@@ -79,7 +79,7 @@ def test_fused_tensor_mismatch_names_its_sources():
 def test_extra_and_missing_layers_are_named():
     with pytest.raises(CheckpointError, match=r"^h\.2\.ln_1\.weight: the model has no place"):
         from_hf(hf_reference("gpt2", n_layer=3), config="preset:gpt2-tiny")
-    missing = r"^decoder\.layers\.1\.self_attn\.sublayer\.qkv\.weight: missing.*\(192, 64\)"
+    missing = r"^decoder\.layers\.1\.mixer\.sublayer\.qkv\.weight: missing.*\(192, 64\)"
     with pytest.raises(CheckpointError, match=missing):
         from_hf(hf_reference("gpt2", n_layer=1), config="preset:gpt2-tiny")
 

@@ -53,10 +53,10 @@ def test_derived_config_is_the_preset(ref):
 def test_lambda_init_follows_each_layers_depth(ref):
     """HF's lambda_init per layer index; one depth for all layers is another function."""
     model = from_hf(ref, config="preset:diffllama-tiny")
-    ours = [layer.mixer.lambda_init for layer in model.decoder.layers]
+    ours = [layer.mixer.sublayer.lambda_init for layer in model.decoder.layers]
     assert ours == [layer.self_attn.lambda_init for layer in ref.model.layers] and len(set(ours)) == 3
     for layer in model.decoder.layers:
-        layer.mixer.lambda_init = ours[0]
+        layer.mixer.sublayer.lambda_init = ours[0]
     theirs, got = causal_lm_logits(ref, model, "right")
     assert (theirs - got).abs().max() > 1e-3
 

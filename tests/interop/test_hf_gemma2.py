@@ -64,7 +64,7 @@ def test_derived_config_is_the_preset(ref):
     derived = model_config_from_hf(ref)
     assert derived.layers == [{"pattern": [{"attention": SLIDING}, {}]}]
     assert architecture(derived) == tiny("gemma2")
-    assert [type(layer.self_attn.sublayer.pattern).__name__ for layer in from_hf(ref).decoder.layers] == \
+    assert [type(layer.mixer.sublayer.pattern).__name__ for layer in from_hf(ref).decoder.layers] == \
         ["SlidingWindowAttention", "GlobalAttention"]
 
 

@@ -43,7 +43,7 @@ def test_parity_check_notices_the_gate_on_the_wrong_side_of_the_norm(ref):
     """Mamba-2 gates before its RMSNorm, Gated DeltaNet after: the other order is another function."""
     model = from_hf(ref, config="preset:mamba2-tiny")
     for layer in model.decoder.layers:
-        layer.mixer.norm.gate_first = False
+        layer.mixer.sublayer.norm.gate_first = False
     a, b = causal_lm_logits(ref, model, "right", position_ids=False)
     assert (a - b).abs().max() > 1e-4
 

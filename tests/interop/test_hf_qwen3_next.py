@@ -58,7 +58,7 @@ def test_dense_layers_and_another_layout_import_too():
     types = ["linear_attention", "full_attention", "linear_attention", "linear_attention"]
     ref = randomize(tf.Qwen3NextForCausalLM(hf_config(mlp_only_layers=[0, 1], layer_types=types))).eval()
     model = from_hf(ref)
-    names = [(type(l.mixer).__name__, type(l.ffn.sublayer).__name__) for l in model.decoder.layers]
+    names = [(type(l.mixer.sublayer).__name__, type(l.ffn.sublayer).__name__) for l in model.decoder.layers]
     assert names == [("GatedDeltaNet", "SwiGLU"), ("Attention", "SwiGLU"), ("GatedDeltaNet", "MixtureOfExperts"),
                      ("GatedDeltaNet", "MixtureOfExperts")], names
     assert_same_logits(ref, model, "right")
@@ -81,7 +81,7 @@ def test_the_gated_deltanet_layer_equals_hfs_also_where_q_and_k_are_near_zero(re
     from arch_zoo.components.mixers import MixerInputs
 
     model = from_hf(ref, config="preset:qwen3-next-tiny")
-    ours, theirs = model.decoder.layers[0].mixer, ref.model.layers[0].linear_attn
+    ours, theirs = model.decoder.layers[0].mixer.sublayer, ref.model.layers[0].linear_attn
     x = torch.randn(2, 10, 64) * scale
     with torch.no_grad():
         expected = theirs(x)
@@ -102,7 +102,7 @@ def test_a_new_model_starts_its_zero_centred_gains_at_zero():
     assert all(bool((m.weight == 0).all()) for m in zero)
     x = torch.randn(3, 64)
     torch.testing.assert_close(zero[0](x), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
-    gated = model.decoder.layers[0].mixer.norm.weight  # the Gated DeltaNet's own norm: a plain gain
+    gated = model.decoder.layers[0].mixer.sublayer.norm.weight  # the Gated DeltaNet's own norm: a plain gain
     assert bool((gated == 1).all())
 
 

@@ -21,7 +21,7 @@ def measured_forward_flops(model, **inputs) -> float:
     length = (inputs.get("decoder_input_ids") if "decoder_input_ids" in inputs else inputs["input_ids"]).shape[1]
     visible = float(torch.tril(torch.ones(length, length)).sum()) / length ** 2
     for i in range(len(stack.layers)):
-        ops = by_module[f"{type(model).__name__}.decoder.layers.{i}.self_attn.sublayer"]
+        ops = by_module[f"{type(model).__name__}.decoder.layers.{i}.mixer.sublayer"]
         products = sum(n for op, n in ops.items() if op not in MATMULS)
         assert products > 0, ops
         total -= products * (1 - visible)

@@ -66,9 +66,9 @@ def _weights(model, ids, dec_ids=None):
 def test_rope_rotates_every_dim_of_a_layer_with_its_own_head_dim(layers):
     torch.manual_seed(0)
     model = build_model({**BASE, "kind": "decoder", "position": "rope", "layers": layers}, VOCAB).eval()
-    seen = _inputs_of(model.decoder.layers[1].self_attn.sublayer)
+    seen = _inputs_of(model.decoder.layers[1].mixer.sublayer)
     weights = _weights(model, torch.randint(0, VOCAB, (2, 10)))
-    expected = _reference_weights(model.decoder.layers[1].self_attn.sublayer, seen["x"], rope=True)
+    expected = _reference_weights(model.decoder.layers[1].mixer.sublayer, seen["x"], rope=True)
     torch.testing.assert_close(weights[1].double(), expected, atol=1e-5, rtol=0)
 
 
@@ -86,12 +86,12 @@ def test_cross_attention_positions_follow_the_layer_shape_too():
 def test_alibi_slopes_are_those_of_the_layers_own_head_count():
     torch.manual_seed(0)
     model = build_model({**BASE, "kind": "decoder", "position": "alibi", "layers": FEWER}, VOCAB).eval()
-    seen = _inputs_of(model.decoder.layers[1].self_attn.sublayer)
+    seen = _inputs_of(model.decoder.layers[1].mixer.sublayer)
     weights = _weights(model, torch.randint(0, VOCAB, (2, 10)))
     slopes = torch.tensor([2.0 ** -4, 2.0 ** -8], dtype=torch.float64)  # Press et al. for 2 heads: 2^(-8i/n)
     i = torch.arange(10, dtype=torch.float64)
     bias = -slopes[:, None, None] * (i[None, :] - i[:, None]).abs()
-    expected = _reference_weights(model.decoder.layers[1].self_attn.sublayer, seen["x"], bias=bias)
+    expected = _reference_weights(model.decoder.layers[1].mixer.sublayer, seen["x"], bias=bias)
     torch.testing.assert_close(weights[1].double(), expected, atol=1e-5, rtol=0)
 
 
@@ -101,13 +101,13 @@ def test_t5_bias_gets_a_table_for_the_layers_own_heads_and_trains_it():
     own = model.decoder.layer_positions
     assert [tuple(p.bias.weight.shape) for p in own] == [(32, 2)]  # buckets x the layer's 2 heads
     torch.nn.init.normal_(own[0].bias.weight)
-    seen = _inputs_of(model.decoder.layers[1].self_attn.sublayer)
+    seen = _inputs_of(model.decoder.layers[1].mixer.sublayer)
     model.eval()
     weights = _weights(model, torch.randint(0, VOCAB, (2, 10)))
     i = torch.arange(10)
     distance = (i[:, None] - i[None, :]).clamp(min=0)  # causal buckets: below 16 a bucket is the distance itself
     bias = own[0].bias.weight.detach().double()[distance].permute(2, 0, 1)
-    expected = _reference_weights(model.decoder.layers[1].self_attn.sublayer, seen["x"], bias=bias)
+    expected = _reference_weights(model.decoder.layers[1].mixer.sublayer, seen["x"], bias=bias)
     torch.testing.assert_close(weights[1].double(), expected, atol=1e-5, rtol=0)
     model.train()
     model(torch.randint(0, VOCAB, (2, 10))).logits.sum().backward()

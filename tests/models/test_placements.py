@@ -27,7 +27,7 @@ def _layer(placement, **changes):
 def _run(layer):
     x = torch.randn(2, 5, 16)
     mask = self_attention_mask(None, 5, 0, True, x.device)
-    attn = lambda h: layer.self_attn.sublayer(h, StackInputs(mask))  # noqa: E731
+    attn = lambda h: layer.mixer.sublayer(h, StackInputs(mask))  # noqa: E731
     ffn = layer.ffn.sublayer
     return x, attn, ffn, layer(x, StackInputs(mask))
 
@@ -35,14 +35,14 @@ def _run(layer):
 def test_pre_norm_is_x_plus_f_of_norm_x():
     layer = _layer("pre")
     x, attn, ffn, out = _run(layer)
-    y = x + attn(layer.self_attn.norm(x))
+    y = x + attn(layer.mixer.norm(x))
     torch.testing.assert_close(out, y + ffn(layer.ffn.norm(y)), rtol=0, atol=0)
 
 
 def test_post_norm_is_norm_of_x_plus_f_x():
     layer = _layer("post")
     x, attn, ffn, out = _run(layer)
-    y = layer.self_attn.norm(x + attn(x))
+    y = layer.mixer.norm(x + attn(x))
     torch.testing.assert_close(out, layer.ffn.norm(y + ffn(y)), rtol=0, atol=0)
 
 
@@ -50,7 +50,7 @@ def test_sandwich_norms_before_and_after_each_sublayer():
     """README: sandwich = x + post_norm(f(norm(x))) (Gemma 2)."""
     layer = _layer("sandwich")
     x, attn, ffn, out = _run(layer)
-    y = x + layer.self_attn.post_norm(attn(layer.self_attn.norm(x)))
+    y = x + layer.mixer.post_norm(attn(layer.mixer.norm(x)))
     torch.testing.assert_close(out, y + layer.ffn.post_norm(ffn(layer.ffn.norm(y))))
 
 
@@ -59,7 +59,7 @@ def test_deepnorm_scales_the_residual_by_alpha_before_the_post_norm():
     x, attn, ffn, out = _run(layer)
     alpha = (2 * 2) ** 0.25  # decoder-only, 2 layers
     assert layer.placement.alpha == pytest.approx(alpha)
-    y = layer.self_attn.norm(alpha * x + attn(x))
+    y = layer.mixer.norm(alpha * x + attn(x))
     torch.testing.assert_close(out, layer.ffn.norm(alpha * y + ffn(y)))
 
 
@@ -67,9 +67,9 @@ def test_deepnorm_scales_the_residual_by_alpha_before_the_post_norm():
 def test_parallel_adds_both_sublayers_to_the_same_input(shared):
     layer = _layer({"name": "parallel", "shared_norm": shared})
     x, attn, ffn, out = _run(layer)
-    ffn_norm = layer.self_attn.norm if shared else layer.ffn.norm
+    ffn_norm = layer.mixer.norm if shared else layer.ffn.norm
     assert hasattr(layer.ffn, "norm") != shared  # shared: one norm per layer (GPT-J); else two (GPT-NeoX)
-    torch.testing.assert_close(out, x + attn(layer.self_attn.norm(x)) + ffn(ffn_norm(x)))
+    torch.testing.assert_close(out, x + attn(layer.mixer.norm(x)) + ffn(ffn_norm(x)))
 
 
 def _ctx(kind, stack, n, m):
@@ -101,9 +101,9 @@ def test_deepnorm_scales_value_output_and_ffn_init_by_beta_and_leaves_q_k():
         beta = deepnorm_constants(_ctx("encoder_decoder", stack, n, m))[1]
         for a, b in zip(getattr(pre, stack).layers, getattr(deep, stack).layers):
             qk = (2 + 1) * 8  # n_heads 2 + n_kv_heads 1, head_dim 8
-            torch.testing.assert_close(b.self_attn.sublayer.qkv.weight[:qk], a.self_attn.sublayer.qkv.weight[:qk])
-            torch.testing.assert_close(b.self_attn.sublayer.qkv.weight[qk:], beta * a.self_attn.sublayer.qkv.weight[qk:])
-            torch.testing.assert_close(b.self_attn.sublayer.out.weight, beta * a.self_attn.sublayer.out.weight)
+            torch.testing.assert_close(b.mixer.sublayer.qkv.weight[:qk], a.mixer.sublayer.qkv.weight[:qk])
+            torch.testing.assert_close(b.mixer.sublayer.qkv.weight[qk:], beta * a.mixer.sublayer.qkv.weight[qk:])
+            torch.testing.assert_close(b.mixer.sublayer.out.weight, beta * a.mixer.sublayer.out.weight)
             torch.testing.assert_close(b.ffn.sublayer.up.weight, beta * a.ffn.sublayer.up.weight)
             torch.testing.assert_close(b.ffn.sublayer.down.weight, beta * a.ffn.sublayer.down.weight)
             if stack == "decoder":

@@ -17,7 +17,7 @@ TINY = ["model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.max_seq_l
 def test_every_layer_gets_a_finite_positive_norm_per_sublayer():
     cfg = load("configs/experiments/char_lm.yaml", [*TINY, "model.n_layers=3"])
     rows = measure(cfg, 4)
-    assert [(r["layer"], r["sublayer"]) for r in rows] == [(i, s) for i in (1, 2, 3) for s in ("self_attn", "ffn")]
+    assert [(r["layer"], r["sublayer"]) for r in rows] == [(i, s) for i in (1, 2, 3) for s in ("mixer", "ffn")]
     assert all(math.isfinite(r["grad_norm"]) and r["grad_norm"] > 0 for r in rows)
 
 
@@ -61,3 +61,16 @@ def test_bad_arguments_exit_2_with_one_line_naming_them(args, key, tmp_path, cap
     assert code == 2
     lines = [line for line in err.splitlines() if line.startswith("arch-zoo: error")]
     assert len(lines) == 1 and key in lines[0]
+
+
+def test_a_table_of_an_earlier_version_names_the_mixer_slot_self_attn_and_reads_the_same():
+    """gradnorms.csv written before the mixer's slot was renamed calls its rows ``self_attn``."""
+    rows = [{"variant": v, "depth": 2, "seed": s, "stack": "decoder", "layer": layer, "sublayer": part,
+             "grad_norm": float(10 * layer + s + (part == "ffn") + (v == "b"))}
+            for v in ("a", "b") for s in (0, 1) for layer in (1, 2) for part in ("mixer", "ffn")]
+    new = pd.DataFrame(rows)
+    old = new.replace({"sublayer": {"mixer": "self_attn"}})
+    assert (old["sublayer"] == "self_attn").sum() == 8
+    mixer = last_layer_table(old, "mixer")
+    pd.testing.assert_frame_equal(mixer, last_layer_table(new, "mixer"))
+    assert list(mixer["mean"]) == [20.5, 21.5] and list(mixer["count"]) == [2, 2]  # layer 2, seeds 0 and 1
