@@ -114,6 +114,19 @@ def per_layer(metric: str) -> bool:
     return len(parts) > 2 and LAYER.fullmatch(parts[-1]) is not None
 
 
+LAYER_MEANS = ("attn_first_token",)  # per-layer metrics a run also logs as their mean over layers
+
+
+def layer_means(metrics: Mapping[str, float]) -> Dict[str, float]:
+    """The mean over layers of each kind in LAYER_MEANS, as a run since logs it ('val/attn_first_token'
+    from 'val/attn_first_token/layer_0', ...): what a report reads for a run trained before it did."""
+    layers: Dict[str, List[float]] = {}
+    for name, value in metrics.items():
+        if per_layer(name) and base_name(name) in LAYER_MEANS:
+            layers.setdefault(name.rsplit("/", 1)[0], []).append(value)
+    return {name: sum(values) / len(values) for name, values in layers.items()}
+
+
 def base_name(metric: str) -> str:
     """'val@1024/loss' -> 'loss': the metric without its split; a per-layer metric without its layer too
     ('val/attn_first_token/layer_3' -> 'attn_first_token'), so each layer's value has its mean's goal."""

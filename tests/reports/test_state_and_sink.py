@@ -174,6 +174,18 @@ def test_the_report_shows_the_layer_mean_beside_the_ranked_loss(sweep, tmp_path)
     assert shown.index("val/attn_first_token") < shown.index("val/token_accuracy")
 
 
+def test_a_run_logged_before_the_layer_mean_gets_it_at_report_time(tmp_path):
+    """Per-layer values only (a run trained before the mean was logged): the report adds their mean per split."""
+    layers = {"val/attn_first_token/layer_0": 0.2, "val/attn_first_token/layer_1": 0.5,
+              "test/attn_first_token/layer_0": 0.1, "test/attn_first_token/layer_1": 0.4, "val/attn_entropy/layer_0": 2.0}
+    runs = load_runs(write_sweep(tmp_path / "old", extra=layers))
+    done = runs[runs["status"] == "completed"]
+    assert (done["val/attn_first_token"] == (0.2 + 0.5) / 2).all() and (done["test/attn_first_token"] == 0.25).all()
+    assert "val/attn_entropy" not in runs.columns  # only the kinds the recorder summarises
+    table = summarize(runs, metric="val/attn_first_token")
+    assert table.attrs["goal"] == "min" and table["val/attn_first_token mean"].tolist() == pytest.approx([0.35] * 3)
+
+
 def test_per_layer_metrics_take_the_goal_and_range_of_their_kind():
     from arch_zoo.metrics import base_name, range_of
 
