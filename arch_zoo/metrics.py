@@ -12,6 +12,7 @@ This module is a leaf (no torch, no pandas): reading a report never imports the 
 """
 from __future__ import annotations
 
+import re
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 DIRECTIONS = ("min", "max")
@@ -31,6 +32,10 @@ GOALS: Dict[str, str] = {
     "accuracy": "max",
     "token_accuracy": "max",
     "exact_match": "max",
+    # A diagnostic (train.attention_diagnostics), not a quality: the mass queries put on the first token,
+    # the attention sink of Xiao et al. (2024). min orders it as the sink studies do (less sink first;
+    # Qiu et al. 2025: an output gate removes it), so a report can rank and compare by it.
+    "attn_first_token": "min",
 }
 
 UNITS = ("token", "character", "byte", "example")
@@ -91,6 +96,7 @@ RANGES: Dict[str, tuple] = {
     "accuracy": (0.0, 1.0),
     "token_accuracy": (0.0, 1.0),
     "exact_match": (0.0, 1.0),
+    "attn_first_token": (0.0, 1.0),
 }
 
 
@@ -99,9 +105,33 @@ def range_of(metric: str) -> Optional[tuple]:
     return RANGES.get(base_name(metric))
 
 
+LAYER = re.compile(r"(?:(?:encoder|decoder)\.)?layer_\d+(?:\.cross)?")  # attention_diagnostics' per-layer names
+
+
+def per_layer(metric: str) -> bool:
+    """Whether ``metric`` is one layer's value ('val/attn_first_token/layer_3')."""
+    parts = metric.split("/")
+    return len(parts) > 2 and LAYER.fullmatch(parts[-1]) is not None
+
+
+LAYER_MEANS = ("attn_first_token",)  # per-layer metrics a run also logs as their mean over layers
+
+
+def layer_means(metrics: Mapping[str, float]) -> Dict[str, float]:
+    """The mean over layers of each kind in LAYER_MEANS, as a run since logs it ('val/attn_first_token'
+    from 'val/attn_first_token/layer_0', ...): what a report reads for a run trained before it did."""
+    layers: Dict[str, List[float]] = {}
+    for name, value in metrics.items():
+        if per_layer(name) and base_name(name) in LAYER_MEANS:
+            layers.setdefault(name.rsplit("/", 1)[0], []).append(value)
+    return {name: sum(values) / len(values) for name, values in layers.items()}
+
+
 def base_name(metric: str) -> str:
-    """'val@1024/loss' -> 'loss': the metric without its split."""
-    return metric.rsplit("/", 1)[-1]
+    """'val@1024/loss' -> 'loss': the metric without its split; a per-layer metric without its layer too
+    ('val/attn_first_token/layer_3' -> 'attn_first_token'), so each layer's value has its mean's goal."""
+    parts = metric.split("/")
+    return parts[-2] if per_layer(metric) else parts[-1]
 
 
 def goal_of(metric: str, declared: Optional[Mapping[str, str]] = None) -> Optional[str]:

@@ -16,7 +16,8 @@ attend excluded), all heads alike:
   query may attend (a masked key has p = 0 and adds nothing);
 * ``attn_max_logit``: the largest pre-softmax score any query gives a key it may attend;
 * ``attn_first_token``: the mean over queries and heads of the weight on the row's first real token,
-  the attention sink of Xiao et al. (2024) (0 where a pattern hides it: a sliding window past it).
+  the attention sink of Xiao et al. (2024) (0 where a pattern hides it: a sliding window past it);
+  also as the mean over the attention modules recorded (``attn_first_token`` with no layer name).
 
 A layer with learned sinks (gpt-oss) puts them in the softmax as the model does: the sink's share
 counts in the entropy as one more outcome, and is no token's mass.
@@ -117,14 +118,19 @@ class AttentionRecorder:
         return given.to(device).float().argmax(-1)
 
     def results(self) -> Dict[str, float]:
-        """``attn_entropy/NAME``, ``attn_max_logit/NAME`` and ``attn_first_token/NAME`` per layer recorded."""
+        """``attn_entropy/NAME``, ``attn_max_logit/NAME`` and ``attn_first_token/NAME`` per layer recorded,
+        and ``attn_first_token``: the mean of the layers' values, one number for a run's sink."""
         out: Dict[str, float] = {}
+        first = []
         for name, _, _ in self.layers:
             if self.queries.get(name):
                 out[f"attn_entropy/{name}"] = self.entropy[name] / self.queries[name]
-                out[f"attn_first_token/{name}"] = self.first[name] / self.queries[name]
+                first.append(self.first[name] / self.queries[name])
+                out[f"attn_first_token/{name}"] = first[-1]
             if name in self.max_logit:
                 out[f"attn_max_logit/{name}"] = self.max_logit[name]
+        if first:
+            out["attn_first_token"] = sum(first) / len(first)
         return out
 
 

@@ -255,8 +255,8 @@ def _variant_row(attrs: Mapping[str, Any], variant: Any, group: pd.DataFrame, se
         row[status] = int((group["status"] == status).sum())
     row["other"] = int((~group["status"].isin(STATUSES)).sum())
     done = group[group["status"] == "completed"]
-    for col in ("params", "flops_per_token", "train_tokens", "train_flops", "train_tokens_per_s", "train_bytes_per_s",
-                "mfu", "peak_memory_mb", "wall_time_s"):
+    for col in ("params", "flops_per_token", "state_bytes_per_token", "train_tokens", "train_flops",
+                "train_tokens_per_s", "train_bytes_per_s", "mfu", "peak_memory_mb", "wall_time_s"):
         values = (done if done[col].notna().any() else group)[col].dropna()
         row[col] = float(values.mean()) if len(values) else math.nan
     row["notes"] = run_notes(group) or None

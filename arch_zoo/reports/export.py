@@ -24,7 +24,7 @@ from .provenance import provenance_lines, sample_rows
 from .scaling import analyse, render as scaling_render
 from . import suite_render
 from .suite import analyse as suite_analysis
-from .tables import display, footnotes, main_and_more, num, other_metrics, runs_display, title
+from .tables import display, footnotes, main_and_more, other_metrics, runs_display, title
 from .tuning import tuning_plot, tuning_table
 
 FORMATS = ("md", "csv", "tex", "parquet", "html", "plots")
@@ -167,8 +167,8 @@ def latex(table: pd.DataFrame) -> str:
     metric_cols = {c: metric for c in shown.columns if c.startswith(metric + " ")}
     metric_cols.update({m: m for m in other_metrics(table) if m in shown.columns})
     bold = {col: _best_rows(table, m) for col, m in metric_cols.items()}
-    numeric = {"rank", "params", "FLOPs/token", "tokens/s", "bytes/s", "peak MB", "p", "p (Holm)", "d_z", "seeds needed",
-               "best seed", *metric_cols}
+    numeric = {"rank", "params", "FLOPs/token", "state B/token", "tokens/s", "bytes/s", "peak MB", "p", "p (Holm)",
+               "d_z", "seeds needed", "best seed", *metric_cols}
     spec = "".join("r" if c in numeric else "l" for c in shown.columns)
     lines = ["% " + tex_escape(title(table)), "% requires \\usepackage{booktabs}",
              f"\\begin{{tabular}}{{{spec}}}", "\\toprule",

@@ -120,7 +120,7 @@ def page(runs: pd.DataFrame, table: pd.DataFrame, plots: List[Path], command: Op
         parts += ["<h2>Progress</h2>", _table(progress(runs))]
     parts += [
         _table(main, classes),
-        *([f"<h2>Costs and other metrics</h2>", _table(more, classes)] if len(more.columns) > 1 else []),
+        *(["<h2>Costs and other metrics</h2>", _table(more, classes)] if len(more.columns) > 1 else []),
         '<ul class="notes">' + "".join(f"<li>{esc(line)}</li>" for line in footnotes(table)) + "</ul>",
         *(_tuning(runs.attrs["tuning"]) if runs.attrs.get("tuning") else []),
         *interactive[:-1],

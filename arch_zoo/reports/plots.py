@@ -1,5 +1,6 @@
 """Report figures, each written as PNG and SVG: validation curves (mean line, ±std band over
-seeds), final-metric bars with error bars, loss against evaluation length, accuracy curves.
+seeds), final-metric bars with error bars, the final metric against decoding-state bytes per token,
+loss against evaluation length, accuracy curves.
 
 Figures are built on ``matplotlib.figure.Figure`` with the Agg canvas, never through pyplot: no
 global backend, no display needed, safe to call from a sweep's process. Legends name the varied
@@ -16,7 +17,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
+from ..formatting import si
 from ..rundir import CONFIG
 from .colors import palette, variant_colors
 from .curves import read_curves
@@ -111,6 +114,32 @@ def bar_plot(table: pd.DataFrame, metric: str, out_dir: Path, colors: Dict[str, 
     return _save(fig, out_dir, f"final_{_slug(metric)}")
 
 
+def state_plot(table: pd.DataFrame, metric: str, out_dir: Path, colors: Dict[str, tuple]) -> Optional[Path]:
+    """The ranked metric against decoding-state bytes per token, one point per variant with its 95%
+    interval over seeds: the trade MHA, GQA, MLA and recurrent mixers make. None unless the variants
+    with a value differ in state bytes."""
+    key, state = f"{metric} mean", "state_bytes_per_token"
+    if key not in table.columns or state not in table.columns:
+        return None
+    rows = table[table[key].notna() & table[state].gt(0)]
+    if rows[state].nunique() < 2:
+        return None
+    fig = _figure()
+    ax = fig.add_subplot()
+    for _, r in rows.iterrows():
+        low, high = r.get(f"{metric} ci_low"), r.get(f"{metric} ci_high")
+        err = None if pd.isna(low) or pd.isna(high) else [[r[key] - low], [high - r[key]]]
+        ax.errorbar([r[state]], [r[key]], yerr=err, fmt="o", capsize=4, label=_text(r["variant"]),
+                    color=colors.get(str(r["variant"])))
+    ax.set_xscale("log", base=2)  # KV heads, latent ranks and windows move the state by factors
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: si(v)))
+    ax.set_xlabel("decoding-state bytes per token (float32, at max_seq_len)")
+    ax.set_ylabel(_text(f"final {metric} (mean, bar: 95% CI over seeds)"))
+    ax.grid(alpha=0.3)
+    _legend(ax, len(rows))
+    return _save(fig, out_dir, f"{_slug(metric)}_vs_state_bytes")
+
+
 def length_plot(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path, colors: Dict[str, tuple],
                 train_len: Optional[int]) -> Optional[Path]:
     lengths = sorted((int(LENGTH.match(m).group(1)), m) for m in table.attrs.get("metrics", []) if LENGTH.match(m))
@@ -189,7 +218,8 @@ def _train_len(runs: pd.DataFrame) -> Optional[int]:
 
 def write_plots(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path) -> List[Path]:
     """Every plot the runs have data for; returns the PNG paths (an SVG lies beside each)."""
-    for stale in [*out_dir.glob("curves_*.*"), *out_dir.glob("final_*.*"), *out_dir.glob("loss_vs_length.*")]:
+    for stale in [*out_dir.glob("curves_*.*"), *out_dir.glob("final_*.*"), *out_dir.glob("loss_vs_length.*"),
+                  *out_dir.glob("*_vs_state_bytes.*")]:
         if stale.suffix in (".png", ".svg"):  # a previous report's plots that this one may not redraw
             stale.unlink()
     metric = table.attrs.get("metric", "val/loss")
@@ -202,5 +232,6 @@ def write_plots(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path) -> List[
     written = [curve_plot(runs, m, out_dir, f"curves_{_slug(m)}", colors) for m in dict.fromkeys(wanted)
                if m in logged]
     written.append(bar_plot(table, metric, out_dir, colors))
+    written.append(state_plot(table, metric, out_dir, colors))
     written.append(length_plot(runs, table, out_dir, colors, _train_len(runs)))
     return [p for p in written if p is not None]

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 from ..locks import is_held
-from ..metrics import DIRECTIONS
+from ..metrics import DIRECTIONS, layer_means
 from ..rundir import CONFIG, INDEX, INVOCATIONS, RUN_JSON, SPEC, STATUS, SUMMARY, eval_metrics
 
 
@@ -174,6 +174,8 @@ def read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
     row["_config"] = flatten(cfg)
     row["_metrics"] = {k: float(v) for k, v in (summary.get("final") or {}).items()
                        if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    for k, v in layer_means(row["_metrics"]).items():  # logged since; computed here for older runs
+        row["_metrics"].setdefault(k, v)
     evaluated, goals = eval_metrics(run_dir)  # arch-zoo eval's eval/<task>.json, as eval/<task>/<metric>
     row["_metrics"].update(evaluated)
     row["_goals"].update(goals)

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Union
 import pandas as pd
 
 from ..formatting import number, setting, si
+from ..metrics import per_layer
 from ..run_names import plain
 from .aggregate import summarize
 from .load import MAX_LABEL_SETTINGS as MAX_SETTING_COLUMNS, goal_for, load_runs
@@ -23,8 +24,8 @@ RUN_COLUMNS = ["run_id", "variant", "seed", "status", "reason", "step", "params"
 
 MAX_OTHER_METRICS = 6
 PM = "±"
-OPTIONAL = ("params", "FLOPs/token", "train tokens", "train FLOPs", "tokens/s", "bytes/s", "MFU", "peak MB", "95% CI",
-            "Δ vs baseline [95% CI]", "p", "p (Holm)", "verdict", "d_z", "seeds needed", "best seed", "notes")  # dropped from a display when no row has a value
+OPTIONAL = ("params", "FLOPs/token", "state B/token", "train tokens", "train FLOPs", "tokens/s", "bytes/s", "MFU",
+            "peak MB", "95% CI", "Δ vs baseline [95% CI]", "p", "p (Holm)", "verdict", "d_z", "seeds needed", "best seed", "notes")  # dropped from a display when no row has a value
 
 
 def num(v: Any, digits: int = 4) -> str:
@@ -58,10 +59,14 @@ def seeds_text(row: pd.Series) -> str:
 
 def other_metrics(table: pd.DataFrame) -> List[str]:
     """Metrics shown beside the ranked one, losses first (val/loss, val@128/loss, ... before
-    accuracies), so a length sweep shows every length; perplexity is exp(loss) and adds nothing."""
+    accuracies), so a length sweep shows every length; perplexity is exp(loss) and adds nothing. A
+    summary of per-layer values (val/attn_first_token, the mean of val/attn_first_token/layer_N) comes
+    next, the per-layer values last: one column per run's diagnostic before one per layer."""
     metric = table.attrs.get("metric")
     shown = [m for m in table.attrs.get("metrics", []) if m != metric and not m.endswith("/perplexity")]
-    shown.sort(key=lambda m: not m.endswith("/loss"))  # stable: the order within each group stays
+    layered = {m.rsplit("/", 1)[0] for m in shown if per_layer(m)}
+    # stable: the order within each group stays
+    shown.sort(key=lambda m: 0 if m.endswith("/loss") else 1 if m in layered else 3 if per_layer(m) else 2)
     return shown[:MAX_OTHER_METRICS]
 
 
@@ -105,6 +110,7 @@ def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
         out["seeds ok"] = seeds_text(r)
         out["params"] = si(r.get("params"))
         out["FLOPs/token"] = si(r.get("flops_per_token"))
+        out["state B/token"] = si(r.get("state_bytes_per_token"))  # float32 decoding state at max_seq_len
         out["train tokens"] = si(r.get("train_tokens"))  # the budget each variant actually spent
         out["train FLOPs"] = si(r.get("train_flops"))
         out["tokens/s"] = si(r.get("train_tokens_per_s"))
@@ -203,8 +209,8 @@ def terminal_table(sweep_dir: Union[str, Path, pd.DataFrame, List[pd.DataFrame]]
     table = sweep_dir if isinstance(sweep_dir, pd.DataFrame) else \
         summarize(load_runs(sweep_dir), metric=metric, baseline=baseline)
     shown = display(table)
-    keep = [c for c in shown.columns if c not in ("FLOPs/token", "train tokens", "train FLOPs", "peak MB", "notes")
-            and c not in other_metrics(table)]
+    wide = ("FLOPs/token", "state B/token", "train tokens", "train FLOPs", "peak MB", "notes")
+    keep = [c for c in shown.columns if c not in wide and c not in other_metrics(table)]
     body = tabulate(shown[keep], headers="keys", tablefmt="simple", showindex=False, disable_numparse=True) \
         if len(shown) else "(no runs)"
     return "\n".join([title(table), body, *footnotes(table)]) + "\n"

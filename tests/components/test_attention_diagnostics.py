@@ -86,11 +86,14 @@ def test_entropy_and_max_logit_equal_a_computation_by_hand(kernel):
     m = model(position="none", attention_kernel=kernel)
     ids, mask = inputs()
     got = recorded(m, ids, mask)
-    for i, (entropy, top, first) in enumerate(by_hand(m, ids, mask)):
+    hand = by_hand(m, ids, mask)
+    for i, (entropy, top, first) in enumerate(hand):
         assert got[f"attn_entropy/layer_{i}"] == pytest.approx(entropy, rel=1e-5)
         assert got[f"attn_max_logit/layer_{i}"] == pytest.approx(top, rel=1e-5)
         assert got[f"attn_first_token/layer_{i}"] == pytest.approx(first, rel=1e-5)
-    assert set(got) == {f"attn_{k}/layer_{i}" for k in ("entropy", "max_logit", "first_token") for i in range(2)}
+    assert got["attn_first_token"] == pytest.approx(sum(f for _, _, f in hand) / len(hand), rel=1e-5)  # over layers
+    assert set(got) == {f"attn_{k}/layer_{i}" for k in ("entropy", "max_logit", "first_token") for i in range(2)} \
+        | {"attn_first_token"}
     assert 0.1 < got["attn_entropy/layer_0"] < math.log(10) - 0.1  # neither uniform nor collapsed
 
 
