@@ -29,9 +29,8 @@ def _sweep(args) -> int:
     if args.dry_run:
         from ..sweeps.store import Store
 
-        if spec.scale is not None:  # the probe's threads sleep while they wait, as a worker's do (local.py)
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # the probe's threads sleep while they wait, as a
+        # worker's do (local.py)
         plan = make_plan(spec)
         store = Store(Path(args.out) / spec.name)
         store.check_conflicts(plan)
@@ -42,14 +41,8 @@ def _sweep(args) -> int:
 
         for line in run_warnings(plan):
             print(f"arch-zoo: warning: {line}", file=sys.stderr)
-        if spec.scale is not None:
-            from ..sweeps.ladder_table import ladder_table
-            from ..sweeps.probe import probe_plan
-            from ..sweeps.worker import available_cores
-
-            threads = max(1, available_cores() // (args.workers or 1))  # what LocalLauncher gives each worker
-            estimates, threads = probe_plan(plan, threads)
-            sys.stdout.write(ladder_table(plan, estimates, args.workers, threads))
+        if plan.runs:
+            _estimate(plan, args.workers)
         return 0
     from ..training.interrupts import SweepInterrupted
 
@@ -67,6 +60,19 @@ def _sweep(args) -> int:
         print(f"arch-zoo: {line}", file=sys.stderr)
         return EXIT_RUN_FAILED
     return 0
+
+
+def _estimate(plan, workers) -> None:
+    """The dry run's estimated wall time (every sweep) and a ladder's table per rung, from one probe."""
+    from ..sweeps.estimate import estimate, estimate_line, seconds_by_run
+    from ..sweeps.worker import available_cores
+
+    est = estimate(plan, max(1, available_cores() // (workers or 1)))  # each local worker's share of the cores
+    if plan.spec.scale is not None:
+        from ..sweeps.ladder_table import ladder_table
+
+        sys.stdout.write(ladder_table(plan, seconds_by_run(est, plan)))
+    sys.stdout.write(estimate_line(plan, est, workers))
 
 
 def _check_launcher_options(args) -> None:
@@ -103,8 +109,8 @@ def add_parsers(sub) -> None:
                    "(default: runs/sweeps)")
     p.add_argument("--retry-failed", action="store_true", help="train failed and diverged runs again")
     p.add_argument("--dry-run", action="store_true", help="print the runs (variant, seed, changed keys, "
-                   "parameters; once the sweep has run, each run's status and what stage 1 chose) and train nothing; "
-                   "a ladder (scale) also gets a table per rung with an estimated wall time from a short timed probe")
+                   "parameters; once the sweep has run, each run's status and what stage 1 chose) and its estimated "
+                   "wall time from a short timed probe of each model (a ladder: also a table per rung); train nothing")
     p.add_argument("--export-wandb", action="store_true", help="write a wandb sweep config for `wandb agent` "
                    "and train nothing")
     cache_option(p)

@@ -1,27 +1,19 @@
 """What ``arch-zoo sweep --dry-run`` prints about a ladder: one row per rung and variant (its size,
 parameters with and without embeddings, steps, tokens, training FLOPs and the estimated wall time of
-its runs from ``probe.py``), then the ladder's total and what the report will be able to fit."""
+its runs from ``probe.py``), then what the report will be able to fit."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List
 
-from ..formatting import plural, si
+from ..formatting import si
 from ..run_names import plain, variant_name
+from .estimate import duration
 from .plan import Plan
-from .probe import TIMED_STEPS
 from .scale import FLOPS_KEY, LR_MODES, SIZE_KEY, arch_settings
 from .tables import _table
 
 
-def duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def ladder_table(plan: Plan, estimates: Dict[str, float], workers: Optional[int] = None, threads: int = 1) -> str:
+def ladder_table(plan: Plan, estimates: Dict[str, float]) -> str:
     scale = plan.spec.scale
     groups: Dict[tuple, List] = {}
     for run in plan.runs:
@@ -41,7 +33,6 @@ def ladder_table(plan: Plan, estimates: Dict[str, float], workers: Optional[int]
     header = ["rung", "size"] + (["FLOPs budget"] if scale.flops else []) + [
         "model keys"] + (["target params"] if scale.params_rule else []) + [
         "variant", "params", "non-emb params", "steps", "tokens", "train FLOPs", "runs", "est. per run", "est. runs"]
-    total = sum(estimates.values())
     numeric = ("rung", "FLOPs budget", "params", "non-emb params", "steps", "tokens", "train FLOPs", "runs",
                "est. per run", "est. runs")
     text = "\nladder:\n" + _table(header, rows, right=tuple(i for i, h in enumerate(header) if h in numeric))
@@ -61,11 +52,6 @@ def ladder_table(plan: Plan, estimates: Dict[str, float], workers: Optional[int]
     if scale.lr is not None:
         text += (f"{plan.spec.tune.key}: {LR_MODES[scale.lr].split(': ', 1)[1]}; the rows are stage 1's runs (stage 2 "
                  "is planned from their results)\n")
-    per = f"; with --workers {workers}, about {duration(total / workers)}" if workers and workers > 1 else ""
-    text += (f"estimated wall time: {duration(total)} for {plural(len(plan.runs), 'run')} one after another{per} "
-             f"(the median of {TIMED_STEPS} timed steps per model on {plural(threads, 'torch thread')}, a local "
-             "worker's share of this machine's cores, as loaded now, times each run's steps, plus its validations; "
-             "start-up and data preparation not included)\n")
     if not scale.fit:
         text += "scale.fit: false: the report gives per-rung comparisons only, no scaling fits\n"
     elif scale.holdout == "largest":

@@ -24,7 +24,9 @@ def comparison_warnings(plan: Plan) -> List[str]:
         lines.append(f"warning: {why.replace('ranked by', 'the report will rank by', 1)}")
     tokens = {r.variant: r.budget.get("tokens") for r in plan.runs if r.budget.get("tokens")}
     if plan.spec.budget == "steps" and len(set(tokens.values())) > 1:
-        lines.append("budget: steps, not tokens (train.max_steps is varied on purpose): the variants train on "
+        why = ("train.max_steps is varied on purpose" if "train.max_steps" in plan.spec.source_key
+               else "budget.match: steps")
+        lines.append(f"budget: steps, not tokens ({why}): the variants train on "
                      + ", ".join(f"{v} {si(t)}" for v, t in tokens.items()) + " tokens")
     short = {r.variant: (r.config.train.warmup_steps, r.config.train.max_steps) for r in plan.runs
              if r.matched.get("train.max_steps") and r.config.train.warmup_steps >= r.config.train.max_steps}

@@ -150,6 +150,7 @@ def test_the_dry_run_prints_each_rung_with_its_estimate_from_the_probe(ladder_pl
     from arch_zoo.sweeps import probe
 
     monkeypatch.setattr(probe, "step_seconds", lambda cfg, data, timed=probe.TIMED_STEPS: 0.25)
+    monkeypatch.setattr(probe, "overhead", lambda cfg, per_step, steps=probe.CALIBRATION_STEPS: probe.Overhead())
     assert main(["sweep", str(path), "--dry-run", "--out", str(tmp_path / "out"), "--workers", "2"]) == 0
     out = capsys.readouterr().out
     assert "nothing was trained (--dry-run)" in out and not (tmp_path / "out").exists()

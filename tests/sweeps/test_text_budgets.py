@@ -61,6 +61,18 @@ def test_a_varied_max_steps_is_a_budget_of_steps_and_says_so(spec_dir, tmp_path,
         _plan(spec_dir, {**spec, "budget": "tokens"})
 
 
+def test_an_explicit_budget_of_steps_says_so_not_that_steps_were_varied(spec_dir, tmp_path, capsys):
+    spec = {"grid": {"train.batch_size": [8, 16]}, "budget": {"match": "steps"}}
+    assert main(["sweep", str(write_spec(spec_dir, spec, LONG)), "--out", str(tmp_path / "o"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "budget: steps, not tokens (budget.match: steps): the variants train on" in out
+    assert "varied on purpose" not in out
+    spec = {"grid": {"train.max_steps": [10, 20]}, "budget": {"match": "steps"}}
+    assert main(["sweep", str(write_spec(spec_dir, spec, LONG)), "--out", str(tmp_path / "o"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "budget: steps, not tokens (train.max_steps is varied on purpose)" in out
+
+
 def _train_bytes_per_token(config):
     """UTF-8 bytes per token of a run's train split, from the text its tokens decode to."""
     data = prepare(config)
