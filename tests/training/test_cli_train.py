@@ -152,7 +152,7 @@ def test_train_interrupted_exits_130_with_one_line_saying_how_to_resume(tmp_path
     assert proc.returncode == 130, stderr[-2000:]
     assert "Traceback" not in stderr
     last = stderr.strip().splitlines()[-1]
-    assert last.startswith(f"arch-zoo: run interrupted by SIGINT (checkpoint at step ") and f"in {out})" in last
+    assert last.startswith("arch-zoo: run interrupted by SIGINT (checkpoint at step ") and f"in {out})" in last
     assert last.endswith(f"resume with: arch-zoo train {path} --out {out} --quiet")
     assert json.loads((out / "status.json").read_text())["status"] == "interrupted"
 
