@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # On a GPU machine: make TORCH_SPEC=torch test
 TORCH_SPEC ?= torch==2.13.0
 export WANDB_MODE ?= offline
-STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer ladder probes recurrence recurrence_recall mixers_mqar hybrid_ratio hybrid_ratio_mqar attention_variants attention_sinks mup_transfer_mlm
+STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer ladder probes recurrence recurrence_recall mixers_mqar hybrid_ratio hybrid_ratio_mqar attention_variants attention_sinks mup_transfer_mlm tokenizers tokenizers_flops ladder_transfer
 
 .PHONY: install test test-cpus test-order test-slow demo docs bench studies $(addprefix study-,$(STUDIES)) gradnorms clean
 
@@ -91,6 +91,10 @@ studies: $(addprefix study-,$(STUDIES)) gradnorms
 # diagnostics on), ~17 min on 2 idle cores by the same scaling from ffn (the probe alone: 13.7 min on loaded cores).
 # study-mup_transfer_mlm: 64 runs (issue 42: mup_transfer on an MLM encoder, widths 32-192, 3 seeds), ~40 min on 2 idle
 # cores by the same scaling from ffn (the probe alone: 36.4 min on loaded cores).
+# study-tokenizers / study-tokenizers_flops: 28 runs each (issue 46: char and BPE 512, 2k, 8k at matched bytes / matched
+# training FLOPs, lr tuned per tokenizer), 44 and 37 min measured with 2 workers on the 2-core machine shared with
+# other jobs. study-ladder_transfer: 32 runs (issue 42: ladder.yaml's recipes at widths 32-80 under µP with the lr
+# tuned at width 32 and transferred, the largest rung held out), not run yet: ~50 min on 2 idle cores by step costs.
 $(addprefix study-,$(STUDIES)): study-%: $(VENV)/.installed
 	$(VENV)/bin/arch-zoo sweep sweeps/studies/$*.yaml --workers 2 --out runs/studies; rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(VENV)/bin/arch-zoo report runs/studies/$* --out reports/$*
