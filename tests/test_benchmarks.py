@@ -121,7 +121,9 @@ def test_eval_share_times_exact_match_decoding_and_agrees_with_the_runs_own_reco
     assert result["calls"] == 3  # val at steps 2 and 4, then test
     assert result["used"] == "eager"
     assert result["decode_s"] > 0
-    assert result["recorded_decode_s"] == pytest.approx(result["decode_s"], abs=0.01)
+    # the run's timer wraps the call the benchmark's timer wraps: never less (but for its rounding to 1 ms), more
+    # only by the call around it and whatever the scheduler took between the two clocks on a loaded machine
+    assert result["decode_s"] - 5e-4 <= result["recorded_decode_s"] <= result["decode_s"] * 1.1 + 0.01
     assert result["share"] == pytest.approx(result["decode_s"] / result["wall_s"])
     assert "eager" in proc.stdout and "share of the run" in proc.stdout
 

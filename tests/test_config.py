@@ -55,7 +55,7 @@ ERRORS = [
     ({"model": {"position": {"name": "rope", "bsae": 1}}}, r"model\.position\.bsae: unknown option .*did you mean 'base'"),
     ({"modle": {}}, r"modle: unknown key \(did you mean 'model'\?\)"),
     ({"model": {"position": "rop"}}, r"model\.position: unknown position scheme 'rop' \(did you mean 'rope'\?\); choices: alibi, learned"),
-    ({"model": {"ffn": "swiglu2"}}, r"model\.ffn: unknown feed-forward 'swiglu2'.*choices: geglu"),
+    ({"model": {"ffn": "swiglu2"}}, r"model\.ffn: unknown feed-forward 'swiglu2'.*choices: clamped_swiglu, geglu"),
     ({"model": {"kind": "decoderr"}}, r"model\.kind: unknown value 'decoderr' \(did you mean 'decoder'\?\)"),
     ({"model": {"d_model": 30, "n_heads": 4}}, r"model\.n_heads: d_model \(30\) is not divisible by n_heads \(4\)"),
     ({"model": {"n_heads": 4, "n_kv_heads": 3}}, r"model\.n_kv_heads: n_heads \(4\) is not divisible by n_kv_heads \(3\)"),

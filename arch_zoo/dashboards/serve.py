@@ -128,14 +128,18 @@ def dashboard(sweep_dir: Path, tool: str, port: Optional[int], say: Callable[[st
     result = export([sweep_dir], tool, tracking_uri=f"sqlite:///{root.resolve() / 'mlflow.db'}", save_dir=save_dir)
     for line in result.lines():
         say(line)
-    proc, url = start(tool, root, port)
-    say(f"{tool} at {url}  (Ctrl-C stops it)")
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}  # kill, a closed terminal
+    # kill and a closed terminal stop it as Ctrl-C does, from before the server starts: a signal that came
+    # between the "at URL" line and the handlers once left the server running and the command exiting 130
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    proc = None
     try:
+        proc, url = start(tool, root, port)  # stops its own server when interrupted while it waits for it
+        say(f"{tool} at {url}  (Ctrl-C stops it)")
         while proc.poll() is None:
             time.sleep(0.5)
     except KeyboardInterrupt:
-        stop(proc)
+        if proc is not None:
+            stop(proc)
         say(f"{tool} stopped")
         return 0
     finally:
