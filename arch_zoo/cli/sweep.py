@@ -42,7 +42,10 @@ def _sweep(args) -> int:
         for line in run_warnings(plan):
             print(f"arch-zoo: warning: {line}", file=sys.stderr)
         if plan.runs:
-            _estimate(plan, args.workers)
+            if args.estimate or plan.spec.scale is not None:
+                _estimate(plan, args.workers, args.estimate)
+            else:
+                print("(add --estimate for an estimated wall time: a timed probe of each model, seconds more)")
         return 0
     from ..training.interrupts import SweepInterrupted
 
@@ -62,12 +65,17 @@ def _sweep(args) -> int:
     return 0
 
 
-def _estimate(plan, workers) -> None:
+def _estimate(plan, workers, calibrate: bool = False) -> None:
     """The dry run's estimated wall time (every sweep) and a ladder's table per rung, from one probe."""
     from ..sweeps.estimate import estimate, estimate_line, seconds_by_run
     from ..sweeps.worker import available_cores
 
-    est = estimate(plan, max(1, available_cores() // (workers or 1)))  # each local worker's share of the cores
+    from functools import partial
+
+    from ..sweeps.probe import probe_plan
+
+    threads = max(1, available_cores() // (workers or 1))  # each local worker's share of the cores
+    est = estimate(plan, threads, probe=partial(probe_plan, calibrate=calibrate))
     if plan.spec.scale is not None:
         from ..sweeps.ladder_table import ladder_table
 
@@ -111,6 +119,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the runs (variant, seed, changed keys, "
                    "parameters; once the sweep has run, each run's status and what stage 1 chose) and its estimated "
                    "wall time from a short timed probe of each model (a ladder: also a table per rung); train nothing")
+    p.add_argument("--estimate", action="store_true", help="with --dry-run: an estimated wall time for any sweep, "
+                   "from a timed probe of each model and the start-up and training-loop overhead of a 6-step run "
+                   "through the real training path in a temporary directory (loads torch's optimizers and Lightning: "
+                   "seconds more; a ladder's dry run always probes its rungs)")
     p.add_argument("--export-wandb", action="store_true", help="write a wandb sweep config for `wandb agent` "
                    "and train nothing")
     cache_option(p)

@@ -84,7 +84,9 @@ def estimate_line(plan: Plan, est: Estimate, workers: Optional[int] = None) -> s
         text += (f"  stage 1: {duration(est.stage_one)} for {plural(len(plan.runs), 'run')}{halved}; stage 2: "
                  f"{duration(est.stage_two)} for {plural(est.runs_two, 'run')}, an estimate before stage 1 chose: "
                  f"each variant at its first {tune.key} value, at stage 2's steps\n")
-    measured = (f"{duration(o.startup)} start-up per run and {o.per_step * 1000:.1f} ms per step of training-loop "
+    measured = (f"no start-up or loop overhead (--estimate measures them by a {CALIBRATION_STEPS}-step run through "
+                "the real training path; without them the estimate has read 2-2.6x low)" if o.skipped else
+                f"{duration(o.startup)} start-up per run and {o.per_step * 1000:.1f} ms per step of training-loop "
                 f"overhead, from one {CALIBRATION_STEPS}-step run through the real training path" if o.failed is None
                 else f"no start-up or loop overhead (the {CALIBRATION_STEPS}-step timing run failed: {o.failed})")
     return text + (f"  how: the median of {TIMED_STEPS} timed steps for each of {plural(p.shapes, 'model/task shape')} "

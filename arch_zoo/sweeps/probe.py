@@ -33,6 +33,7 @@ class Overhead:
     startup: float = 0.0  # seconds per run outside its steps and validations (trainer, checkpoints, summary)
     per_step: float = 0.0  # seconds the training loop adds to each step over the probe's bare step
     failed: Optional[str] = None  # why the short run measured nothing
+    skipped: bool = False  # not measured: the dry run was not asked to (--estimate), so Lightning stays unloaded
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,7 @@ def overhead(cfg, per_step: float, steps: int = CALIBRATION_STEPS) -> Overhead:
     return Overhead(max(0.0, total - clock.val - steps * pace), max(0.0, pace - per_step))
 
 
-def probe_plan(plan, threads: int = 1) -> Probe:
+def probe_plan(plan, threads: int = 1, calibrate: bool = True) -> Probe:
     """Each run of ``plan`` timed: each distinct model and task shape (the seed, lr and schedule aside)
     probed once, each distinct task's data prepared once, and the start-up and loop overhead measured once
     on the first run, on ``threads`` torch threads (a local worker's share of the cores: what each run will
@@ -160,12 +161,12 @@ def probe_plan(plan, threads: int = 1) -> Probe:
     used = max(1, min(threads, before))
     torch.set_num_threads(used)
     try:
-        return _probe(plan, used)
+        return _probe(plan, used, calibrate)
     finally:
         torch.set_num_threads(before)
 
 
-def _probe(plan, threads: int) -> Probe:
+def _probe(plan, threads: int, calibrate: bool = True) -> Probe:
     from ..training.run import prepare
 
     data: Dict[str, Any] = {}
@@ -182,7 +183,8 @@ def _probe(plan, threads: int) -> Probe:
             per_step[model_key] = step_seconds(cfg, data[task_key])
         out[run.run_id] = _timing(cfg, data[task_key], per_step[model_key])
     first = plan.runs[0]
-    return Probe(out, threads, overhead(first.config, out[first.run_id].per_step), len(per_step))
+    loop = overhead(first.config, out[first.run_id].per_step) if calibrate else Overhead(skipped=True)
+    return Probe(out, threads, loop, len(per_step))
 
 
 def _timing(cfg, data, per_step: float) -> Timing:

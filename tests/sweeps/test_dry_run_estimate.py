@@ -45,7 +45,7 @@ def _run_seconds(cfg, steps=None, launches=1, evals=None):
 def _dry(spec_dir, tmp_path, capsys, spec, base=BASE, workers=None):
     path = write_spec(spec_dir, spec, base)
     extra = ["--workers", str(workers)] if workers else []
-    assert main(["sweep", str(path), "--dry-run", "--out", str(tmp_path / "out"), *extra]) == 0
+    assert main(["sweep", str(path), "--dry-run", "--estimate", "--out", str(tmp_path / "out"), *extra]) == 0
     out = capsys.readouterr().out
     assert not (tmp_path / "out").exists()
     return make_plan(load_spec(path)), out

@@ -22,7 +22,7 @@ def test_a_shipped_spec_plans(path, tmp_path, capsys, monkeypatch):
     # would make this test minutes long
     monkeypatch.setattr(probe, "step_seconds", lambda cfg, data, timed=probe.TIMED_STEPS: 0.01)
     monkeypatch.setattr(probe, "overhead", lambda cfg, per_step, steps=probe.CALIBRATION_STEPS: probe.Overhead())
-    assert main(["sweep", str(path), "--dry-run", "--out", str(tmp_path / "out")]) == 0
+    assert main(["sweep", str(path), "--dry-run", "--estimate", "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "nothing was trained (--dry-run)" in out and not (tmp_path / "out").exists()
     assert "estimated wall time: " in out
