@@ -16,9 +16,19 @@ timed in one round-robin, so load on a shared machine falls on every context ali
 decodes ``--steps`` tokens, continuing from where the last call stopped (the context grows by
 ``steps`` each call; the printed length is where timing began).
 
+``length``: training tokens/s against sequence length (the chapter's claim that a recurrence cannot run
+over positions in parallel): one training step (forward, next-token cross-entropy, backward; no
+optimizer) of the ``decode`` decoders plus a GRU, every step holding the same number of tokens
+(``--tokens``, as batch x length), so a longer sequence means fewer sequences side by side. Attention
+computes every position of a sequence at once (its cost per token grows with the length only through
+the score matrix); an LSTM or GRU walks the positions one after another, so its parallelism is the
+batch alone and shrinks as the length grows. Every (mixer, length) pair is timed in one round-robin.
+
 Usage: python benchmarks/mixers.py train [--quick] [--seq 512] [--batch 4] [--rounds N] [--threads N] [--json PATH]
        python benchmarks/mixers.py decode [--quick] [--lengths 256 1024 ...] [--steps N] [--rounds N]
                                           [--threads N] [--json PATH]
+       python benchmarks/mixers.py length [--quick] [--lengths 64 256 ...] [--tokens N] [--rounds N]
+                                          [--device auto|cpu|cuda] [--threads N] [--json PATH]
 """
 from __future__ import annotations
 
@@ -32,7 +42,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # common.py, and arch_zoo from this checkout
-from common import describe_machine, machine_info, round_robin, save_json, summarize, table  # noqa: E402
+from common import describe_machine, machine_info, pick_device, round_robin, save_json, summarize, table  # noqa: E402
 
 from arch_zoo.components.masks import AttentionMask  # noqa: E402
 from arch_zoo.components.mixers import MIXERS, MixerInputs  # noqa: E402
@@ -146,6 +156,17 @@ def decode_mixers(d: int) -> Dict[str, dict]:
             "lstm": {"name": "lstm", "hidden_size": (d * 9 // 16 + 7) // 8 * 8}}
 
 
+def matched_hidden(name: str, d: int) -> int:
+    """The hidden size (a multiple of 8) whose recurrent mixer layer is closest to attention's 4 d^2."""
+    target = 4 * d * d
+
+    def layer(h):
+        cfg = model_config({"d_model": d, "n_heads": 4, "n_layers": 1, "bias": False, "position": "none",
+                            "mixer": {"name": name, "hidden_size": h}})
+        return params(MIXERS.build(cfg.mixer, cfg, None))
+    return min(range(8, 2 * d + 1, 8), key=lambda h: abs(layer(h) - target))
+
+
 def decoder(mixer: dict, d: int, max_len: int):
     position = "rope" if mixer["name"] == "attention" else "none"
     return build_model({"kind": "decoder", "d_model": d, "n_layers": 2, "n_heads": 4, "d_ff": 4 * d, "bias": False,
@@ -203,33 +224,89 @@ def decode(args) -> dict:
             "layer_params": layer_params, "results": rows}
 
 
+# ----------------------------------------------------------------------------------------- length
+
+def length(args, device: torch.device) -> dict:
+    d = 64 if args.quick else DECODE_D
+    lengths = args.lengths or ([16, 64] if args.quick else [64, 256, 1024, 4096])
+    tokens = args.tokens or (128 if args.quick else 4096)
+    if any(tokens % n for n in lengths):
+        raise SystemExit(f"--tokens {tokens} must be a multiple of every length in --lengths {lengths}")
+    mixers = dict(decode_mixers(d), gru={"name": "gru", "hidden_size": matched_hidden("gru", d)})
+    torch.manual_seed(0)
+    models = {name: decoder(m, d, max(lengths)).train().to(device) for name, m in mixers.items()}
+    layer_params = {name: params(model.decoder.layers[0].mixer.sublayer) for name, model in models.items()}
+    for name, n in layer_params.items():
+        print(f"mixer params per layer {name}: {n:,} ({n / layer_params['attention']:.2f}x attention)")
+    fns = {}
+    for n in lengths:
+        ids = torch.randint(1, DECODE_VOCAB, (tokens // n, n + 1), generator=torch.Generator().manual_seed(n)).to(device)
+
+        def run(model, ids=ids):
+            model.zero_grad(set_to_none=True)
+            logits = model(ids[:, :-1]).logits
+            torch.nn.functional.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten()).backward()
+        for name, model in models.items():
+            fns[f"{name} @ {n}"] = lambda model=model, run=run: run(model)
+    print(f"timing {len(fns)} (mixer, length) pairs in one round-robin, {tokens} tokens a step", flush=True)
+    times = round_robin(fns, device, warmup=1, rounds=args.rounds, log=None if args.quiet else print)
+    rows = []
+    for n in lengths:
+        picked = {m: times[f"{m} @ {n}"] for m in models}
+        rows.append({"length": n, "batch": tokens // n,
+                     "tokens_per_s": {m: tokens / summarize(t.wall)["median_s"] for m, t in picked.items()},
+                     "cpu_s": {m: summarize(t.cpu)["median_s"] for m, t in picked.items()}})
+    names = list(models)
+    print()
+    print(table(["length", "batch", *(f"{m} tok/s" for m in names), *(f"{m} / attention" for m in names[1:])],
+                [[r["length"], r["batch"], *(f"{r['tokens_per_s'][m]:,.0f}" for m in names),
+                  *(f"{r['tokens_per_s'][m] / r['tokens_per_s']['attention']:.2f}x "
+                    f"({r['cpu_s']['attention'] / r['cpu_s'][m]:.2f}x)" for m in names[1:])] for r in rows]))
+    print("(in brackets: the same ratio from process CPU time)")
+    first, last = rows[0], rows[-1]
+    for m in names:
+        print(f"tokens/s {m}: {last['tokens_per_s'][m] / first['tokens_per_s'][m]:.2f}x at length {last['length']} "
+              f"of its value at length {first['length']}")
+    return {"d_model": d, "n_layers": 2, "tokens_per_step": tokens, "rounds": args.rounds, "mixers": mixers,
+            "layer_params": layer_params, "results": rows}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Sequence mixers: a training step against HF's torch paths "
-                                     "(train), decoding tokens/s against context length (decode)")
-    parser.add_argument("what", choices=["train", "decode"])
+                                     "(train), decoding tokens/s against context length (decode), training tokens/s "
+                                     "against sequence length (length)")
+    parser.add_argument("what", choices=["train", "decode", "length"])
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny shapes, one round")
     parser.add_argument("--rounds", type=int, default=None, help="timed round-robin rounds (default 3; 1 with --quick)")
     parser.add_argument("--seq", type=int, default=None, help="train: sequence length (default 512)")
     parser.add_argument("--batch", type=int, default=None, help="train: batch size (default 4)")
     parser.add_argument("--lengths", type=int, nargs="+", default=None,
-                        help="decode: context lengths (default 256 1024 4096 8192)")
+                        help="decode: context lengths (default 256 1024 4096 8192); "
+                        "length: sequence lengths (default 64 256 1024 4096)")
+    parser.add_argument("--tokens", type=int, default=None,
+                        help="length: tokens in every training step, batch x length (default 4096)")
     parser.add_argument("--steps", type=int, default=None, help="decode: tokens per timed call (default 32)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"],
+                        help="length: where the models train (train and decode run on the CPU)")
     parser.add_argument("--quiet", action="store_true", help="no per-round lines")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
-    for name in ("lengths", "seq", "batch", "steps", "rounds", "threads"):
+    for name in ("lengths", "seq", "batch", "steps", "rounds", "threads", "tokens"):
         value = getattr(args, name)
         if value is not None and min(value if isinstance(value, list) else [value]) < 1:
             parser.error(f"--{name} must be positive, got {value}")
+    if args.device != "cpu" and args.what != "length":
+        parser.error(f"--device {args.device}: only `length` runs off the CPU")
     args.rounds = args.rounds or (1 if args.quick else 3)
     if args.threads:
         torch.set_num_threads(args.threads)
     import transformers
 
-    info = machine_info(torch.device("cpu"))
+    device = pick_device(args.device)
+    info = machine_info(device)
     print(describe_machine(info) + f", transformers {transformers.__version__}", flush=True)
-    result = train(args) if args.what == "train" else decode(args)
+    result = length(args, device) if args.what == "length" else {"train": train, "decode": decode}[args.what](args)
     if args.json:
         save_json(args.json, {"benchmark": args.what, "machine": info, "quick": args.quick, **result})
         print(f"wrote {args.json}")

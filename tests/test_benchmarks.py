@@ -178,8 +178,29 @@ def test_mixers_decode_reports_tokens_per_s_at_each_context_for_matched_mixers(t
         assert re.search(rf"^cost growth {n}: \d+\.\d+x per token from context 8 to 24", out, re.M), out
 
 
-def test_mixers_decode_widths_match_attentions_parameters_within_ten_percent_at_the_benchmarked_width():
-    """The decode comparison is at matched parameters: at d_model 256 each mixer layer the benchmark builds
+def test_mixers_length_reports_training_tokens_per_s_at_each_length_with_the_same_tokens_a_step(tmp_path):
+    """benchmarks/mixers.py length: one row per sequence length, each step holding --tokens tokens (batch x
+    length), every mixer (the decode set and a GRU) timed at each; tokens/s is tokens over the median step;
+    a --tokens that a length does not divide is one line and a non-zero exit."""
+    out, data = _mixers(tmp_path, "length", "--lengths", "8", "32", "--tokens", "64")
+    assert [(r["length"], r["batch"]) for r in data["results"]] == [(8, 8), (32, 2)]
+    names = ["attention", "gated_deltanet", "mamba2", "lstm", "gru"]
+    for row in data["results"]:
+        assert list(row["tokens_per_s"]) == names
+        assert all(row["tokens_per_s"][n] > 0 and row["cpu_s"][n] > 0 for n in names)
+    first, last = data["results"]
+    for n in names:
+        growth = last["tokens_per_s"][n] / first["tokens_per_s"][n]
+        assert re.search(rf"^tokens/s {n}: {growth:.2f}x at length 32 of its value at length 8$", out, re.M), out
+    assert data["mixers"]["gru"]["name"] == "gru" and data["layer_params"]["gru"] > 0
+    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mixers.py"), "length", "--quick",
+                          "--lengths", "8", "24", "--tokens", "64"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert "--tokens 64 must be a multiple of every length" in bad.stderr
+
+
+def test_mixers_benchmark_widths_match_attentions_parameters_within_ten_percent_at_the_benchmarked_width():
+    """The decode and length comparisons are at matched parameters: at d_model 256 each mixer layer they build
     has within 10% of attention's parameters, which are 4 d_model^2 (q, k, v, o; no biases)."""
     import importlib.util
 
@@ -191,7 +212,8 @@ def test_mixers_decode_widths_match_attentions_parameters_within_ten_percent_at_
     spec.loader.exec_module(bench)
     d = bench.DECODE_D
     counts = {}
-    for name, mixer in bench.decode_mixers(d).items():
+    for name, mixer in dict(bench.decode_mixers(d), gru={"name": "gru", "hidden_size": bench.matched_hidden("gru", d)}
+                            ).items():
         cfg = model_config({"d_model": d, "n_heads": 4, "n_layers": 1, "bias": False, "mixer": mixer})
         counts[name] = sum(p.numel() for p in MIXERS.build(cfg.mixer, cfg, None).parameters())
     assert counts["attention"] == 4 * d * d
