@@ -58,13 +58,14 @@ def _budget_note(rows: List[Dict[str, Any]], single_sweep: bool) -> List[str]:
     match = matches[0]
     # what must agree for the line to say matched (a budget of steps claims tokens only when they agree)
     held = {"tokens": "train_tokens", "bytes": "_train_bytes", "flops": "train_flops",
-            "steps": "train_tokens"}.get(match)
+            "steps": "train_tokens", "params": "train_tokens"}.get(match)
     per_step = {"tokens": "_tokens_per_step", "bytes": "_bytes_per_step", "flops": "_flops_per_step",
-                "steps": "_tokens_per_step"}.get(match)
+                "steps": "_tokens_per_step", "params": "_tokens_per_step"}.get(match)
     tokens, text = _per_variant(rows, "train_tokens"), _per_variant(rows, "_train_bytes")
     lines = []
     if len(matches) == 1 and held is not None and _agree(rows, held, per_step):
-        lines.append(f"budget: matched {'steps and tokens' if match == 'steps' else match} (the sweep's "
+        what = {"steps": "steps and tokens", "params": _params_matched(rows)}.get(match, match)
+        lines.append(f"budget: matched {what} (the sweep's "
                      "budget.match); each variant's actual train_tokens, "
                      "params and train_flops (3 x forward FLOPs/token x tokens) are in variants.csv.")
     elif match == "steps" or len(set(tokens.values())) > 1:
@@ -97,6 +98,16 @@ def _per_variant(rows: List[Dict[str, Any]], key: str) -> Dict[str, float]:
 def _differ(values) -> bool:
     values = list(values)
     return len(values) > 1 and max(values) > min(values) * (1 + 1e-9)
+
+
+def _params_matched(rows: List[Dict[str, Any]]) -> str:
+    """What a params budget matched: the parameter counts' range (model.d_ff set per variant), and tokens."""
+    params = _per_variant(rows, "params")
+    if not params:
+        return "params and tokens"
+    low, high = min(params.values()), max(params.values())
+    return (f"params (model.d_ff set per variant: {low:,.0f} to {high:,.0f} parameters, "
+            f"{high / low - 1:.2%} apart) and tokens")
 
 
 def _agree(rows: List[Dict[str, Any]], key: str, per_step: Optional[str]) -> bool:

@@ -122,6 +122,19 @@ def test_the_budget_line_says_matched_only_when_the_tokens_agree():
     assert "train.max_steps was varied on purpose, so the budget is steps" in steps
 
 
+def test_a_params_budget_says_matched_params_with_their_range_and_tokens_only_when_the_tokens_agree():
+    per_step = {"a": 256, "b": 256}
+    rows = _rows({"a": 1024, "b": 1024}, "params", per_step)
+    rows[0]["params"], rows[1]["params"] = 206_592, 206_848
+    line = _budget_note(rows, True)[0]
+    assert line.startswith("budget: matched params (model.d_ff set per variant: 206,592 to 206,848 parameters, "
+                           f"{206_848 / 206_592 - 1:.2%} apart) and tokens (the sweep's budget.match)"), line
+    assert "0.12% apart" in line
+    rows[1]["train_tokens"] = 2048
+    line = _budget_note(rows, True)[0]
+    assert line.startswith("budget: tokens not matched (the sweep's budget.match is params, but the variants spent")
+
+
 def test_matched_tokens_over_different_text_and_flops_budgets_say_how_much_text_each_read():
     per_step = {"a": 256, "b": 256}
     lines = _budget_note(_rows({"a": 1024, "b": 1024}, "tokens", per_step, text={"a": 1024, "b": 2600}), True)
