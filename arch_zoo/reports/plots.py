@@ -54,8 +54,13 @@ def _colors(variants: List[str]) -> Dict[str, str]:
 
 
 def _legend(ax, n: int) -> None:
+    """The legend below the axes, never over the data (variant names are long), the figure taller by
+    its rows so the axes keep their height."""
     if n:
-        ax.legend(fontsize="small", loc="best", ncol=1 if n <= 8 else 2)
+        ncol = 1 if n <= 8 else 2
+        ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=ncol)
+        width, height = ax.figure.get_size_inches()
+        ax.figure.set_size_inches(width, height + 0.4 + 0.2 * math.ceil(n / ncol))
 
 
 def curves(runs: pd.DataFrame, metric: str) -> Dict[str, pd.DataFrame]:
