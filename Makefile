@@ -86,9 +86,9 @@ studies: $(addprefix study-,$(STUDIES)) gradnorms
 # study-hybrid_ratio_mqar: 8 runs (the same four layouts on 4-layer MQAR, 2,500 steps, 2 seeds), ~30 min on 2 idle
 # cores by the same scaling from probes (the probe alone: 35.9 min on loaded cores).
 # study-attention_variants: 30 runs (issue 40: MHA, GQA, MQA, MLA, differential at matched parameters, lr tuned per
-# variant), ~24 min on 2 idle cores by the same scaling from ffn (the probe alone: 17.9 min on loaded cores).
+# variant), 18.7 min measured with 2 workers on the 2-core machine (~24 by the dry run's probe, scaled).
 # study-attention_sinks: 24 runs (issue 40: plain, sink logit, sigmoid output gate at lr 3e-3 to 1e-1, attention
-# diagnostics on), ~17 min on 2 idle cores by the same scaling from ffn (the probe alone: 13.7 min on loaded cores).
+# diagnostics on), 14.4 min measured with 2 workers on the 2-core machine (~17 by the probe, scaled).
 # study-mup_transfer_mlm: 64 runs (issue 42: mup_transfer on an MLM encoder, widths 32-192, 3 seeds), ~40 min on 2 idle
 # cores by the same scaling from ffn (the probe alone: 36.4 min on loaded cores).
 # study-tokenizers / study-tokenizers_flops: 28 runs each (issue 46: char and BPE 512, 2k, 8k at matched bytes / matched
