@@ -45,6 +45,9 @@ def goal_for(attrs: Dict[str, Any], metric: str) -> Optional[str]:
 
 
 def _budget_note(rows: List[Dict[str, Any]], single_sweep: bool) -> List[str]:
+    rungs = _by_rung(rows)
+    if single_sweep and len(rungs) > 1:
+        return _ladder_budget_note(rungs)
     flops = all(r.get("_budget") == "flops" for r in rows)  # flops-matched sweeps vary tokens on purpose
     what, unit = ("train_flops", "training FLOPs") if flops else ("train_tokens", "tokens")
     spent = {float(f"{float(r[what]):.6g}") for r in rows if r.get("status") == "completed"
@@ -82,6 +85,33 @@ def _budget_note(rows: List[Dict[str, Any]], single_sweep: bool) -> List[str]:
                           " (the variants' tokens cover different text, so the same tokens are not the same text; "
                           "budget.match: bytes matches text)"))
     return lines
+
+
+def _by_rung(rows: List[Dict[str, Any]]) -> Dict[str, List[Dict[str, Any]]]:
+    """A ladder's rows by rung size (sweeps/scale_plan.py's ``scale`` of each run); {} for other sweeps."""
+    out: Dict[str, List[Dict[str, Any]]] = {}
+    for r in rows:
+        if isinstance(r.get("_scale"), dict):
+            out.setdefault(str(r["_scale"].get("size", r["_scale"].get("rung"))), []).append(r)
+    return out
+
+
+def _ladder_budget_note(rungs: Dict[str, List[Dict[str, Any]]]) -> List[str]:
+    """A ladder matches its budget within each rung; the rungs differ on purpose (scale.budget), so the
+    line says matched when every rung's variants agree, else names the rungs that do not."""
+    notes = {size: _budget_note(group, True) for size, group in rungs.items()}
+    if not any(notes.values()):
+        return []
+    unmatched = {size: lines for size, lines in notes.items() if lines and not lines[0].startswith("budget: matched ")}
+    if unmatched:
+        return [f"rung {size}: {line}" for size, lines in unmatched.items() for line in lines]
+    tokens = [float(r["train_tokens"]) for group in rungs.values() for r in group
+              if r.get("status") == "completed" and isinstance(r.get("train_tokens"), (int, float))]
+    first = next(lines[0] for lines in notes.values() if lines)
+    spread = f"; the rungs trained on {si(min(tokens))} to {si(max(tokens))} tokens (the ladder's scale.budget)" if tokens else ""
+    return [first.replace("budget: matched ", "budget: within each rung, matched ", 1).replace(
+        "; each variant's actual", f"{spread}; each variant's actual", 1)] + [
+        f"rung {size}: {line}" for size, lines in notes.items() for line in lines[1:]]
 
 
 def _per_variant(rows: List[Dict[str, Any]], key: str) -> Dict[str, float]:

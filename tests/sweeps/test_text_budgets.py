@@ -173,3 +173,21 @@ def test_wandb_cannot_follow_a_tokens_budget_over_batch_size(spec_dir, tmp_path,
     assert err.count("\n") == 1 and "budget: train.batch_size changes the tokens a step holds" in err
     steps = write_spec(spec_dir, {"grid": {"train.batch_size": [8, 16]}, "budget": "steps"}, LONG)
     assert main(["sweep", str(steps), "--out", str(tmp_path / "o"), "--export-wandb"]) == 0
+
+
+def test_a_ladder_is_matched_within_each_rung_and_names_a_rung_that_is_not():
+    per_step = {"a": 256, "b": 256}
+    rows = []
+    for rung, (size, tokens) in enumerate([("d32", 1024), ("d64", 4096)]):
+        for r in _rows({"a": tokens, "b": tokens}, "tokens", per_step):
+            r["variant"] += f",size={size}"
+            r["_scale"] = {"rung": rung, "size": size}
+            rows.append(r)
+    line = _budget_note(rows, True)
+    assert line == ["budget: within each rung, matched tokens (the sweep's budget.match); the rungs trained on 1.02k "
+                    "to 4.10k tokens (the ladder's scale.budget); each variant's actual train_tokens, params and "
+                    "train_flops (3 x forward FLOPs/token x tokens) are in variants.csv."], line
+    rows[-1]["train_tokens"] = 8192  # one variant of the largest rung spent twice its partner's tokens
+    lines = _budget_note(rows, True)
+    assert len(lines) == 1 and lines[0].startswith("rung d64: budget: tokens not matched"), lines
+    assert "a,size=d64 4.10k, b,size=d64 8.19k" in lines[0]
