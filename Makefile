@@ -65,8 +65,8 @@ docs: $(VENV)/.installed
 # *_tuned ones rerun heads and norm_placement with per-variant learning-rate tuning, issue 16, and
 # heads_tuned_halving reruns heads_tuned with successive halving of its tuning stage, ~4 min; ladder, issue 29,
 # a 3-rung size ladder of 18 runs, ~20 min on idle cores by its dry run (94.9 min measured on shared cores);
-# probes, issue 30, 12 MQAR runs, 17 min with 2 workers on idle cores). The eight from recurrence to mup_transfer_mlm
-# (issues 39, 40, 42) have not run yet: ~3.5 hours more by their dry runs' probes (each line below says how).
+# probes, issue 30, 12 MQAR runs, 17 min with 2 workers on idle cores). The five of issue 39 from recurrence to
+# hybrid_ratio_mqar have not run yet: ~2 hours more by their dry runs' probes (each line below says how).
 # Each trains into runs/studies/<study> (rerunning resumes) and writes reports/<study>/.
 # A sweep's exit status 1 means some runs failed or diverged: that is data, the report still runs.
 studies: $(addprefix study-,$(STUDIES)) gradnorms
@@ -89,12 +89,12 @@ studies: $(addprefix study-,$(STUDIES)) gradnorms
 # variant), 18.7 min measured with 2 workers on the 2-core machine (~24 by the dry run's probe, scaled).
 # study-attention_sinks: 24 runs (issue 40: plain, sink logit, sigmoid output gate at lr 3e-3 to 1e-1, attention
 # diagnostics on), 14.4 min measured with 2 workers on the 2-core machine (~17 by the probe, scaled).
-# study-mup_transfer_mlm: 64 runs (issue 42: mup_transfer on an MLM encoder, widths 32-192, 3 seeds), ~40 min on 2 idle
-# cores by the same scaling from ffn (the probe alone: 36.4 min on loaded cores).
+# study-mup_transfer_mlm: 64 runs (issue 42: mup_transfer on an MLM encoder, widths 32-192, 3 seeds), 30.8 min measured
+# with 2 workers on the 2-core machine (~40 by the dry run's probe, scaled).
 # study-tokenizers / study-tokenizers_flops: 28 runs each (issue 46: char and BPE 512, 2k, 8k at matched bytes / matched
 # training FLOPs, lr tuned per tokenizer), 44 and 37 min measured with 2 workers on the 2-core machine shared with
-# other jobs. study-ladder_transfer: 32 runs (issue 42: ladder.yaml's recipes at widths 32-80 under µP with the lr
-# tuned at width 32 and transferred, the largest rung held out), not run yet: ~50 min on 2 idle cores by step costs.
+# other jobs. study-ladder_transfer: 36 runs (issue 42: ladder.yaml's recipes at widths 32-80 under µP with the lr
+# tuned at width 32 and transferred, the largest rung held out), 54.8 min measured with 2 workers on the 2-core machine.
 $(addprefix study-,$(STUDIES)): study-%: $(VENV)/.installed
 	$(VENV)/bin/arch-zoo sweep sweeps/studies/$*.yaml --workers 2 --out runs/studies; rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(VENV)/bin/arch-zoo report runs/studies/$* --out reports/$*
