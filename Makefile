@@ -77,12 +77,12 @@ studies: $(addprefix study-,$(STUDIES)) gradnorms
 # one), so ~22 min on 2 idle cores; 23.4 min here, where two of the runs shared the cores with other tests.
 # study-recurrence: 21 runs (issue 39: attention, LSTM, GRU at matched parameters on the char LM, lr tuned per mixer),
 # ~14 min on 2 idle cores (its 9 runs at one untuned lr took 5.6 min with 2 workers).
-# study-recurrence_recall: 18 runs (issue 39: MQAR recall at lengths 24-96, attention against an LSTM), ~27 min on
-# 2 idle cores by its dry run's probe, scaled by probes' measured/probe ratio (the probe alone: 20.2 min, loaded).
+# study-recurrence_recall: 24 runs (issue 39: MQAR recall at lengths 24-96, attention against an LSTM, lr tuned per
+# cell), ~36 min on 2 idle cores by its dry run's probe, scaled by probes' measured/probe ratio.
 # study-mixers_mqar: 48 runs (issue 39: MQAR accuracy against width 16-64 for four mixers, lr tuned per cell), ~44 min
 # on 2 idle cores by the same scaling (the probe alone: 34.0 min on loaded cores).
-# study-hybrid_ratio: 12 runs (issue 39: 0, 1 in 4, 1 in 2, all layers attention among Gated DeltaNet, char LM), ~18 min
-# on 2 idle cores by the same scaling from ffn (the probe alone: 13.2 min on loaded cores).
+# study-hybrid_ratio: 24 runs (issue 39: 0, 1 in 4, 1 in 2, all layers attention among Gated DeltaNet, char LM, lr
+# tuned per layout), ~36 min on 2 idle cores by the same scaling from ffn.
 # study-hybrid_ratio_mqar: 8 runs (the same four layouts on 4-layer MQAR, 2,500 steps, 2 seeds), ~30 min on 2 idle
 # cores by the same scaling from probes (the probe alone: 35.9 min on loaded cores).
 # study-attention_variants: 30 runs (issue 40: MHA, GQA, MQA, MLA, differential at matched parameters, lr tuned per
