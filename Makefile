@@ -75,8 +75,8 @@ studies: $(addprefix study-,$(STUDIES)) gradnorms
 # (two thirds at width 256), so about an hour on 2 idle cores; 150 min measured in pieces on shared cores.
 # study-scan: 12 runs of 1800 steps, 2,615 CPU-s measured (250-290 a simple-split run, 161-183 a length-split
 # one), so ~22 min on 2 idle cores; 23.4 min here, where two of the runs shared the cores with other tests.
-# study-recurrence: 21 runs (issue 39: attention, LSTM, GRU at matched parameters on the char LM, lr tuned per mixer),
-# ~14 min on 2 idle cores (its 9 runs at one untuned lr took 5.6 min with 2 workers).
+# study-recurrence: 28 runs (issue 39: attention with sinusoidal positions or RoPE, LSTM, GRU at matched parameters on
+# the char LM, lr tuned per mixer), ~21 min on 2 idle cores (its 21 runs without RoPE took 15.5 min with 2 workers).
 # study-recurrence_recall: 24 runs (issue 39: MQAR recall at lengths 24-96, attention against an LSTM, lr tuned per
 # cell), ~36 min on 2 idle cores by its dry run's probe, scaled by probes' measured/probe ratio.
 # study-mixers_mqar: 48 runs (issue 39: MQAR accuracy against width 16-64 for four mixers, lr tuned per cell), ~44 min
