@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # On a GPU machine: make TORCH_SPEC=torch test
 TORCH_SPEC ?= torch==2.13.0
 export WANDB_MODE ?= offline
-STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer ladder probes recurrence recurrence_recall mixers_mqar hybrid_ratio hybrid_ratio_mqar attention_variants attention_sinks mup_transfer_mlm tokenizers tokenizers_flops ladder_transfer
+STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer ladder probes recurrence recurrence_recall mixers_mqar hybrid_ratio hybrid_ratio_rope hybrid_ratio_mqar attention_variants attention_sinks mup_transfer_mlm tokenizers tokenizers_flops ladder_transfer
 
 .PHONY: install test test-cpus test-order test-slow demo docs bench studies $(addprefix study-,$(STUDIES)) gradnorms clean
 
@@ -82,7 +82,8 @@ studies: $(addprefix study-,$(STUDIES)) gradnorms
 # study-mixers_mqar: 48 runs (issue 39: MQAR accuracy against width 16-64 for four mixers, lr tuned per cell), ~44 min
 # on 2 idle cores by the same scaling (the probe alone: 34.0 min on loaded cores).
 # study-hybrid_ratio: 24 runs (issue 39: 0, 1 in 4, 1 in 2, all layers attention among Gated DeltaNet, char LM, lr
-# tuned per layout), ~36 min on 2 idle cores by the same scaling from ffn.
+# tuned per layout), ~36 min on 2 idle cores by the same scaling from ffn. study-hybrid_ratio_rope: 18 runs (the layouts
+# with attention again, RoPE in the attention layers), ~18 min by hybrid_ratio's run times.
 # study-hybrid_ratio_mqar: 8 runs (the same four layouts on 4-layer MQAR, 2,500 steps, 2 seeds), ~30 min on 2 idle
 # cores by the same scaling from probes (the probe alone: 35.9 min on loaded cores).
 # study-attention_variants: 30 runs (issue 40: MHA, GQA, MQA, MLA, differential at matched parameters, lr tuned per
