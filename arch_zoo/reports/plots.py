@@ -43,8 +43,11 @@ def _figure(width: float = 6.4, height: float = 4.0) -> Figure:
 def _save(fig: Figure, out_dir: Path, stem: str) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     png = out_dir / f"{stem}.png"
-    fig.savefig(png, format="png", metadata={"Software": None})
-    fig.savefig(out_dir / f"{stem}.svg", format="svg", metadata={"Date": None})  # reproducible files
+    # bbox_inches="tight": the image grows to hold whatever is drawn outside the figure (a legend of long
+    # variant names below the axes is wider than the axes), instead of cutting it off
+    fig.savefig(png, format="png", metadata={"Software": None}, bbox_inches="tight")
+    fig.savefig(out_dir / f"{stem}.svg", format="svg", metadata={"Date": None},  # reproducible files
+                bbox_inches="tight")
     return png
 
 
@@ -55,12 +58,14 @@ def _colors(variants: List[str]) -> Dict[str, str]:
 
 def _legend(ax, n: int) -> None:
     """The legend below the axes, never over the data (variant names are long), the figure taller by
-    its rows so the axes keep their height."""
+    its rows so the axes keep their height, and wider when the legend is wider than the figure."""
     if n:
         ncol = 1 if n <= 8 else 2
-        ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=ncol)
-        width, height = ax.figure.get_size_inches()
-        ax.figure.set_size_inches(width, height + 0.4 + 0.2 * math.ceil(n / ncol))
+        legend = ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=ncol)
+        fig = ax.figure
+        width, height = fig.get_size_inches()
+        legend_width = legend.get_window_extent(fig.canvas.get_renderer()).width / fig.dpi
+        fig.set_size_inches(max(width, legend_width + 0.3), height + 0.4 + 0.2 * math.ceil(n / ncol))
 
 
 def curves(runs: pd.DataFrame, metric: str) -> Dict[str, pd.DataFrame]:

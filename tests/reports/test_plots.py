@@ -102,3 +102,22 @@ def test_the_palette_is_matplotlibs_tab10_and_tab20():
 
     for n, name in ((10, "tab10"), (11, "tab20")):
         assert palette(n) == [to_hex(c) for c in colormaps[name].colors]
+
+
+def test_a_legend_wider_than_the_figure_is_inside_the_image(tmp_path):
+    """Variant names of a layered model (``layers=[{pattern: [...]}]``) make a legend wider than the
+    axes; the saved PNG holds all of it."""
+    import matplotlib.image
+
+    from arch_zoo.reports.plots import _figure, _legend, _save
+
+    fig = _figure()
+    ax = fig.add_subplot()
+    for i in range(3):
+        ax.plot([0, 1], [i, i + 1], label=f"layers=[{{pattern: [{{mixer: gated_deltanet}}] * {i}}}]" + "x" * 80)
+    _legend(ax, 3)
+    png = _save(fig, tmp_path, "wide")
+    fig.canvas.draw()
+    legend_px = ax.get_legend().get_window_extent().width
+    assert legend_px > 6.4 * 100  # the case: the legend is wider than the figure _figure() makes
+    assert matplotlib.image.imread(png).shape[1] >= legend_px
