@@ -65,8 +65,8 @@ docs: $(VENV)/.installed
 # *_tuned ones rerun heads and norm_placement with per-variant learning-rate tuning, issue 16, and
 # heads_tuned_halving reruns heads_tuned with successive halving of its tuning stage, ~4 min; ladder, issue 29,
 # a 3-rung size ladder of 18 runs, ~20 min on idle cores by its dry run (94.9 min measured on shared cores);
-# probes, issue 30, 12 MQAR runs, 17 min with 2 workers on idle cores). The five of issue 39 from recurrence to
-# hybrid_ratio_mqar have not run yet: ~2 hours more by their dry runs' probes (each line below says how).
+# probes, issue 30, 12 MQAR runs, 17 min with 2 workers on idle cores). Of issue 39's studies, mixers_mqar and
+# hybrid_ratio_mqar are timed by their dry runs' probes, the others measured (each line below says which).
 # Each trains into runs/studies/<study> (rerunning resumes) and writes reports/<study>/.
 # A sweep's exit status 1 means some runs failed or diverged: that is data, the report still runs.
 studies: $(addprefix study-,$(STUDIES)) gradnorms
@@ -76,14 +76,14 @@ studies: $(addprefix study-,$(STUDIES)) gradnorms
 # study-scan: 12 runs of 1800 steps, 2,615 CPU-s measured (250-290 a simple-split run, 161-183 a length-split
 # one), so ~22 min on 2 idle cores; 23.4 min here, where two of the runs shared the cores with other tests.
 # study-recurrence: 28 runs (issue 39: attention with sinusoidal positions or RoPE, LSTM, GRU at matched parameters on
-# the char LM, lr tuned per mixer), ~21 min on 2 idle cores (its 21 runs without RoPE took 15.5 min with 2 workers).
+# the char LM, lr tuned per mixer), 19.9 min measured with 2 workers on the 2-core machine (in two parts: 15.5 + 4.4).
 # study-recurrence_recall: 24 runs (issue 39: MQAR recall at lengths 24-96, attention against an LSTM, lr tuned per
 # cell), ~36 min on 2 idle cores by its dry run's probe, scaled by probes' measured/probe ratio.
 # study-mixers_mqar: 48 runs (issue 39: MQAR accuracy against width 16-64 for four mixers, lr tuned per cell), ~44 min
 # on 2 idle cores by the same scaling (the probe alone: 34.0 min on loaded cores).
 # study-hybrid_ratio: 24 runs (issue 39: 0, 1 in 4, 1 in 2, all layers attention among Gated DeltaNet, char LM, lr
-# tuned per layout), ~36 min on 2 idle cores by the same scaling from ffn. study-hybrid_ratio_rope: 18 runs (the layouts
-# with attention again, RoPE in the attention layers), ~18 min by hybrid_ratio's run times.
+# tuned per layout), 29.4 min measured with 2 workers on the 2-core machine. study-hybrid_ratio_rope: 18 runs (the
+# layouts with attention again, RoPE in the attention layers), 19.3 min measured the same way.
 # study-hybrid_ratio_mqar: 8 runs (the same four layouts on 4-layer MQAR, 2,500 steps, 2 seeds), ~30 min on 2 idle
 # cores by the same scaling from probes (the probe alone: 35.9 min on loaded cores).
 # study-attention_variants: 30 runs (issue 40: MHA, GQA, MQA, MLA, differential at matched parameters, lr tuned per
