@@ -150,7 +150,8 @@ def _agree(rows: List[Dict[str, Any]], key: str, per_step: Optional[str]) -> boo
     return max(spent.values()) - min(spent.values()) <= slack * (1 + 1e-9)
 
 
-def _label(settings: Dict[str, Any]) -> str:
+def settings_label(settings: Dict[str, Any]) -> str:
+    """A variant's name from its settings: the keys' last parts (whole keys where two would clash)."""
     short = {k: k.rsplit(".", 1)[-1] for k in settings}
     clash = len(set(short.values())) < len(short)
     return ",".join(f"{k if clash else short[k]}={plain(v)}" for k, v in settings.items())
@@ -233,7 +234,7 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
     for r in rows:
         rec = {k: r.get(k) for k in FIXED}
         if rec["variant"] is None:
-            rec["variant"] = _label(r["_settings"]) or rec["run_id"]
+            rec["variant"] = settings_label(r["_settings"]) or rec["run_id"]
         if r.get("_samples") and rec["status"] == "completed":
             seed = rec["seed"]
             decoded.append(((0, seed) if isinstance(seed, int) else (1, 0), str(rec["variant"]), r["_samples"]))
@@ -299,7 +300,7 @@ def _group_labels(rows: List[Dict[str, Any]], settings_keys: List[str]) -> None:
         key = json.dumps(r["_settings"], sort_keys=True, default=str)
         if key not in labels:
             if settings_keys and len(settings_keys) <= MAX_LABEL_SETTINGS:
-                label = _label(r["_settings"])
+                label = settings_label(r["_settings"])
             elif r["variant"] is not None:
                 label = f"{r['sweep']}:{r['variant']}"
             else:

@@ -1,5 +1,6 @@
 """Report figures, each written as PNG and SVG: validation curves (mean line, ±std band over
 seeds), final-metric bars with error bars, the final metric against decoding-state bytes per token,
+the final metric against a numeric setting (a width, a length; one line per value of the others),
 loss against evaluation length, accuracy curves.
 
 Figures are built on ``matplotlib.figure.Figure`` with the Agg canvas, never through pyplot: no
@@ -11,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -23,6 +24,7 @@ from ..formatting import si
 from ..rundir import CONFIG
 from .colors import palette, variant_colors
 from .curves import read_curves
+from .load import settings_label
 from .runstore import read_yaml
 
 LENGTH = re.compile(r"^val@(\d+)/loss$")
@@ -150,6 +152,60 @@ def state_plot(table: pd.DataFrame, metric: str, out_dir: Path, colors: Dict[str
     return _save(fig, out_dir, f"{_slug(metric)}_vs_state_bytes")
 
 
+def axis_series(table: pd.DataFrame, metric: str, exclude: Sequence[str] = ()) -> Optional[Tuple[str, Dict[str, pd.DataFrame]]]:
+    """(axis, {series label: frame of mean, ci_low, ci_high indexed by the axis value}) for the sweep's
+    one numeric setting with 3 or more values, a series per combination of the other settings
+    (Zoology's accuracy against width, one line per mixer). ``exclude``: settings that are no axis
+    (a tuned key: each variant's own choice). None unless exactly one such setting exists."""
+    key = f"{metric} mean"
+    settings = [k for k in table.attrs.get("settings", []) if k in table.columns and k not in exclude]
+    numeric = [k for k in settings if table[k].map(_is_number).all() and table[k].nunique() >= 3]
+    if key not in table.columns or len(numeric) != 1:
+        return None
+    axis, others = numeric[0], [k for k in settings if k != numeric[0]]
+    rows = table[table[key].notna()]
+    groups = rows.groupby(others, sort=False, dropna=False) if others else [((), rows)]
+    series = {}
+    for values, g in groups:
+        values = values if isinstance(values, tuple) else (values,)
+        label = settings_label(dict(zip(others, values))) or metric
+        cols = {key: "mean", f"{metric} ci_low": "ci_low", f"{metric} ci_high": "ci_high"}
+        frame = g.set_index(g[axis].astype(float)).sort_index()
+        series[label] = frame.reindex(columns=list(cols)).rename(columns=cols).rename_axis(axis)
+    return axis, series
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)) \
+        and math.isfinite(v)
+
+
+def axis_plot(table: pd.DataFrame, metric: str, out_dir: Path, exclude: Sequence[str] = ()) -> Optional[Path]:
+    """The final metric against the sweep's numeric axis (``axis_series``), mean and 95% interval over seeds."""
+    found = axis_series(table, metric, exclude)
+    if found is None:
+        return None
+    axis, series = found
+    fig = _figure()
+    ax = fig.add_subplot()
+    values = sorted({v for s in series.values() for v in s.index})
+    log = values[0] > 0 and values[-1] / values[0] >= 4  # widths and lengths grow by factors
+    for i, ((label, s), color) in enumerate(zip(series.items(), palette(len(series)))):
+        shift = 0.03 * (i - (len(series) - 1) / 2)  # side by side, so that equal means keep their bars apart
+        x = s.index.to_numpy(float) * 2 ** shift if log else s.index.to_numpy(float) + shift * (values[-1] - values[0])
+        err = np.vstack([s["mean"] - s["ci_low"], s["ci_high"] - s["mean"]]).clip(min=0)
+        ax.errorbar(x, s["mean"], yerr=np.nan_to_num(err), fmt="-o", capsize=4, markersize=4, label=_text(label),
+                    color=color)
+    if log:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(values, [f"{v:g}" for v in values])
+    ax.set_xlabel(axis)
+    ax.set_ylabel(_text(f"final {metric} (mean, bar: 95% CI over seeds)"))
+    ax.grid(alpha=0.3)
+    _legend(ax, len(series))
+    return _save(fig, out_dir, f"{_slug(metric)}_vs_setting_{_slug(axis)}")
+
+
 def length_plot(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path, colors: Dict[str, tuple],
                 train_len: Optional[int]) -> Optional[Path]:
     lengths = sorted((int(LENGTH.match(m).group(1)), m) for m in table.attrs.get("metrics", []) if LENGTH.match(m))
@@ -229,7 +285,7 @@ def _train_len(runs: pd.DataFrame) -> Optional[int]:
 def write_plots(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path) -> List[Path]:
     """Every plot the runs have data for; returns the PNG paths (an SVG lies beside each)."""
     for stale in [*out_dir.glob("curves_*.*"), *out_dir.glob("final_*.*"), *out_dir.glob("loss_vs_length.*"),
-                  *out_dir.glob("*_vs_state_bytes.*")]:
+                  *out_dir.glob("*_vs_state_bytes.*"), *out_dir.glob("*_vs_setting_*.*")]:
         if stale.suffix in (".png", ".svg"):  # a previous report's plots that this one may not redraw
             stale.unlink()
     metric = table.attrs.get("metric", "val/loss")
@@ -243,5 +299,6 @@ def write_plots(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path) -> List[
                if m in logged]
     written.append(bar_plot(table, metric, out_dir, colors))
     written.append(state_plot(table, metric, out_dir, colors))
+    written.append(axis_plot(table, metric, out_dir, exclude=[(runs.attrs.get("tuning") or {}).get("key")]))
     written.append(length_plot(runs, table, out_dir, colors, _train_len(runs)))
     return [p for p in written if p is not None]

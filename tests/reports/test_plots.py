@@ -121,3 +121,53 @@ def test_a_legend_wider_than_the_figure_is_inside_the_image(tmp_path):
     legend_px = ax.get_legend().get_window_extent().width
     assert legend_px > 6.4 * 100  # the case: the legend is wider than the figure _figure() makes
     assert matplotlib.image.imread(png).shape[1] >= legend_px
+
+
+def _width_table():
+    """A ranked table of 2 mixers x 3 widths, each cell at its own tuned lr (three values in all)."""
+    import pandas as pd
+
+    rows = []
+    for mixer, acc in (("attention", [0.9, 0.95, 1.0]), ("linear_attention", [0.2, 0.4, 0.6])):
+        for width, a, lr in zip((64, 16, 32), acc, (1e-3, 3e-3, 1e-2)):  # neither sorted by width nor by mixer
+            rows.append({"variant": f"d_model={width},mixer={mixer},lr={lr:g}", "model.d_model": width,
+                         "model.mixer": mixer, "model.causal": True, "train.lr": lr,
+                         "val/acc mean": a, "val/acc ci_low": a - 0.1, "val/acc ci_high": a + 0.05})
+    table = pd.DataFrame(rows).sample(frac=1.0, random_state=0)
+    table.attrs["settings"] = ["model.d_model", "model.mixer", "model.causal", "train.lr"]
+    return table
+
+
+def test_metric_against_the_one_numeric_setting_one_line_per_other_setting(tmp_path):
+    """Zoology's figure: accuracy against width, a line per mixer; the tuned lr is no axis."""
+    from arch_zoo.reports.plots import axis_plot, axis_series
+
+    table = _width_table()
+    axis, series = axis_series(table, "val/acc", exclude=["train.lr"])
+    assert axis == "model.d_model"
+    assert set(series) == {"mixer=attention,causal=true", "mixer=linear_attention,causal=true"}
+    attention = series["mixer=attention,causal=true"]
+    assert attention.index.tolist() == [16.0, 32.0, 64.0]
+    assert attention["mean"].tolist() == [0.95, 1.0, 0.9]
+    assert attention["ci_low"].tolist() == pytest.approx([0.85, 0.9, 0.8])
+    assert series["mixer=linear_attention,causal=true"]["ci_high"].tolist() == pytest.approx([0.45, 0.65, 0.25])
+    assert axis_series(table, "val/acc") is None  # lr, 3 values, would be a second axis: which one is meant?
+    assert axis_series(table.drop(columns=["val/acc mean"]), "val/acc", exclude=["train.lr"]) is None
+    png = axis_plot(table, "val/acc", tmp_path, exclude=["train.lr"])
+    assert png.name == "val_acc_vs_setting_model_d_model.png" and png.read_bytes()[:4] == b"\x89PNG"
+    svg = png.with_suffix(".svg").read_text()
+    assert "mixer=linear_attention,causal=true" in svg and "model.d_model" in svg
+
+
+def test_no_axis_plot_without_a_numeric_setting_of_three_values(tmp_path):
+    from arch_zoo.reports.plots import axis_series
+
+    table = _width_table()
+    two = table[table["model.d_model"] != 64]
+    assert axis_series(two, "val/acc", exclude=["train.lr"]) is None  # 2 widths: a bar plot says it
+    words = table.assign(**{"model.d_model": table["model.d_model"].map({16: "s", 32: "m", 64: "l"})})
+    assert axis_series(words, "val/acc", exclude=["train.lr"]) is None
+    flags = table.assign(**{"model.d_model": table["model.d_model"].map({16: True, 32: False, 64: True})})
+    assert axis_series(flags, "val/acc", exclude=["train.lr"]) is None
+    _, written = _plots(write_sweep(tmp_path / "pos"), tmp_path / "plots")  # one categorical axis
+    assert not any("_vs_setting_" in p.name for p in written)
