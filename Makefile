@@ -79,8 +79,8 @@ studies: $(addprefix study-,$(STUDIES)) gradnorms
 # the char LM, lr tuned per mixer), 19.9 min measured with 2 workers on the 2-core machine (in two parts: 15.5 + 4.4).
 # study-recurrence_recall: 24 runs (issue 39: MQAR recall at lengths 24-96, attention against an LSTM, lr tuned per
 # cell), ~36 min on 2 idle cores by its dry run's probe, scaled by probes' measured/probe ratio.
-# study-mixers_mqar: 48 runs (issue 39: MQAR accuracy against width 16-64 for four mixers, lr tuned per cell), ~44 min
-# on 2 idle cores by the same scaling (the probe alone: 34.0 min on loaded cores).
+# study-mixers_mqar: 60 runs (issue 39: MQAR accuracy against width 16-64 for four mixers, lr tuned per cell), 35.3 min
+# measured with 2 workers on the 2-core machine.
 # study-hybrid_ratio: 24 runs (issue 39: 0, 1 in 4, 1 in 2, all layers attention among Gated DeltaNet, char LM, lr
 # tuned per layout), 29.4 min measured with 2 workers on the 2-core machine. study-hybrid_ratio_rope: 18 runs (the
 # layouts with attention again, RoPE in the attention layers), 19.3 min measured the same way.
