@@ -65,8 +65,8 @@ docs: $(VENV)/.installed
 # *_tuned ones rerun heads and norm_placement with per-variant learning-rate tuning, issue 16, and
 # heads_tuned_halving reruns heads_tuned with successive halving of its tuning stage, ~4 min; ladder, issue 29,
 # a 3-rung size ladder of 18 runs, ~20 min on idle cores by its dry run (94.9 min measured on shared cores);
-# probes, issue 30, 12 MQAR runs, 17 min with 2 workers on idle cores). Of issue 39's studies, mixers_mqar and
-# hybrid_ratio_mqar are timed by their dry runs' probes, the others measured (each line below says which).
+# probes, issue 30, 12 MQAR runs, 17 min with 2 workers on idle cores). Issue 39's and later studies were timed
+# as they ran (each line below).
 # Each trains into runs/studies/<study> (rerunning resumes) and writes reports/<study>/.
 # A sweep's exit status 1 means some runs failed or diverged: that is data, the report still runs.
 studies: $(addprefix study-,$(STUDIES)) gradnorms
@@ -78,14 +78,14 @@ studies: $(addprefix study-,$(STUDIES)) gradnorms
 # study-recurrence: 28 runs (issue 39: attention with sinusoidal positions or RoPE, LSTM, GRU at matched parameters on
 # the char LM, lr tuned per mixer), 19.9 min measured with 2 workers on the 2-core machine (in two parts: 15.5 + 4.4).
 # study-recurrence_recall: 24 runs (issue 39: MQAR recall at lengths 24-96, attention against an LSTM, lr tuned per
-# cell), ~36 min on 2 idle cores by its dry run's probe, scaled by probes' measured/probe ratio.
+# cell), 32.0 min measured with 2 workers on the 2-core machine.
 # study-mixers_mqar: 60 runs (issue 39: MQAR accuracy against width 16-64 for four mixers, lr tuned per cell), 35.3 min
 # measured with 2 workers on the 2-core machine.
 # study-hybrid_ratio: 24 runs (issue 39: 0, 1 in 4, 1 in 2, all layers attention among Gated DeltaNet, char LM, lr
 # tuned per layout), 29.4 min measured with 2 workers on the 2-core machine. study-hybrid_ratio_rope: 18 runs (the
 # layouts with attention again, RoPE in the attention layers), 19.3 min measured the same way.
-# study-hybrid_ratio_mqar: 8 runs (the same four layouts on 4-layer MQAR, 2,500 steps, 2 seeds), ~30 min on 2 idle
-# cores by the same scaling from probes (the probe alone: 35.9 min on loaded cores).
+# study-hybrid_ratio_mqar: 8 runs (the same four layouts on 4-layer MQAR, 2,500 steps, 2 seeds), 11.8 min measured
+# with 2 workers on the 2-core machine.
 # study-attention_variants: 30 runs (issue 40: MHA, GQA, MQA, MLA, differential at matched parameters, lr tuned per
 # variant), 18.7 min measured with 2 workers on the 2-core machine (~24 by the dry run's probe, scaled).
 # study-attention_sinks: 24 runs (issue 40: plain, sink logit, sigmoid output gate at lr 3e-3 to 1e-1, attention
