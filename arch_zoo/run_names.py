@@ -52,6 +52,13 @@ def plain(v: Any) -> str:
     return yaml_value(v)
 
 
+def settings_label(settings: Dict[str, Any]) -> str:
+    """A variant's name from its settings: the keys' last parts (whole keys where two would clash)."""
+    short = {k: k.rsplit(".", 1)[-1] for k in settings}
+    clash = len(set(short.values())) < len(short)
+    return ",".join(f"{k if clash else short[k]}={plain(v)}" for k, v in settings.items())
+
+
 def label(v: Any) -> str:
     """A value as ``describe`` writes a component: sliding_window(window=4), {name: rope} as rope;
     anything else as ``plain``."""

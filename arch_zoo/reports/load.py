@@ -22,7 +22,7 @@ import pandas as pd
 from ..errors import ConfigError
 from ..formatting import plural, si
 from ..metrics import direction, goal_of
-from ..run_names import plain
+from ..run_names import settings_label
 from ..rundir import METRICS, RUN_JSON, is_lr_column
 from .grouping import by_task, check_distinct, differing, drop_duplicates, ordered as _ordered
 from .runstore import fill_defaults, is_run_dir, is_sweep_dir, load_sweep, read_run, scalar
@@ -148,13 +148,6 @@ def _agree(rows: List[Dict[str, Any]], key: str, per_step: Optional[str]) -> boo
         return True
     slack = max((r[per_step] for r in rows if per_step and isinstance(r.get(per_step), (int, float))), default=0.0)
     return max(spent.values()) - min(spent.values()) <= slack * (1 + 1e-9)
-
-
-def settings_label(settings: Dict[str, Any]) -> str:
-    """A variant's name from its settings: the keys' last parts (whole keys where two would clash)."""
-    short = {k: k.rsplit(".", 1)[-1] for k in settings}
-    clash = len(set(short.values())) < len(short)
-    return ",".join(f"{k if clash else short[k]}={plain(v)}" for k, v in settings.items())
 
 
 def load_runs(path: Union[str, Path, Sequence[Union[str, Path]]]) -> pd.DataFrame:

@@ -21,10 +21,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from ..formatting import si
+from ..run_names import settings_label
 from ..rundir import CONFIG
 from .colors import palette, variant_colors
 from .curves import read_curves
-from .load import settings_label
 from .runstore import read_yaml
 
 LENGTH = re.compile(r"^val@(\d+)/loss$")
@@ -194,7 +194,7 @@ def axis_plot(table: pd.DataFrame, metric: str, out_dir: Path, exclude: Sequence
         shift = 0.03 * (i - (len(series) - 1) / 2)  # side by side, so that equal means keep their bars apart
         x = s.index.to_numpy(float) * 2 ** shift if log else s.index.to_numpy(float) + shift * (values[-1] - values[0])
         err = np.vstack([s["mean"] - s["ci_low"], s["ci_high"] - s["mean"]]).clip(min=0)
-        ax.errorbar(x, s["mean"], yerr=np.nan_to_num(err), fmt="-o", capsize=4, markersize=4, label=_text(label),
+        ax.errorbar(x, s["mean"].to_numpy(), yerr=np.nan_to_num(err), fmt="-o", capsize=4, markersize=4, label=_text(label),
                     color=color)
     if log:
         ax.set_xscale("log", base=2)
