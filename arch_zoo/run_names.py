@@ -7,6 +7,8 @@ import math
 import re
 from typing import Any, Dict, Iterable, List, Mapping
 
+import numpy as np
+
 
 def yaml_value(v: Any) -> str:
     """A value as YAML flow text that reads back as the same value (through an OmegaConf dotlist too)."""
@@ -50,6 +52,13 @@ def plain(v: Any) -> str:
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(plain(x) for x in v) + "]"
     return yaml_value(v)
+
+
+def all_numbers(values: Iterable[Any]) -> bool:
+    """True when every value of a setting is a finite int or float (numpy's too), none a bool: an axis
+    to sort and plot along, not a list of names."""
+    return all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+               and math.isfinite(v) for v in values)
 
 
 def settings_label(settings: Dict[str, Any]) -> str:

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from ..formatting import si
-from ..run_names import settings_label
+from ..run_names import all_numbers, settings_label
 from ..rundir import CONFIG
 from .colors import palette, variant_colors
 from .curves import read_curves
@@ -159,7 +159,7 @@ def axis_series(table: pd.DataFrame, metric: str, exclude: Sequence[str] = ()) -
     (a tuned key: each variant's own choice). None unless exactly one such setting exists."""
     key = f"{metric} mean"
     settings = [k for k in table.attrs.get("settings", []) if k in table.columns and k not in exclude]
-    numeric = [k for k in settings if table[k].map(_is_number).all() and table[k].nunique() >= 3]
+    numeric = [k for k in settings if all_numbers(table[k]) and table[k].nunique() >= 3]
     if key not in table.columns or len(numeric) != 1:
         return None
     axis, others = numeric[0], [k for k in settings if k != numeric[0]]
@@ -173,11 +173,6 @@ def axis_series(table: pd.DataFrame, metric: str, exclude: Sequence[str] = ()) -
         frame = g.set_index(g[axis].astype(float)).sort_index()
         series[label] = frame.reindex(columns=list(cols)).rename(columns=cols).rename_axis(axis)
     return axis, series
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)) \
-        and math.isfinite(v)
 
 
 def axis_plot(table: pd.DataFrame, metric: str, out_dir: Path, exclude: Sequence[str] = ()) -> Optional[Path]:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..formatting import number
 from ..metrics import PER_BYTE, direction, goal_of
-from ..run_names import plain
+from ..run_names import all_numbers, plain
 from ..rundir import PRUNED
 from ..sweeps.tune import STAGE_TUNE, Choice, TuneSpec, choose, edge_warning, per_byte_rows, variant_key
 
@@ -126,11 +126,7 @@ def _cell(record: Dict[str, Any], variant: str, value: Any, score: Optional[floa
 
 def _ascending(values: Tuple[Any, ...]) -> List[Any]:
     """Numeric values in ascending order for the table's columns; others as tried."""
-    return sorted(values) if _numeric(values) else list(values)
-
-
-def _numeric(values) -> bool:
-    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    return sorted(values) if all_numbers(values) else list(values)
 
 
 def tuning_table(record: Dict[str, Any]) -> pd.DataFrame:
@@ -182,7 +178,7 @@ def tuning_plot(record: Dict[str, Any], out_dir: Path, colors: Optional[Dict[str
 
     spec, picked = _spec(record), choices(record)
     colors = {**_colors(list(picked)), **(colors or {})}
-    numeric = _numeric(spec.values)
+    numeric = all_numbers(spec.values)
     xs = {v: (v if numeric else i) for i, v in enumerate(spec.values)}
     fig = _figure()
     ax = fig.add_subplot()
