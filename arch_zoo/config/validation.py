@@ -46,13 +46,17 @@ def default_d_ff(d_model: int, gated: bool) -> int:
     return FFN_MULTIPLE * -(-8 * d_model // (3 * FFN_MULTIPLE))  # ceil, in integers
 
 
-def check_mixer(m: ModelConfig, stack: str, key: str) -> None:
-    """The layer config ``m``'s mixer can serve ``stack`` ("encoder": bidirectional; "decoder": causal)."""
+def check_mixer(m: ModelConfig, stack: str, key: str, layer: Optional[int] = None, hint: str = "") -> None:
+    """The layer config ``m``'s mixer can serve ``stack`` ("encoder": bidirectional; "decoder": causal).
+    ``layer``: the first layer of the stack that takes ``m`` where a ``model.layers`` entry chose it, so
+    the error says which stack the entry reached."""
     if not serves(m.mixer, stack):
         able = [e.name for e in MIXERS.entries() if stack in e.factory.stacks]
         what = "a bidirectional encoder" if stack == "encoder" else "a causal decoder"
-        raise ConfigError(f"{key}.mixer", f"mixer '{m.mixer.name}' cannot serve {what} (it serves: "
-                          f"{', '.join(MIXERS.get(m.mixer.name).factory.stacks)}); mixers for {what}: {', '.join(able)}")
+        where = what if layer is None else f"{stack} layer {layer} ({what.split()[1]})"
+        raise ConfigError(f"{key}.mixer", f"mixer '{m.mixer.name}' cannot serve {where} (it serves: "
+                          f"{', '.join(MIXERS.get(m.mixer.name).factory.stacks)}); mixers for {what}: "
+                          f"{', '.join(able)}{hint}")
     MIXERS.get(m.mixer.name).factory.check(m.mixer.options, m, key)
 
 
@@ -129,7 +133,9 @@ def validate_model(m: ModelConfig, key: str = "model", stack: Optional[str] = No
                           f"{', '.join(e.name for e in PLACEMENTS.entries() if e.factory.cross_attention)}")
     if m.layers is None:  # with model.layers, each layer's own mixer is checked as it resolves
         for name in [stack] if stack is not None else [s for s, _ in stacks(m)]:
-            check_mixer(m, name, key)
+            one = stack is None and m.kind == "encoder_decoder" and serves(m.mixer, "decoder")
+            check_mixer(m, name, key, hint=f"; for the decoder only: {key}.layers: [{{stack: decoder, mixer: "
+                                           f"{m.mixer.name}}}]" if one else "")
     resolved = {name: layer_models(m, name, depth, key) for name, depth in stacks(m)}
     if stack is None:
         check_attention_keys(m, resolved, key)
@@ -167,8 +173,9 @@ def layer_models(m: ModelConfig, stack: str, depth: int, key: str = "model") -> 
     if m.layers is None:
         return [m] * depth
     layers, checked = resolve(m, stack, depth, key), {}
-    for cfg, k in layers:
+    for index, (cfg, k) in enumerate(layers):
         if id(cfg) not in checked:
+            check_mixer(cfg, stack, k, index, _stack_hint(m, cfg, stack, k))
             checked[id(cfg)] = validate_model(cfg, k, stack)
             scheme = POSITIONS.get(cfg.position.name).factory
             if cfg.position != m.position and scheme.adds_to_embeddings:
@@ -182,6 +189,16 @@ def layer_models(m: ModelConfig, stack: str, depth: int, key: str = "model") -> 
                     raise ConfigError(f"{k}.head_dim", f"cross-attention uses model.position at this layer's "
                                       f"shape: {exc.message}") from None
     return [checked[id(cfg)] for cfg, _ in layers]
+
+
+def _stack_hint(m: ModelConfig, layer: ModelConfig, stack: str, key: str) -> str:
+    """For an encoder_decoder entry without ``stack`` (it reaches both stacks) whose mixer serves the
+    other stack: how to keep it to that one."""
+    other = {"encoder": "decoder", "decoder": "encoder"}[stack]
+    entries = {f"{key.rsplit('.layers[', 1)[0]}.layers[{i}]": e for i, e in enumerate(m.layers or [])}
+    if m.kind != "encoder_decoder" or "stack" in entries.get(key, {"stack": stack}) or not serves(layer.mixer, other):
+        return ""
+    return f"; the entry has no stack, so it reaches both stacks: add stack: {other} to change the {other} only"
 
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")

@@ -65,6 +65,15 @@ def test_an_encoder_decoder_takes_a_causal_mixer_in_its_decoder_only():
     (tiny(kind="encoder", mixer="gated_deltanet"), "model.mixer", "cannot serve a bidirectional encoder"),
     (tiny(kind="encoder_decoder", mixer="lstm"), "model.mixer", "mixers for a bidirectional encoder: attention, differential_attention, linear_attention, mla"),
     (tiny(kind="encoder", layers=[{"range": "0:1", "mixer": "mamba2"}]), "model.layers[0].mixer", "cannot serve"),
+    # one layer's mixer: the error says which stack (and layer) the entry reached, and how to keep it to the other
+    (tiny(kind="encoder", n_layers=3, layers=[{"range": "1:", "mixer": "lstm"}]), "model.layers[0].mixer",
+     "cannot serve encoder layer 1 (bidirectional)"),
+    (tiny(kind="encoder_decoder", layers=[{"range": "0:1", "mixer": "mamba2"}]), "model.layers[0].mixer",
+     "cannot serve encoder layer 0 (bidirectional) (it serves: decoder); mixers for a bidirectional encoder: "
+     "attention, differential_attention, linear_attention, mla; the entry has no stack, so it reaches both stacks: "
+     "add stack: decoder"),
+    (tiny(kind="encoder_decoder", mixer="gru"), "model.mixer", "for the decoder only: model.layers: [{stack: decoder, "
+     "mixer: gru}]"),
     (tiny(mixer="gated_deltanett"), "model.mixer", "did you mean 'gated_deltanet'"),
     (tiny(mixer={"name": "gated_deltanet", "conv_sise": 4}), "model.mixer.conv_sise", "did you mean 'conv_size'"),
     (tiny(mixer={"name": "gated_deltanet", "n_heads": 2, "n_v_heads": 3}), "model.mixer", "multiple of n_heads"),
@@ -215,4 +224,21 @@ def test_a_kernel_without_its_package_is_one_line_naming_what_to_install(name, k
     monkeypatch.setattr(importlib.util, "find_spec", lambda mod, *a: None if mod == kernel else real(mod, *a))
     with pytest.raises(ConfigError) as err:
         model_config(tiny(mixer={"name": name, "kernel": kernel}))
-    assert err.value.key == "model.mixer" and f"pip install {package}" in str(err.value) and "\n" not in str(err.value)
+    assert err.value.key == "model.mixer.kernel" and f"pip install {package}" in str(err.value), str(err.value)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError) as err:  # per layer, the key is the entry's option
+        model_config(tiny(n_layers=2, layers=[{"range": "0:1", "mixer": {"name": name, "kernel": kernel}}]))
+    assert err.value.key == "model.layers[0].mixer.kernel", str(err.value)
+
+
+@pytest.mark.parametrize("name,kernel", [("gated_deltanet", "fla"), ("mamba2", "mamba_ssm")])
+def test_a_kernel_whose_package_is_installed_names_the_option_too(name, kernel, monkeypatch):
+    import importlib.machinery
+    import importlib.util
+
+    real = importlib.util.find_spec
+    found = importlib.machinery.ModuleSpec(kernel, None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda mod, *a: found if mod == kernel else real(mod, *a))
+    with pytest.raises(ConfigError) as err:
+        model_config(tiny(mixer={"name": name, "kernel": kernel}))
+    assert err.value.key == "model.mixer.kernel" and "kernel: torch" in str(err.value), str(err.value)

@@ -9,6 +9,7 @@ from typing import Callable, Dict, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+from ...errors import ConfigError
 from ..state import DecodingState, RecurrentState
 from .base import Mixer, MixerInputs
 
@@ -61,11 +62,12 @@ def keep_mask(inputs: MixerInputs, x: Tensor) -> Optional[Tensor]:
 
 def check_kernel(kernel: str, module: str, package: str) -> None:
     """A mixer option ``kernel`` other than "torch" names an optional package's GPU kernels; without the
-    package it is one error saying what to install. (The kernels are not wired in yet: the torch path
-    is the function every mixer is tested by.)"""
+    package it is one error saying what to install, naming the option (the registry prefixes the
+    mixer's key). (The kernels are not wired in yet: the torch path is the function every mixer is
+    tested by.)"""
     if kernel == "torch":
         return
     if importlib.util.find_spec(module) is None:
-        raise ValueError(f"kernel '{kernel}' needs the {package} package (pip install {package}, GPU only); "
-                         f"kernel: torch runs everywhere")
-    raise ValueError(f"kernel '{kernel}' is not wired into arch_zoo yet; kernel: torch computes the same function")
+        raise ConfigError("kernel", f"'{kernel}' needs the {package} package (pip install {package}, GPU only); "
+                                    f"kernel: torch runs everywhere")
+    raise ConfigError("kernel", f"'{kernel}' is not wired into arch_zoo yet; kernel: torch computes the same function")
