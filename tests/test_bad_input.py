@@ -505,7 +505,12 @@ run()
      "--to: tensorboard is not installed; install it with: pip install 'arch-zoo[tensorboard]'"),
     ("mlflow", "train {ws}/exp.yaml --out {ws}/r logging.mlflow.enabled=true",
      "logging.mlflow: mlflow is not installed; install it with: pip install 'arch-zoo[mlflow]'"),
-], ids=["export-mlflow", "export-tensorboard", "train-mlflow-logger"])
+    # `dashboard` chooses its tool with --tool; it has no --to
+    ("tensorboard", "dashboard {ws}/sweep",
+     "--tool: tensorboard is not installed; install it with: pip install 'arch-zoo[tensorboard]'"),
+    ("mlflow", "dashboard {ws}/sweep --tool mlflow",
+     "--tool: mlflow is not installed; install it with: pip install 'arch-zoo[mlflow]'"),
+], ids=["export-mlflow", "export-tensorboard", "train-mlflow-logger", "dashboard-tensorboard", "dashboard-mlflow"])
 def test_a_missing_optional_dependency_names_the_extra_to_install(module, argv, expected, ws):
     """README (Dashboards): without the extra, the command says `pip install 'arch-zoo[mlflow]'` in one line."""
     before = tree(ws)

@@ -23,6 +23,7 @@ from ..tracking.identity import RunIdentity, exportable, from_run_dir
 from ..writable import check_dir
 
 TOOLS = ("tensorboard", "mlflow", "wandb")
+FLAGS = ("--to", "--tracking-uri")  # `arch-zoo export`'s options for the tool and the tracking URI
 FINISHED = ("completed", "diverged", PRUNED)  # a diverged run's curves are worth seeing, a pruned one's too
 
 
@@ -101,39 +102,43 @@ def _reported_dirs(runs_csv: str, mtime_ns: int) -> frozenset:
 
 
 def export(paths: Sequence[Union[str, Path]], to: str, tracking_uri: Optional[str] = None,
-           project: str = "arch_zoo", save_dir: Optional[str] = None) -> Exported:
-    return export_all(paths, [to], tracking_uri, project, save_dir)[0]
+           project: str = "arch_zoo", save_dir: Optional[str] = None, flags: Tuple[str, str] = FLAGS) -> Exported:
+    return export_all(paths, [to], tracking_uri, project, save_dir, flags)[0]
 
 
 def export_all(paths: Sequence[Union[str, Path]], tools: Sequence[str], tracking_uri: Optional[str] = None,
-               project: str = "arch_zoo", save_dir: Optional[str] = None) -> List[Exported]:
+               project: str = "arch_zoo", save_dir: Optional[str] = None,
+               flags: Tuple[str, str] = FLAGS) -> List[Exported]:
     """Each of ``tools`` in turn. Every tool, library and destination is checked before anything is
-    written, so a mistake in the last costs nothing in the first."""
+    written, so a mistake in the last costs nothing in the first. ``flags``: the options an error names
+    for the tool and for the tracking URI (`dashboard` has --tool, and chooses the URI itself)."""
     tools = list(dict.fromkeys(tools))
+    flag, uri_flag = flags
     for to in tools:
         if to not in TOOLS:
-            raise choice_error("--to", "dashboard", to, TOOLS)
-        require(to, "--to")
+            raise choice_error(flag, "dashboard", to, TOOLS)
+        require(to, flag)
     runs, missing = finished_runs(paths)
     for to in tools:
-        _check_destinations(to, runs, tracking_uri, save_dir)
-    return [_export(to, runs, missing, tracking_uri, project, save_dir) for to in tools]
+        _check_destinations(to, runs, tracking_uri, save_dir, flag, uri_flag if tracking_uri else flag)
+    return [_export(to, runs, missing, tracking_uri, project, save_dir, flag) for to in tools]
 
 
-def _check_destinations(to: str, runs: List[RunIdentity], tracking_uri: Optional[str], save_dir: Optional[str]) -> None:
+def _check_destinations(to: str, runs: List[RunIdentity], tracking_uri: Optional[str], save_dir: Optional[str],
+                        flag: str, uri_flag: str) -> None:
     if to == "mlflow":
         for uri in dict.fromkeys(tracking_uri or mlflow_runs.default_uri(i) for i in runs):
-            mlflow_runs.check_reachable(uri, "--tracking-uri" if tracking_uri else "--to")
+            mlflow_runs.check_reachable(uri, uri_flag)
     elif to == "tensorboard":
         for root in dict.fromkeys(tensorboard_logs.log_root(i, save_dir) for i in runs):
-            check_dir(root, "--to", "tensorboard writes its logs")
+            check_dir(root, flag, "tensorboard writes its logs")
     else:
         for identity in runs:
-            check_dir(identity.run_dir / "wandb", "--to", "wandb writes its files")
+            check_dir(identity.run_dir / "wandb", flag, "wandb writes its files")
 
 
 def _export(to: str, runs: List[RunIdentity], missing: List[Tuple[str, str]], tracking_uri: Optional[str],
-            project: str, save_dir: Optional[str]) -> Exported:
+            project: str, save_dir: Optional[str], flag: str) -> Exported:
     result = Exported(to, missing=missing)
     for identity in runs:
         try:
@@ -142,7 +147,7 @@ def _export(to: str, runs: List[RunIdentity], missing: List[Tuple[str, str]], tr
             else:
                 result.current.append(identity.run_id)
         except OSError as exc:  # checked writable a moment ago: a full disk, or files changed meanwhile
-            raise ConfigError("--to", f"{to}: cannot write {exc.filename or identity.run_id}: "
+            raise ConfigError(flag, f"{to}: cannot write {exc.filename or identity.run_id}: "
                                       f"{exc.strerror or exc}") from None
     return result
 

@@ -125,7 +125,8 @@ def dashboard(sweep_dir: Path, tool: str, port: Optional[int], say: Callable[[st
     runs, _ = finished_runs([sweep_dir])
     root = runs[0].root if runs else sweep_dir.resolve()
     save_dir = str(root / "tensorboard")
-    result = export([sweep_dir], tool, tracking_uri=f"sqlite:///{root.resolve() / 'mlflow.db'}", save_dir=save_dir)
+    result = export([sweep_dir], tool, tracking_uri=f"sqlite:///{root.resolve() / 'mlflow.db'}", save_dir=save_dir,
+                    flags=("--tool", "--tool"))
     for line in result.lines():
         say(line)
     # kill and a closed terminal stop it as Ctrl-C does, from before the server starts: a signal that came
