@@ -11,6 +11,7 @@ from ..formatting import plural
 from ..rundir import PAUSED, PRUNED
 from .plan import Plan, make_plan
 from .rungs import next_round
+from .shadowing import check_worker_imports
 from .spec import SweepSpec, load_spec
 from .store import Store
 from .stages import second_stage, stage_two_size
@@ -54,7 +55,9 @@ def make_launcher(kind: str, workers: Optional[int], ray_address: Optional[str] 
     if kind == "local":
         from .local import LocalLauncher
 
-        return LocalLauncher(workers or 1, threads)
+        local = LocalLauncher(workers or 1, threads)  # starts no process yet
+        check_worker_imports(local.ctx.get_start_method())
+        return local
     if kind == "ray":
         from .ray_launcher import RayLauncher
 
