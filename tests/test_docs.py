@@ -318,15 +318,27 @@ def test_the_plugin_page_gives_every_familys_interface_as_arch_zoo_testing_does(
         assert rows[family] == (f"`{face.base}`" if face.base else "any class", face.signature, face.builds), family
 
 
+def _links(page: Path) -> set:
+    """The pages ``page`` links to, resolved (anchors dropped, other sites left out)."""
+    text = page.read_text()
+    return {(page.parent / t).resolve() for t in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+            if not re.match(r"\w+://", t)}
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md", "docs/how-to/own-component.md"])
+def test_the_mixer_page_is_linked_from_the_readme_the_index_and_the_component_page(page):
+    """Not only from the site's nav: a reader of the README, the docs' front page or the plugin how-to finds it."""
+    assert DOCS / "how-to" / "own-mixer.md" in _links(ROOT / page)
+
+
 # ---------------------------------------------------------------------------------------- README
 
 def test_readme_is_one_screen_or_three_and_its_links_resolve():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) < 250
     assert "make demo" in text and "make test" in text
-    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text):
-        if not re.match(r"\w+://", target):
-            assert (ROOT / target).exists(), f"README links to {target}, which does not exist"
+    for target in _links(ROOT / "README.md"):
+        assert target.exists(), f"README links to {target}, which does not exist"
     for block in re.findall(r"^```bash\n(.*?)^```", text, re.S | re.M):
         for argv in commands(block):
             check_parses(argv, "README.md")

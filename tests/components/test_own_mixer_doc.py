@@ -34,14 +34,28 @@ def _run(argv, cwd):
 def test_the_page_shows_a_plugin_its_test_a_config_and_the_commands(workspace):
     path, argvs = workspace
     assert {p.name for p in path.iterdir()} == {"my_mixer.py", "test_my_mixer.py", "experiment.yaml"}
-    assert [a[:2] for a in argvs] == [["pytest", "test_my_mixer.py"], ["arch-zoo", "describe"], ["arch-zoo", "train"]]
+    assert [a[:2] for a in argvs] == [["pytest", "test_my_mixer.py"], ["arch-zoo", "components"], ["arch-zoo", "describe"],
+                                      ["arch-zoo", "train"]]
+
+
+@pytest.mark.parametrize("source", ["--plugin", "config"])
+def test_components_lists_the_plugins_mixer_from_the_flag_or_the_config(workspace, source):
+    """The page's `components --plugin my_mixer.py`, and `components experiment.yaml` as it says; the page
+    quotes the line as printed."""
+    path, argvs = workspace
+    proc = _run(argvs[1] if source == "--plugin" else ["arch-zoo", "components", "experiment.yaml"], path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    mixers = proc.stdout.split("mixers  (")[1].split("\n\n")[0]
+    (line,) = [x.strip() for x in mixers.splitlines() if x.strip().startswith("gated_conv ")]
+    assert line.endswith(f"[size=4]  (plugin: {path / 'my_mixer.py'})"), line
+    assert "`gated_conv ... [size=4]  (plugin: /path/to/my_mixer.py)`" in (DOCS / PAGE).read_text()
 
 
 def test_the_plugins_test_passes_and_describe_shows_the_hybrid(workspace):
     path, argvs = workspace
     proc = _run(argvs[0], path)
     assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
-    proc = _run(argvs[1], path)
+    proc = _run(argvs[2], path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = (DOCS / PAGE).read_text()
     layout = next(line.strip() for line in proc.stdout.splitlines() if "mixer=gated_conv(size=4)" in line)
@@ -51,7 +65,7 @@ def test_the_plugins_test_passes_and_describe_shows_the_hybrid(workspace):
 
 def test_the_hybrid_trains(workspace, tmp_path):
     path, argvs = workspace
-    argv = [a for a in argvs[2] if not a.startswith("train.max_steps")] + [
+    argv = [a for a in argvs[3] if not a.startswith("train.max_steps")] + [
         "train.max_steps=3", "train.val_every=3", "train.val_batches=1", "train.batch_size=2",
         "train.exact_match_samples=0", "train.progress_bar=false", "task.max_chars=20000", "--out", str(tmp_path / "run")]
     proc = _run(argv, path)
