@@ -173,8 +173,8 @@ def look(differences: Sequence[float], design: Design, margin: Optional[float] =
     low, high = repeated_interval(differences, level)
     decided = ""
     if not math.isnan(low):
-        if low > 0 or high < 0:
+        if margin is not None and margin > 0 and -margin < low and high < margin:
+            decided = "equivalent"  # as stats.judge: a difference too small to count, real or not
+        elif low > 0 or high < 0:
             decided = "differs"
-        elif margin is not None and margin > 0 and -margin < low and high < margin:
-            decided = "equivalent"
     return Look(n, level, low, high, decided, n >= design.max)
