@@ -86,9 +86,39 @@ def test_a_sweep_trains_the_rounds_and_a_rerun_trains_nothing(spec_dir, tmp_path
     assert seeds["lr-1.0e05__attention_kernel-sdpa"] == {0, 1, 2}  # decided at the second
     assert seeds["lr-0.01__attention_kernel-sdpa"] == {0, 1, 2}
     assert "seeds: every comparison is decided" in text
+    _check_report(out / "adaptive")
     assert main(["sweep", str(path), "--out", str(out), "--workers", "1"]) == 0
     again = capsys.readouterr().out
     assert "0 to run" in again and "completed  val/loss" not in again
+
+
+def _check_report(store_dir):
+    """The report judges each pair by its last look's repeated interval: recomputed here from the runs'
+    values with scipy's t quantile at the design's boundary."""
+    import math
+
+    import numpy as np
+    from scipy import stats
+
+    from arch_zoo.reports import load_runs, summarize
+    from arch_zoo.reports.sequential import Design
+
+    runs = load_runs(store_dir)
+    table = summarize(runs).set_index("variant")
+    values = {v: dict(zip(g["seed"], g["val/loss"])) for v, g in runs.groupby("variant")}
+    base = values["lr=0.01,attention_kernel=sdpa"]
+    worse = values["lr=1.0e-05,attention_kernel=sdpa"]
+    d = np.array([worse[s] - base[s] for s in sorted(worse)])
+    crit = Design((2, 3, 4), 0.05, "obrien-fleming", 2).critical()[1]  # the second look, at 3 seeds
+    half = crit * d.std(ddof=1) / math.sqrt(3)
+    row = table.loc["lr=1.0e-05,attention_kernel=sdpa"]
+    assert (row["val/loss delta_ci_low"], row["val/loss delta_ci_high"]) == pytest.approx((d.mean() - half,
+                                                                                          d.mean() + half))
+    assert row["val/loss verdict"] == "worse" and math.isnan(row["val/loss p_holm"])
+    assert crit == pytest.approx(stats.t.isf(Design((2, 3, 4), 0.05, pairs=2).level(3) / 2, 2))
+    notes = " ".join(table.attrs["notes"])
+    assert "O'Brien-Fleming alpha spending" in notes and "Runs: 8 of the fixed design's 12 (4 saved)" in notes
+    assert "lr=1.0e-05,attention_kernel=sdpa: looks at 2, 3 seeds, decided at 3" in notes
 
 
 @pytest.mark.parametrize("seeds, expected", [
