@@ -20,6 +20,7 @@ from ..metrics import per_byte_instead, range_of
 from ..run_names import plain
 from .load import FIXED, goal_for
 from .table_notes import clip_note, run_notes, table_attrs
+from .sequential_verdicts import apply as sequential_apply
 from .stats import bootstrap_ci, cohens_dz, holm, judge, seeds_needed, smallest_effect, tost_p
 
 STATUSES = ("completed", "diverged", "failed", "interrupted", "running", "pending")
@@ -213,6 +214,7 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
                for m in metrics}
     ambiguous = _compare(rows, settings, metrics, list(base), metric, ci, min_effect, margins)
     _judge(rows, metrics, margins, runs.attrs, goal)
+    sequential = sequential_apply(rows, metric, goal, runs.attrs.get("seeds"))
     table = pd.DataFrame([{k: v for k, v in r.items() if k != "_values"} for r in rows])
     for s in settings:  # as the runs have them: a null beside numbers stays None, not NaN
         table[s] = pd.Series([r[s] for r in rows], dtype=object)
@@ -225,6 +227,7 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
     table.attrs["notes"] += [clip_note(m, names) for m, names in clipped.items()]
     if rank_note:
         table.attrs["notes"].insert(0, rank_note)
+    table.attrs["notes"] += sequential
     pairing = _pairing_note(rows, ambiguous)
     if pairing:
         table.attrs["notes"].append(pairing)

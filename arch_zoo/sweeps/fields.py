@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ..errors import ConfigError, did_you_mean
 from ..metrics import SPELLINGS as GOALS, goal_of
 from ..run_names import yaml_value
+from .seed_spec import parse_adaptive
 
 # budget.match: what every variant gets the same amount of -> how the plan gets there
 BUDGETS = {"tokens": "train.max_steps set per variant so its training tokens equal the baseline's, within one batch",
@@ -95,7 +96,8 @@ class SweepSpec:
     random: Dict[str, Distribution] = field(default_factory=dict)
     random_n: int = 0
     random_seed: int = 0
-    seeds: Optional[List[int]] = None  # None: the base config's seed
+    seeds: Optional[List[int]] = None  # None: the base config's seed; adaptive: the first round's
+    adaptive: Optional[Any] = None  # ``seeds: {start, max, ...}`` (``seed_spec.AdaptiveSeeds``)
     baseline: Optional[Dict[str, Any]] = None
     metric: Dict[str, str] = field(default_factory=lambda: {"name": "val/loss", "goal": "min"})
     match_params: Optional[float] = None  # relative tolerance, when parameter matching is on
@@ -197,7 +199,10 @@ def _finish(spec: SweepSpec, data: Mapping) -> None:
             if k in spec.source_key:
                 raise ConfigError(f"{where}.{k}", f"is also varied by {spec.source_key[k]}; vary a key in one place")
             spec.source_key[k] = where
-    if "seeds" in data:
+    if isinstance(data.get("seeds"), Mapping):
+        spec.adaptive = parse_adaptive(data["seeds"])
+        spec.seeds = spec.adaptive.seeds[:spec.adaptive.start]
+    elif "seeds" in data:
         seeds = data["seeds"]
         seeds = [seeds] if isinstance(seeds, int) and not isinstance(seeds, bool) else seeds
         spec.seeds = [_int(s, f"seeds[{i}]") for i, s in enumerate(_values(seeds, "seeds"))]

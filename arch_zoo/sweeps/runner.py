@@ -153,6 +153,7 @@ class _Sweep:
         stops = self._first_round()
         self._halving_rounds(stops)
         self._stage_two()
+        self._seed_rounds()
         self.launch.stop(abort=not self.tasks)
         self.store.write_index(self.plan)
         self.finish("finished")
@@ -194,6 +195,26 @@ class _Sweep:
         more = _tasks(second, self.store, self.retry_failed, self.log)
         self.tasks += more
         self.launch_tasks(more)
+
+    def _seed_rounds(self) -> None:
+        """Adaptive seeds: rounds of more seeds for the comparisons still undecided (``seed_rounds``)."""
+        if self.spec.adaptive is None:
+            return
+        from .seed_rounds import next_round
+
+        while True:
+            more = next_round(self.plan, self.store, self.log)
+            if not more:
+                return
+            self.store.check_conflicts(Plan(self.spec, more, self.plan.axes, self.plan.names))
+            self.outcome.plan = Plan(self.spec, self.plan.runs + more, self.plan.axes, self.plan.names)
+            self.runs.update({r.run_id: r for r in more})
+            self.store.write_plan(self.plan)
+            self.store.write_index(self.plan)
+            todo = _tasks(Plan(self.spec, more, self.plan.axes, self.plan.names), self.store, self.retry_failed,
+                          self.log)
+            self.tasks += todo
+            self.launch_tasks(todo)
 
     def launch_tasks(self, todo: List[Task]) -> None:
         if todo:

@@ -10,6 +10,7 @@ from .halving import ladder_sizes, steps_per_seed
 from .plan import Plan
 from .plan_checks import comparison_warnings
 from .stages import choice_line, stage_one, stage_two_size, stage_variants
+from .seed_spec import RULE_NAMES
 from .spec import BUDGETS
 from .store import Store, read_json
 
@@ -32,6 +33,7 @@ def dry_run_table(plan: Plan, store: Optional[Store] = None) -> str:
     text += (f"budget: match {plan.spec.budget} ({BUDGETS[plan.spec.budget]}); "
              f"train FLOPs = 3 x forward FLOPs/token x tokens, counted at {_counted_at(plan)}\n")
     text += "".join(line + "\n" for line in comparison_warnings(plan))
+    text += adaptive_line(plan)
     tune = plan.spec.tune
     if tune is None:
         return text + _done(plan, store if ran else None) + \
@@ -61,6 +63,19 @@ def dry_run_table(plan: Plan, store: Optional[Store] = None) -> str:
             + _done(plan, store if ran else None, second)
             + f"{plural(len(plan.runs), 'run')} in stage 1, {plural(n_two, 'run')} in stage 2; "
               "* marks the baseline; nothing was trained (--dry-run)\n")
+
+
+def adaptive_line(plan: Plan) -> str:
+
+    """What adaptive seeds (``seeds: {start, max}``) may add to the runs listed: their first round."""
+    a = plan.spec.adaptive
+    if a is None:
+        return ""
+    variants = len(stage_variants(plan)) if plan.spec.tune is not None else len({r.variant for r in plan.runs})
+    return (f"seeds: adaptive ({RULE_NAMES[a.rule]} alpha spending, {a.alpha:g} two-sided over the "
+            f"comparisons): seeds {a.seeds[0]}-{a.seeds[a.start - 1]} first, then {plural(a.step, 'seed')} a round "
+            f"to each comparison still undecided, up to {a.max} (looks at {', '.join(map(str, a.looks))} seeds); "
+            f"{variants * a.start} to {variants * a.max} evaluation runs\n")
 
 
 def _plan_table(plan: Plan, store: Optional[Store]) -> str:

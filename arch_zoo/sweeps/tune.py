@@ -45,7 +45,7 @@ def parse_tune(value: Any, spec: SweepSpec) -> TuneSpec:
     raw = t["seeds"]
     raw = [raw] if isinstance(raw, int) and not isinstance(raw, bool) else raw
     seeds = tuple(_int(s, f"tune.seeds[{i}]") for i, s in enumerate(_values(raw, "tune.seeds")))
-    shared = sorted(set(seeds) & set(spec.seeds or []))
+    shared = sorted(set(seeds) & set(spec.adaptive.seeds if spec.adaptive is not None else spec.seeds or []))
     if shared:
         raise ConfigError("tune.seeds", f"seed {shared[0]} is also an evaluation seed (the sweep's 'seeds'); stage 2 "
                           "must be judged on seeds the choice never saw")

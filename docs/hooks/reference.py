@@ -53,12 +53,13 @@ def traits(entry) -> str:
 def sweep_keys() -> Dict[str, Tuple[str, ...]]:
     """The spec's keys, as the parser checks them: section -> allowed keys."""
     from arch_zoo.sweeps.halving import HALVING_KEYS
+    from arch_zoo.sweeps.seed_spec import KEYS as SEED_KEYS
     from arch_zoo.sweeps.spec import NATIVE_KEYS, RANDOM_KEYS
     from arch_zoo.sweeps.suite import SUITE_KEYS, TASK_KEYS
     from arch_zoo.sweeps.tune import RANGE_KEYS, TUNE_KEYS
 
     return {"": NATIVE_KEYS, "random.": RANDOM_KEYS, "tune.": TUNE_KEYS, "tune.values.": RANGE_KEYS,
-            "tune.halving.": HALVING_KEYS, "budget.": ("match", "tolerance"), "suite.": SUITE_KEYS,
+            "tune.halving.": HALVING_KEYS, "budget.": ("match", "tolerance"), "seeds.": SEED_KEYS, "suite.": SUITE_KEYS,
             "suite.tasks[].": TASK_KEYS}
 
 
@@ -262,7 +263,15 @@ SWEEP_MEANINGS = {
     "grid": "axes crossed with each other: `{key: [values]}`",
     "zip": "axes that vary together (equal lengths): `{key: [values]}`",
     "random": "a random search: `n` distinct samples of `parameters`, drawn with `seed`",
-    "seeds": "the seeds every variant runs (default: the base config's `seed`)",
+    "seeds": "the seeds every variant runs (default: the base config's `seed`), or adaptive seeds "
+             "`{start, max, step, rule, alpha, first}`: more seeds only where a comparison is undecided "
+             "([adaptive seeds](../how-to/adaptive-seeds.md))",
+    "seeds.start": "seeds every variant runs first (at least 2)",
+    "seeds.max": "the most seeds a comparison gets (at least `start`)",
+    "seeds.step": "seeds a round adds to each undecided comparison (default 1)",
+    "seeds.rule": "the alpha-spending function: `obrien-fleming` (default) or `pocock`",
+    "seeds.alpha": "the two-sided error rate over all comparisons (default 0.05; Bonferroni between them)",
+    "seeds.first": "the first seed (default 0): the seeds are first, first + 1, ...",
     "baseline": "the variant every other is compared against: `{key: value}`",
     "metric": "the metric that ranks variants: `{name, goal, min_effect}`; goal defaults to the metric's declared "
               "direction; `min_effect`, the smallest difference that counts (below it a Δ is 'equivalent'), "
