@@ -10,6 +10,7 @@ from arch_zoo.sweeps.seed_rounds import next_round, pairs
 from arch_zoo.sweeps.store import Store
 
 from .conftest import write_spec
+from .test_sigkill import hooked  # noqa: F401 - the kill-hook fixture
 
 # three variants: a learning rate that cannot train (differs a lot), and the other attention kernel
 # (the same function: equivalent), each against the baseline
@@ -147,3 +148,29 @@ def test_the_dry_run_says_what_the_rounds_may_add(spec_dir, tmp_path, capsys):
             "2 seeds a round to each comparison still undecided, up to 8 (looks at 3, 5, 7, 8 seeds); "
             "9 to 24 evaluation runs") in out
     assert "9 runs;" in out
+
+
+def test_a_sweep_killed_between_rounds_resumes_to_the_same_runs(spec_dir, tmp_path, hooked):
+    """SIGKILL of the whole sweep while it writes the second round's first run.json (the 7th: the first
+    round wrote 6); the rerun decides the same round from the store and ends where an uninterrupted sweep
+    does: the undecided pair and its baseline at 3 seeds, the equivalent one at 2."""
+    import subprocess
+
+    from .conftest import cli
+    from .test_sigkill import arm
+
+    path = write_spec(spec_dir, SPEC)
+    out = tmp_path / "runs"
+    arm(hooked, ("rename", "run.json", 7), "group", 0)
+    killed = subprocess.run(cli("sweep", path, "--out", out, "--workers", "1"), start_new_session=True,
+                            capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert "seeds: 2 more run(s)" in killed.stdout
+    resumed = subprocess.run(cli("sweep", path, "--out", out, "--workers", "1"), capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "6 completed already" in resumed.stdout
+    done = sorted(d.name.rsplit("-", 1)[0] for d in (out / "adaptive" / "runs").iterdir()
+                  if (d / SUMMARY).exists())
+    assert done == sorted([f"lr-0.01__attention_kernel-sdpa-s{s}" for s in (0, 1, 2)]
+                          + [f"lr-1.0e05__attention_kernel-sdpa-s{s}" for s in (0, 1, 2)]
+                          + [f"lr-0.01__attention_kernel-explicit-s{s}" for s in (0, 1)])
