@@ -1,6 +1,7 @@
 """Human-readable text for ``arch-zoo components`` and ``arch-zoo describe``."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
@@ -12,7 +13,7 @@ from .components.feedforward import has_sublayer, is_gated
 from .components.placements import ends_with_norm
 from .config import ExperimentConfig
 from .config.catalog import all_registries
-from .config.layers import layers_word, layout, pattern_notes, resolved_mixer
+from .config.layers import as_trained, layers_word, layout, pattern_notes, resolved_mixer
 from .config.validation import D_FF_RULE, layer_configs, stacks
 from .errors import ConfigError
 from .registry import Registry
@@ -111,7 +112,8 @@ def describe_source(source: str, overrides: Sequence[str] = (), vocab_size: Opti
         run_dir, source = path, str(path / RUN_CONFIG)
     elif path.name == RUN_CONFIG and path.is_file():
         run_dir = path.parent
-    cfg = load(source, overrides)
+    with as_trained(str(run_dir)) if run_dir is not None and not overrides else contextlib.nullcontext():
+        cfg = load(source, overrides)  # a run's config as it trained, unless the command line changes it
     return describe_text(cfg, vocab_size, seq_len, run_dir=run_dir,
                          task_changed=any(o.split("=", 1)[0].split(".")[0] in ("task", "seed") for o in overrides))
 
@@ -185,7 +187,8 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         f"d_ff {m.d_ff}, max_seq_len {m.max_seq_len}, vocab {vocab_size}{vocab_note}",
         "",
         "components",
-        f"  position      {m.position.describe()}{_reach(m)}" + (", also in cross-attention" if m.cross_attention_position else ""),
+        f"  position      {m.position.describe()}{_reach(m)}"
+        + (", also in cross-attention" if m.cross_attention_position else ""),
         f"  norm          {m.norm.describe()}, placement {m.norm_placement.describe()}: {placement}; "
         f"final norm {'yes' if ends_with_norm(m) else 'no'}",
         f"  mixer         {resolved_mixer(m).mixer.describe()}" + _notes("mixers", m.mixer),

@@ -156,5 +156,29 @@ def test_a_mixer_sweep_on_a_rope_base_plans_and_says_what_a_pattern_gives_each_l
     out = capsys.readouterr().out
     assert "model.position" not in out
     notes = [line for line in out.splitlines() if line.startswith("note: ")]
-    assert len(notes) == 1 and notes[0].endswith("model.layers[0].pattern: 3 items over 4 layers (range ':') do not "
-                                                 "tile them: item 0 -> layers 0, 3; item 1 -> layer 1; item 2 -> layer 2")
+    assert len(notes) == 1 and notes[0].endswith(
+        "model.layers[0].pattern: 3 items over 4 layers (range ':') do not tile them: item 0 -> layers 0, 3; "
+        "item 1 -> layer 1; item 2 -> layer 2")
+
+
+def test_a_run_trained_before_the_check_still_restores_and_describes_with_a_warning(tmp_path):
+    """tests/fixtures/run_before_mixer_slot with a shadowed entry written into its saved config (an entry
+    that set gelu, the model's own ffn, again: the checkpoint's model is unchanged)."""
+    import shutil
+
+    from tests.training.test_runs_before_mixer_slot import COMPLETED
+    from arch_zoo.describe import describe_source
+    from arch_zoo.training.restore import restore
+
+    run = shutil.copytree(COMPLETED, tmp_path / "run")
+    text = (run / "config.yaml").read_text()
+    assert text.count("  layers: null\n") == 1
+    (run / "config.yaml").write_text(text.replace("  layers: null\n", "  layers: [{ffn: gelu}, {ffn: gelu}]\n"))
+    with pytest.raises(ConfigError):
+        describe_source(str(run), ["seed=1"])  # a new config (changed on the command line) is refused
+    with pytest.warns(UserWarning, match=r"run: model\.layers\[0\]: has no effect"):
+        restored = restore(run)
+    with pytest.warns(UserWarning, match="has no effect"):
+        assert "decoder x 2: self-attention (causal)" in describe_source(str(run))
+    ids = torch.tensor([[1, 2, 3, 4]])
+    torch.testing.assert_close(restored.model(ids).logits, restore(COMPLETED).model(ids).logits, rtol=0, atol=0)

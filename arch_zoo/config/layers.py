@@ -12,8 +12,11 @@ form; the model builds each layer from its resolved config.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
-from typing import Any, Dict, List, Mapping, Tuple
+import warnings
+from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
 from . import model_families  # noqa: F401  (fills the registries that component keys are parsed by)
 from ..errors import ConfigError, did_you_mean
@@ -99,7 +102,8 @@ def _entries(m: ModelConfig, key: str) -> List[Tuple[int, Mapping, List[Mapping]
     return out
 
 
-def _assign(m: ModelConfig, stack: str, depth: int, key: str) -> Tuple[List[Dict[str, Any]], List[str], Dict[int, set], set]:
+def _assign(m: ModelConfig, stack: str, depth: int, key: str
+            ) -> Tuple[List[Dict[str, Any]], List[str], Dict[int, set], set]:
     """What the entries set on each layer of ``stack``: (changes per layer, key of the entry that last
     changed each layer, each entry's later entries that replaced a value of it, the entries some layer
     still holds a value of). A later value replaces an earlier one; a component mapping without
@@ -146,6 +150,21 @@ def resolve(m: ModelConfig, stack: str, depth: int, key: str = "model") -> List[
     return out
 
 
+_TRAINED = contextvars.ContextVar("trained_config", default=None)
+
+
+@contextlib.contextmanager
+def as_trained(where: str) -> Iterator[None]:
+    """Configs read inside are a run's saved ones (``where``: its directory): they built the model that
+    trained, so an entry that changes no layer is a warning there, not an error (runs written before
+    the check still restore)."""
+    token = _TRAINED.set(where)
+    try:
+        yield
+    finally:
+        _TRAINED.reset(token)
+
+
 def check_entries(m: ModelConfig, stacks: List[Tuple[str, int]], key: str = "model") -> None:
     """Each entry changes some layer: a pattern with items past its range, an entry that sets nothing,
     or one whose every value later entries replace on the same layers would change none, silently
@@ -153,6 +172,15 @@ def check_entries(m: ModelConfig, stacks: List[Tuple[str, int]], key: str = "mod
     gives every layer the last one's keys)."""
     if not m.layers:
         return
+    try:
+        _check_entries(m, stacks, key)
+    except ConfigError as exc:
+        if _TRAINED.get() is None:
+            raise
+        warnings.warn(f"{_TRAINED.get()}: {exc}; the run was built as its config resolves", stacklevel=2)
+
+
+def _check_entries(m: ModelConfig, stacks: List[Tuple[str, int]], key: str) -> None:
     spans: Dict[int, int] = {}  # entry -> the most layers its range covers in a stack it applies to
     replaced: Dict[int, set] = {}
     effective: set = set()
@@ -195,7 +223,8 @@ def pattern_notes(m: ModelConfig, stacks: List[Tuple[str, int]], key: str = "mod
                 continue
             span = _span(entry.get("range", ":"), depth, key)
             if len(span) % len(pattern):
-                items = "; ".join(f"item {j} -> {layers_word(list(span)[j::len(pattern)])}" for j in range(len(pattern)))
+                items = "; ".join(f"item {j} -> {layers_word(list(span)[j::len(pattern)])}"
+                                  for j in range(len(pattern)))
                 where = f" of the {stack}" if len(stacks) > 1 else ""
                 notes.append(f"{key}.layers[{i}].pattern: {len(pattern)} items over {len(span)} layers{where} "
                              f"(range {entry.get('range', ':')!r}) do not tile them: {items}")

@@ -92,7 +92,8 @@ def check_attention_keys(m: ModelConfig, resolved: dict, key: str) -> None:
             continue
         ctx = PositionContext.of(m, name == "decoder")
         if scheme.acts_in_attention and not scheme.adds_to_embeddings and learns(m.position, ctx):
-            fits = [e.name for e in POSITIONS.entries() if e.factory.adds_to_embeddings or not learns_by_default(e, ctx)]
+            fits = [e.name for e in POSITIONS.entries()
+                    if e.factory.adds_to_embeddings or not learns_by_default(e, ctx)]
             raise ConfigError(f"{key}.position", f"'{m.position.name}' has parameters that only attention reads, and "
                               f"no {name} layer has attention (mixer {layers[0].mixer.name}), so nothing would train "
                               f"them; choose one of: {', '.join(fits)}")
