@@ -1,6 +1,7 @@
 """Human-readable text for ``arch-zoo components`` and ``arch-zoo describe``."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
@@ -12,8 +13,8 @@ from .components.feedforward import has_sublayer, is_gated
 from .components.placements import ends_with_norm
 from .config import ExperimentConfig
 from .config.catalog import all_registries
-from .config.layers import layout
-from .config.validation import D_FF_RULE, stacks
+from .config.layers import as_trained, layers_word, layout, pattern_notes, resolved_mixer
+from .config.validation import D_FF_RULE, layer_configs, stacks
 from .errors import ConfigError
 from .registry import Registry
 from .rundir import CONFIG as RUN_CONFIG
@@ -111,7 +112,8 @@ def describe_source(source: str, overrides: Sequence[str] = (), vocab_size: Opti
         run_dir, source = path, str(path / RUN_CONFIG)
     elif path.name == RUN_CONFIG and path.is_file():
         run_dir = path.parent
-    cfg = load(source, overrides)
+    with as_trained(str(run_dir)) if run_dir is not None and not overrides else contextlib.nullcontext():
+        cfg = load(source, overrides)  # a run's config as it trained, unless the command line changes it
     return describe_text(cfg, vocab_size, seq_len, run_dir=run_dir,
                          task_changed=any(o.split("=", 1)[0].split(".")[0] in ("task", "seed") for o in overrides))
 
@@ -185,10 +187,11 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         f"d_ff {m.d_ff}, max_seq_len {m.max_seq_len}, vocab {vocab_size}{vocab_note}",
         "",
         "components",
-        f"  position      {m.position.describe()}" + (", also in cross-attention" if m.cross_attention_position else ""),
+        f"  position      {m.position.describe()}{_reach(m)}"
+        + (", also in cross-attention" if m.cross_attention_position else ""),
         f"  norm          {m.norm.describe()}, placement {m.norm_placement.describe()}: {placement}; "
         f"final norm {'yes' if ends_with_norm(m) else 'no'}",
-        f"  mixer         {m.mixer.describe()}" + _notes("mixers", m.mixer),
+        f"  mixer         {resolved_mixer(m).mixer.describe()}" + _notes("mixers", m.mixer),
         f"  attention     {m.attention.describe()}, {m.attention_kernel.describe()} kernel, q.k scaled by "
         f"{_attention_scale(m, model)}"
         + (f", qk-norm {m.qk_norm.describe()} " + ("per head" if m.qk_norm_scope == "head" else
@@ -214,17 +217,7 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         "",
         "layers",
     ]
-    ffn = " -> feed-forward" if has_sublayer(m.ffn) else ""  # ffn: none builds no feed-forward
-    if m.kind in ("encoder", "encoder_decoder"):
-        lines.append(f"  encoder x {m.encoder_layers}: {_mixing(m)} (bidirectional){ffn}")
-    if m.kind == "decoder":
-        lines.append(f"  decoder x {m.decoder_layers}: {_mixing(m)} (causal){ffn}")
-    if m.kind == "encoder_decoder":
-        lines.append(f"  decoder x {m.decoder_layers}: {_mixing(m)} (causal) -> cross-attention{ffn}")
-    if m.layers is not None:
-        for stack, depth in stacks(m):
-            for indices, diff in layout(m, stack, depth):
-                lines.append(f"  {stack} {'layers' if ('-' in indices or ',' in indices) else 'layer'} {indices}: {diff}")
+    lines += _layer_lines(m)
     total = count_parameters(model)
     active = active_parameters(model)
     lines += ["", f"parameters  {total:,} total" + (f", {active:,} active per token (experts not routed to "
@@ -233,6 +226,45 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         lines.append(f"  {part:<26}{n:>14,}  {100 * n / total:5.1f}%")
     lines += ["", *_flops_lines(model, m, seq_len, data, active != total)]
     return "\n".join(lines) + "\n"
+
+
+def _layer_lines(m) -> List[str]:
+    """A headline per stack saying what each layer is (a hybrid's mixers by layer), then with
+    ``model.layers`` what differs from the model per layer, and which layers a pattern that does not
+    tile its range gave each item."""
+    lines = []
+    for stack, depth in stacks(m):
+        cross = " -> cross-attention" if stack == "decoder" and m.kind == "encoder_decoder" else ""
+        groups: dict = {}
+        for index, cfg in enumerate(layer_configs(m, stack, depth)):
+            ffn = " -> feed-forward" if has_sublayer(cfg.ffn) else ""  # ffn: none builds no feed-forward
+            groups.setdefault((_mixing(cfg), ffn), []).append(index)
+        how = "causal" if stack == "decoder" else "bidirectional"
+        if len(groups) == 1:
+            (mixing, ffn), = groups
+            lines.append(f"  {stack} x {depth}: {mixing} ({how}){cross}{ffn}")
+        else:
+            lines.append(f"  {stack} x {depth} ({how}): " + "; ".join(
+                f"{layers_word(ix)} {mixing}{cross}{ffn}" for (mixing, ffn), ix in groups.items()))
+    if m.layers is not None:
+        for stack, depth in stacks(m):
+            lines += [f"  {stack} {layers_word(ix)}: {diff}" for ix, diff in layout(m, stack, depth)]
+        lines += [f"  note: {line}" for line in pattern_notes(m, stacks(m))]
+    return lines
+
+
+def _reach(m) -> str:
+    """In how many layers a scheme that acts only in attention acts, where some layer has no attention."""
+    scheme = registry_of("positions").get(m.position.name).factory
+    if not scheme.acts_in_attention or scheme.adds_to_embeddings:
+        return ""
+    layers = [cfg for stack, depth in stacks(m) for cfg in layer_configs(m, stack, depth)]
+    attention = [cfg for cfg in layers if registry_of("mixers").get(cfg.mixer.name).factory.reads_attention_keys]
+    acting = [cfg for cfg in attention if cfg.position == m.position]
+    if len(acting) == len(layers):
+        return ""
+    return f": acts in {len(acting)} of {len(layers)} layers" + (
+        " (only attention reads it, and no layer has attention)" if not attention else " (only attention reads it)")
 
 
 def _mixing(m) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import List, Optional, Union
 
+import torch
+
 from ..components.feedforward import is_gated
 from ..components.heads import HEADS
 from ..components.mixers.base import MIXERS, serves
@@ -17,7 +19,7 @@ from ..components.placements import PLACEMENTS
 from ..components.positions import POSITIONS, PositionContext, stack_causality
 from ..errors import ConfigError, choice_error
 from .checks import experiment_checks
-from .layers import resolve
+from .layers import check_entries, resolve
 from .schema import ExperimentConfig, ModelConfig, TrainConfig
 
 
@@ -63,9 +65,27 @@ def check_mixer(m: ModelConfig, stack: str, key: str, layer: Optional[int] = Non
 ATTENTION_KEYS = ("attention", "qk_norm", "attention_scale", "attn_logit_softcap")  # act in attention only
 
 
+def learns(spec, ctx: PositionContext) -> bool:
+    """The scheme holds trained parameters (T5's bias table): built on the CPU, small, with the global
+    random state left as it was, so validating never moves a seed."""
+    with torch.random.fork_rng(devices=[]):
+        return any(True for _ in POSITIONS.build(spec, ctx).parameters())
+
+
+def learns_by_default(entry, ctx: PositionContext) -> bool:
+    """``learns`` for a scheme at its default options (True where it has none that build)."""
+    try:
+        return learns(POSITIONS.parse(entry.name, "position"), ctx)
+    except (ConfigError, TypeError, ValueError):
+        return True
+
+
 def check_attention_keys(m: ModelConfig, resolved: dict, key: str) -> None:
     """Keys that act only in attention need an attention layer to act in: on a stack whose layers all
-    take another mixer (and no cross-attention reads them) they would silently do nothing."""
+    take another mixer (and no cross-attention reads them) they would silently do nothing. A position
+    scheme without parameters is the exception: it acts in the attention layers and nowhere else (RoPE
+    in Qwen3-Next), so a mixer sweep over a RoPE base may take a layout with none (``describe`` says in
+    how many layers it acts); a learned one (T5's table) would be trained by nothing."""
     def reads(cfg: ModelConfig) -> bool:
         return MIXERS.get(cfg.mixer.name).factory.reads_attention_keys
 
@@ -74,10 +94,13 @@ def check_attention_keys(m: ModelConfig, resolved: dict, key: str) -> None:
     for name, layers in resolved.items():
         if any(map(reads, layers)) or (cross and name == "decoder" and m.cross_attention_position):
             continue
-        if scheme.acts_in_attention and not scheme.adds_to_embeddings:
-            fits = [e.name for e in POSITIONS.entries() if e.factory.adds_to_embeddings or not e.factory.acts_in_attention]
-            raise ConfigError(f"{key}.position", f"'{m.position.name}' acts only in attention, and no {name} layer has "
-                              f"attention (mixer {layers[0].mixer.name}); choose one of: {', '.join(fits)}")
+        ctx = PositionContext.of(m, name == "decoder")
+        if scheme.acts_in_attention and not scheme.adds_to_embeddings and learns(m.position, ctx):
+            fits = [e.name for e in POSITIONS.entries()
+                    if e.factory.adds_to_embeddings or not learns_by_default(e, ctx)]
+            raise ConfigError(f"{key}.position", f"'{m.position.name}' has parameters that only attention reads, and "
+                              f"no {name} layer has attention (mixer {layers[0].mixer.name}), so nothing would train "
+                              f"them; choose one of: {', '.join(fits)}")
     if cross or any(reads(c) for layers in resolved.values() for c in layers):
         return
     defaults = ModelConfig()
@@ -131,6 +154,8 @@ def validate_model(m: ModelConfig, key: str = "model", stack: Optional[str] = No
         raise ConfigError(f"{key}.norm_placement", f"placement '{m.norm_placement.name}' has no form with "
                           f"cross-attention; for encoder_decoder choose one of: "
                           f"{', '.join(e.name for e in PLACEMENTS.entries() if e.factory.cross_attention)}")
+    if stack is None:
+        check_entries(m, stacks(m), key)
     if m.layers is None:  # with model.layers, each layer's own mixer is checked as it resolves
         for name in [stack] if stack is not None else [s for s, _ in stacks(m)]:
             one = stack is None and m.kind == "encoder_decoder" and serves(m.mixer, "decoder")

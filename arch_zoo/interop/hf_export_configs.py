@@ -15,6 +15,7 @@ from ..components.mixers.latent_attention import RANKS as MLA_RANKS
 from ..components.placements import ends_with_norm
 from ..config import ModelConfig
 from ..coerce import to_dict
+from ..config.layers import resolved_mixer
 from ..config.validation import layer_configs, stacks, validate_model
 from .hf_llama import GATED
 from .hf_registry import FFN_ACTIVATIONS
@@ -33,13 +34,6 @@ class NotExpressible(Exception):
     """What of the model a family has no field for, e.g. "position alibi"."""
 
 
-def _resolved_mixer(m: ModelConfig) -> ModelConfig:
-    """``m`` with its mixer's nulls filled in from ``m`` (MLA's widths from head_dim)."""
-    factory = MIXERS.get(m.mixer.name).factory
-    options = factory.resolved_options(m.mixer.options, m)
-    return dataclasses.replace(m, mixer=dataclasses.replace(m.mixer, options=options))
-
-
 def function_view(m: ModelConfig) -> Dict[str, Any]:
     """The fields that decide what the model computes, layer by layer (per-layer overrides resolved,
     defaults that depend on other keys filled in), without those that only shape training."""
@@ -49,7 +43,7 @@ def function_view(m: ModelConfig) -> Dict[str, Any]:
     m = dataclasses.replace(m, attention_scale=m.attention_scale or width ** -0.5, head_dim=m.dim_per_head,
                             n_kv_heads=m.kv_heads, n_encoder_layers=m.encoder_layers, n_decoder_layers=m.decoder_layers,
                             final_norm=ends_with_norm(m))
-    top = {k: v for k, v in to_dict(_resolved_mixer(m)).items() if k not in TRAINING_ONLY + ("n_layers",)}
+    top = {k: v for k, v in to_dict(resolved_mixer(m)).items() if k not in TRAINING_ONLY + ("n_layers",)}
     if isinstance(top.get("ffn"), dict):
         top["ffn"] = {k: v for k, v in top["ffn"].items() if k not in MOE_TRAINING_ONLY}
     top["mixer"] = _mixer_view(m)
@@ -57,7 +51,7 @@ def function_view(m: ModelConfig) -> Dict[str, Any]:
     for stack, depth in stacks(m)[:2]:
         layers = []
         for layer in layer_configs(m, stack, depth):
-            view = {k: v for k, v in to_dict(_resolved_mixer(layer)).items() if k not in TRAINING_ONLY}
+            view = {k: v for k, v in to_dict(resolved_mixer(layer)).items() if k not in TRAINING_ONLY}
             if isinstance(view.get("ffn"), dict):
                 view["ffn"] = {k: v for k, v in view["ffn"].items() if k not in MOE_TRAINING_ONLY}
             view["mixer"] = _mixer_view(layer)
@@ -70,7 +64,7 @@ def _mixer_view(m: ModelConfig) -> Any:
     """The mixer's spec as it computes: nulls filled in from the layer (the mixer's ``resolved_options``),
     so an option left to its default equals the number a family writes."""
     spec = m.mixer
-    options = _resolved_mixer(m).mixer.options
+    options = resolved_mixer(m).mixer.options
     view = to_dict(options) if dataclasses.is_dataclass(options) else {}
     return {"name": spec.name, **{k: v for k, v in view.items() if k not in MIXER_HOW_ONLY}}
 
@@ -320,7 +314,7 @@ def deepseek_v3(m: ModelConfig, d: dict) -> Dict[str, Any]:
     first = next((i for i, layer in enumerate(layers) if _spec(layer, "ffn")["name"] == "moe"), len(layers))
     moe = _spec(layers[first], "ffn") if first < len(layers) else {}
     dense = _spec(layers[0], "ffn")["name"] if first else moe.get("expert", "swiglu")
-    position, ranks = _spec(d, "position"), _resolved_mixer(m).mixer.options
+    position, ranks = _spec(d, "position"), resolved_mixer(m).mixer.options
     experts = {} if not moe else {
         "n_routed_experts": moe["n_experts"], "num_experts_per_tok": moe["top_k"],
         "moe_intermediate_size": moe.get("d_ff") or m.d_ff, "n_shared_experts": moe.get("n_shared_experts"),

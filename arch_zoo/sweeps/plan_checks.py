@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+from ..config.layers import pattern_notes
+from ..config.validation import stacks
 from ..formatting import si
 from ..metrics import per_byte_instead
 from ..recipes import recipe_warnings
@@ -41,7 +43,16 @@ def comparison_warnings(plan: Plan) -> List[str]:
     every = list(dict.fromkeys(r.variant for r in plan.runs))
     lines += [f"warning: {why}" + ("" if names == every else f" (for {', '.join(names)})")
               for why, names in skipped.items()]
-    return lines
+    return lines + pattern_lines(plan)
+
+
+def pattern_lines(plan: Plan) -> List[str]:
+    """Which layers each item of a pattern that does not tile its range reaches, once per variant."""
+    notes: Dict[str, List[str]] = {}
+    for run in plan.runs:
+        m = run.config.model
+        notes.setdefault(run.variant, pattern_notes(m, stacks(m)))
+    return [f"note: {variant}: {line}" for variant, lines in notes.items() for line in lines]
 
 
 def run_warnings(plan: Plan) -> List[str]:

@@ -10,6 +10,7 @@ import torch
 
 from .. import rundir
 from ..config import ExperimentConfig
+from ..config.layers import as_trained
 from ..config.loading import load
 from ..config.plugins import available, changed_since
 from ..data.tasks import TASKS
@@ -40,7 +41,8 @@ def restore(path) -> Restored:
             raise ConfigError("run", f"{needed} not found; is {path} an arch_zoo run directory or its "
                               f"{rundir.CHECKPOINT}?")
     recorded = (rundir.read_json(run_dir / rundir.STATUS) or {}).get("plugins")
-    cfg = load(run_dir / rundir.CONFIG, _kept_plugins(run_dir, recorded))
+    with as_trained(str(run_dir)):  # the config that trained: its layers as they were built
+        cfg = load(run_dir / rundir.CONFIG, _kept_plugins(run_dir, recorded))
     for line in changed_since(recorded):
         warnings.warn(line, stacklevel=2)
     try:

@@ -86,7 +86,7 @@ def test_an_encoder_decoder_takes_a_causal_mixer_in_its_decoder_only():
     (tiny(mixer="mamba2", position="t5_bias"), "model.position", "no decoder layer has attention"),
     (tiny(mixer="lstm", qk_norm="rmsnorm"), "model.qk_norm", "no layer has attention"),
     (tiny(mixer="linear_attention", attention={"name": "sliding_window", "window": 4}), "model.attention", "default"),
-    (tiny(kind="encoder_decoder", position="alibi", layers=[{"stack": "decoder", "mixer": "lstm"}]), "model.position",
+    (tiny(kind="encoder_decoder", position="t5_bias", layers=[{"stack": "decoder", "mixer": "lstm"}]), "model.position",
      "no decoder layer has attention"),
 ])
 def test_a_bad_mixer_is_one_error_naming_the_key(cfg, key, words):
