@@ -226,8 +226,16 @@ def margin_note(table: pd.DataFrame) -> str:
                    f"{FLOAT_TOLERANCE:g} x their typical value (float rounding); set metric.min_effect in the spec, "
                    "or --min-effect, to choose it")
     return (f"verdict: equivalent when Δ's interval lies inside {source} (two one-sided tests); better or worse "
-            f"when p (Holm) < {ALPHA:g}, which is when that interval excludes 0; else inconclusive. "
-            f"'{NO_SPREAD}': the seeds gave equal values, so the spread, and with it any interval, is unknown.")
+            f"when p (Holm) < {ALPHA:g}, which is when that interval excludes 0; else inconclusive."
+            + (f" '{NO_SPREAD}': the seeds gave equal values, so the spread, and with it any interval, is unknown."
+               if _no_spread(table) else ""))
+
+
+def _no_spread(table: pd.DataFrame) -> bool:
+    """Whether some interval of the ranked metric is a point: seeds with equal values (or equal differences)."""
+    metric = table.attrs.get("metric", "val/loss")
+    ends = [(f"{metric} ci_low", f"{metric} ci_high"), (f"{metric} verdict_ci_low", f"{metric} verdict_ci_high")]
+    return any(low in table.columns and bool((table[low] == table[high]).any()) for low, high in ends)
 
 
 def terminal_table(sweep_dir: Union[str, Path, pd.DataFrame, List[pd.DataFrame]], metric: Optional[str] = None,

@@ -110,6 +110,8 @@ def test_seeds_with_equal_values_say_no_spread_was_measured():
     table = summarize(_runs(values, metric="val/token_accuracy", goal="max"))
     shown = display(table).set_index("name")
     assert shown.loc["B", "95% CI"] == NO_SPREAD and "[0.974" not in terminal_table(table)
+    assert "'no spread measured': the seeds gave equal values" in terminal_table(table)
+    assert "no spread measured" not in terminal_table(summarize(_runs({"A": [1.0, 2.0], "B": [1.5, 2.4]})))
     same = summarize(_runs({"A": [1.0, 2.0], "B": [1.5, 2.5]}))  # Δ of +0.5 at both seeds: no spread either
     assert display(same).set_index("name").loc["B", "Δ vs baseline [Holm CI]"] == f"+0.5000 ({NO_SPREAD})"
 
@@ -126,7 +128,7 @@ def test_the_report_names_the_min_effect_that_would_have_called_a_pair_equivalen
     needed = round_up(farthest)
     assert farthest < needed < farthest * 1.01
     note = next(n for n in table.attrs["notes"] if n.startswith("not equivalent at the default margin"))
-    assert f"arch=B {needed:.3g}" in note
+    assert f"arch=B {number(needed, 3)}" in note
     assert summarize(_runs(values), min_effect=needed).set_index("variant").loc["arch=B", "val/loss verdict"] \
         == "equivalent"
     assert not any("default margin" in n for n in summarize(_runs(values), min_effect=needed).attrs["notes"])
