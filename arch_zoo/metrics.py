@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
+from .errors import ConfigError
+
 DIRECTIONS = ("min", "max")
 SPELLINGS = {"min": "min", "max": "max", "minimize": "min", "maximize": "max"}  # wandb's words too
 
@@ -158,3 +160,33 @@ def best_metrics(history: List[Dict[str, float]], goal: Callable[[str], Optional
             if k not in best or pick(v, best[k]["value"]) != best[k]["value"]:
                 best[k] = {"value": v, "step": row["step"]}
     return best
+
+
+CLAIM_ALPHA = 0.05
+
+
+def check_claim(claim: Optional[Mapping], key: str = "--claim") -> Optional[Dict[str, float]]:
+    """{"better_by", "alpha"} from a spec's ``metric.claim`` (``key`` "metric.claim") or the command line
+    (``--claim`` / ``--claim-alpha``); None without one. ``better_by`` is how much better, in the metric's
+    units and in its goal's direction, so never negative."""
+    if claim is None:
+        return None
+    spec = key != "--claim"
+    if not isinstance(claim, Mapping):
+        raise ConfigError(key, f"expected {{better_by: D, alpha: A}}, got {claim!r}")
+    for k in claim:
+        if k not in ("better_by", "alpha"):
+            raise ConfigError(f"{key}.{k}", "unknown key; allowed: better_by, alpha")
+    better_by, alpha = claim.get("better_by"), claim.get("alpha", CLAIM_ALPHA)
+    where, where_alpha = (f"{key}.better_by", f"{key}.alpha") if spec else ("--claim", "--claim-alpha")
+    if isinstance(better_by, bool) or not isinstance(better_by, (int, float)) or not better_by == better_by \
+            or abs(better_by) == float("inf"):
+        raise ConfigError(where, f"expected how much better the variant must be (a number in the metric's units), "
+                                 f"got {better_by!r}")
+    if better_by < 0:
+        raise ConfigError(where, f"{better_by:g} is negative: it is how much better the variant must be, in the "
+                                 "metric's units and in its goal's direction (a loss: that much lower; an accuracy: "
+                                 "that much higher), so 0 or more")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise ConfigError(where_alpha, f"expected a one-sided error rate in (0, 1), e.g. 0.01, got {alpha!r}")
+    return {"better_by": float(better_by), "alpha": float(alpha)}

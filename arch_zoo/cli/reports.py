@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..metrics import check_claim
 from ..provenance import command_line
 from .common import output_dir
 from .interop import export_hf, export_options
@@ -17,6 +18,21 @@ def _stats_options(p) -> None:
                    help="the smallest difference D of the metric that counts (its units; default: the spec's "
                         "metric.min_effect, else a quarter of the seeds' spread): a Δ whose interval lies inside ±D "
                         "is 'equivalent', and seeds needed plans for D instead of the observed Δ")
+    p.add_argument("--claim", type=float, default=None, metavar="D",
+                   help="test the one-sided claim 'each variant beats its baseline by at least D' (the metric's "
+                        "units, in its goal's direction: a loss D lower; default: the spec's metric.claim)")
+    p.add_argument("--claim-alpha", type=float, default=None, metavar="A",
+                   help="--claim's one-sided error rate (default 0.05)")
+
+
+def _claim(args):
+    """--claim and --claim-alpha as summarize takes them; None leaves the spec's metric.claim."""
+    if args.claim is None:
+        if args.claim_alpha is not None:
+            raise ConfigError("--claim-alpha", "is for --claim D (the margin the claim tests)")
+        return None
+    return check_claim({"better_by": args.claim, **({"alpha": args.claim_alpha} if args.claim_alpha is not None
+                                                    else {})})
 
 
 def _report(args) -> int:
@@ -26,7 +42,7 @@ def _report(args) -> int:
     if args.out:
         output_dir(args.out, "--out")
     options = dict(formats=args.format, metric=args.metric, baseline=args.baseline, command=command_line(args.argv),
-                   ci=args.ci, min_effect=args.min_effect, extrapolate_to=args.extrapolate_to)
+                   ci=args.ci, min_effect=args.min_effect, extrapolate_to=args.extrapolate_to, claim=_claim(args))
     if args.watch:
         from ..reports.watch import watch
 
@@ -56,10 +72,11 @@ def _compare(args) -> int:
     if args.out:  # one table per task: runs of different tasks are not ranked together
         output_dir(args.out, "--out")
         tables = [g["variants"] for g in write_report(args.paths, args.out, metric=args.metric, baseline=args.baseline,
-                                                      ci=args.ci, min_effect=args.min_effect)["groups"]]
+                                                      ci=args.ci, min_effect=args.min_effect,
+                                                      claim=_claim(args))["groups"]]
     else:
-        tables = [summarize(runs, metric=args.metric, baseline=args.baseline, ci=args.ci, min_effect=args.min_effect)
-                  for runs in load_groups(args.paths)]
+        tables = [summarize(runs, metric=args.metric, baseline=args.baseline, ci=args.ci, min_effect=args.min_effect,
+                            claim=_claim(args)) for runs in load_groups(args.paths)]
     sys.stdout.write(terminal_table(tables))
     if args.out:
         print(f"report: {args.out}/")

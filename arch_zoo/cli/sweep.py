@@ -12,7 +12,7 @@ from .common import EXIT_RUN_FAILED, cache_dir, cache_option, output_dir
 
 def _sweep(args) -> int:
     from ..sweeps import dry_run_table, load_spec, make_plan, run_sweep
-    from .sweep_support import export_path, failure_line, final_table, preload_reports
+    from .sweep_support import export_path, failure_line, final_table, pilot_store, power_plan, preload_reports
 
     spec = load_spec(args.spec, args.overrides)
     if args.workers is not None and args.workers < 1:
@@ -20,6 +20,7 @@ def _sweep(args) -> int:
     _check_launcher_options(args)
     output_dir(args.out, "--out")
     cache_dir(args)
+    pilot = pilot_store(spec, args)  # before anything prints: a missing pilot is one line
     if args.export_wandb:
         from ..sweeps.wandb_format import export_wandb
 
@@ -46,6 +47,8 @@ def _sweep(args) -> int:
                 _estimate(plan, args.workers, args.estimate)
             else:
                 print("(add --estimate for an estimated wall time: a timed probe of each model, seconds more)")
+        if pilot is not None:
+            print("\n".join(power_plan(plan, pilot, args)))
         return 0
     from ..training.interrupts import SweepInterrupted
 
@@ -123,6 +126,14 @@ def add_parsers(sub) -> None:
                    "from a timed probe of each model and the start-up and training-loop overhead of a 6-step run "
                    "through the real training path in a temporary directory (loads torch's optimizers and Lightning: "
                    "seconds more; a ladder's dry run always probes its rungs)")
+    p.add_argument("--power", action="store_true", help="with --dry-run: the seeds each variant-vs-baseline pair "
+                   "needs (80%% power, two-sided paired t-test, alpha 0.05) and their wall time, from a pilot: the "
+                   "spec's own store if it has runs, else --pilot")
+    p.add_argument("--pilot", default=None, metavar="SWEEP_DIR", help="--power: the sweep whose runs give the "
+                   "spread (default: this spec's store)")
+    p.add_argument("--min-effect", type=float, default=None, metavar="D", help="--power: plan to detect a "
+                   "difference of D in the metric's units (default: the spec's metric.min_effect, else the pilot's "
+                   "observed difference)")
     p.add_argument("--export-wandb", action="store_true", help="write a wandb sweep config for `wandb agent` "
                    "and train nothing")
     cache_option(p)

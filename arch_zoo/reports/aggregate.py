@@ -1,6 +1,7 @@
 """Per-run rows → one row per variant: seed counts, size and speed, and for every metric the mean,
 std, 95% interval (t, or bootstrap on request) and best seed, and Δ vs the baseline from a paired
-t-test across seeds, with Holm-adjusted p-values, the effect size d_z and the seeds 80% power needs.
+t-test across seeds, with Holm-adjusted p-values, the interval the verdict reads (``verdicts``), the
+effect size d_z and the seeds 80% power needs; optionally a one-sided claim.
 
 Statistics use completed runs only. Diverged, failed, running and pending runs are counted in
 their own columns and named in ``notes``; they are never averaged and never dropped.
@@ -16,17 +17,18 @@ import pandas as pd
 from scipy import stats
 
 from ..errors import ConfigError, did_you_mean
-from ..metrics import per_byte_instead, range_of
+from ..metrics import check_claim, per_byte_instead, range_of
 from ..run_names import plain
 from .load import FIXED, goal_for
 from .table_notes import clip_note, run_notes, table_attrs
 from .sequential_verdicts import apply as sequential_apply
-from .stats import bootstrap_ci, cohens_dz, holm, judge, seeds_needed, smallest_effect, tost_p
+from .stats import bootstrap_ci, cohens_dz, pair_margin, seeds_needed, tost_p
+from .verdicts import claim_note, claim_rows, equivalence_hint, judge_rows
 
 STATUSES = ("completed", "diverged", "failed", "interrupted", "running", "pending")
 STATS = ("mean", "std", "ci_low", "ci_high", "n", "best", "best_seed",
-         "delta", "delta_ci_low", "delta_ci_high", "p", "n_paired", "p_holm", "d_z", "seeds_needed", "margin",
-         "p_tost", "verdict")
+         "delta", "delta_ci_low", "delta_ci_high", "p", "n_paired", "p_holm", "verdict_ci_low", "verdict_ci_high",
+         "verdict_ci_level", "d_z", "seeds_needed", "margin", "p_tost", "verdict", "sd_paired")
 CONFIDENCE = 0.95
 CI_METHODS = ("t", "bootstrap")
 Baseline = Union[None, str, Mapping[str, Any], Sequence[str]]  # "k=v", "k=v k2=v2", ["k=v", ...] or {k: v}
@@ -172,50 +174,60 @@ def check_options(ci: str, min_effect: Optional[float]) -> None:
 
 
 def _effect(r: Dict[str, Any], other: Optional[Dict[str, Any]], m: str, ci: str,
-            min_effect: Optional[float], margin: float = math.nan) -> Dict[str, Any]:
+            min_effect: Optional[float]) -> Dict[str, Any]:
     """Δ vs the baseline variant ``other`` on metric ``m``: paired t-test, d_z and the seeds 80% power needs
-    for the observed effect, or for ``min_effect`` (metric units) at the observed spread of the differences."""
+    for the observed effect, or for ``min_effect`` (metric units) at the observed spread of the differences;
+    the pair's margin (``min_effect``, else from these two variants' seeds) and its TOST p. Records the
+    paired differences in ``r["_diffs"]``."""
+    r.setdefault("_diffs", {})
     if other is None:
-        values = (math.nan,) * 4 + (0, math.nan, math.nan, math.nan)
+        values = (math.nan,) * 4 + (0,) + (math.nan,) * 5
     else:
         xa, xb = _pairs(r["_values"][m], other["_values"][m])
+        r["_diffs"][m] = xa - xb
+        margin = pair_margin(r["_values"][m].values(), other["_values"][m].values(), min_effect) \
+            if other is not r else math.nan
         delta, low, high, p, n = paired(r["_values"][m], other["_values"][m])
         if ci == "bootstrap":
             low, high = bootstrap_ci(xa - xb, CONFIDENCE)
         dz = cohens_dz(xa - xb)
+        spread = float(np.std(xa - xb, ddof=1)) if n >= 2 else math.nan
         if min_effect is not None and n >= 2:
-            sd = float(np.std(xa - xb, ddof=1))
-            target = min_effect / sd if sd > 0 else math.inf
+            target = min_effect / spread if spread > 0 else math.inf
         else:
             target = dz
-        values = (delta, low, high, p, n, dz, seeds_needed(target), tost_p(xa - xb, margin))
-    names = ("delta", "delta_ci_low", "delta_ci_high", "p", "n_paired", "d_z", "seeds_needed", "p_tost")
+        values = (delta, low, high, p, n, dz, seeds_needed(target), tost_p(xa - xb, margin), margin, spread)
+    names = ("delta", "delta_ci_low", "delta_ci_high", "p", "n_paired", "d_z", "seeds_needed", "p_tost", "margin",
+             "sd_paired")
     return {f"{m} {name}": value for name, value in zip(names, values)}
 
 
 def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseline = None, ci: str = "t",
-              min_effect: Optional[float] = None) -> pd.DataFrame:
+              min_effect: Optional[float] = None, claim: Optional[Mapping[str, float]] = None) -> pd.DataFrame:
     """One row per variant, ranked by ``metric`` (default: the sweep's) in its goal's direction.
 
     ``ci``: "t" (t-distribution) or "bootstrap" (BCa, for metrics far from normal) for the intervals of
     the means and of Δ. ``min_effect``: the smallest difference of ``metric`` that counts, in its units
     (default: the sweep spec's ``metric.min_effect``, else ``stats.smallest_effect`` of the seeds'
     spread); a Δ whose interval lies inside it is 'equivalent', and the seeds-needed column plans for it
-    (when given) instead of the observed Δ."""
+    (when given) instead of the observed Δ. ``claim`` ({better_by, alpha}; default: the spec's
+    ``metric.claim``): test that each variant beats its baseline on ``metric`` by at least better_by."""
     min_effect = min_effect if min_effect is not None else runs.attrs.get("min_effect")
     check_options(ci, min_effect)
+    claim = check_claim(claim if claim is not None else runs.attrs.get("claim"))
     metric, rank_note, goal = _ranking(runs, metric)
     settings, metrics = settings_of(runs), metrics_of(runs)
     base = resolve_baseline(runs, baseline)
     clipped: Dict[str, List[str]] = {}  # metric -> the variants whose interval is clipped to its range
     rows = [_variant_row(runs.attrs, variant, group, settings, metrics, base, ci, clipped)
             for variant, group in runs.groupby("variant", sort=False, dropna=False)]
-    margins = {m: smallest_effect([list(r["_values"][m].values()) for r in rows], min_effect if m == metric else None)
-               for m in metrics}
-    ambiguous = _compare(rows, settings, metrics, list(base), metric, ci, min_effect, margins)
-    _judge(rows, metrics, margins, runs.attrs, goal)
+    ambiguous = _compare(rows, settings, metrics, list(base), metric, ci, min_effect)
+    judge_rows(rows, metrics, runs.attrs, goal, ci)
     sequential = sequential_apply(rows, metric, goal, runs.attrs.get("seeds"))
-    table = pd.DataFrame([{k: v for k, v in r.items() if k != "_values"} for r in rows])
+    if claim is not None:
+        claim_rows(rows, metric, claim, goal)
+    hint = equivalence_hint(rows, metric) if min_effect is None else None
+    table = pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")} for r in rows])
     for s in settings:  # as the runs have them: a null beside numbers stays None, not NaN
         table[s] = pd.Series([r[s] for r in rows], dtype=object)
     if table.empty:
@@ -224,7 +236,12 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
         return table
     table = _ranked(table, metric, goal, settings)
     table.attrs.update(table_attrs(runs, settings, metric, goal, base, metrics, table, ci, min_effect))
+    table.attrs["claim"] = claim
     table.attrs["notes"] += [clip_note(m, names) for m, names in clipped.items()]
+    if claim is not None:
+        table.attrs["notes"].append(claim_note(metric, goal, claim, int(table[f"{metric} claim_p"].notna().sum())))
+    if hint:
+        table.attrs["notes"].append(hint)
     if rank_note:
         table.attrs["notes"].insert(0, rank_note)
     table.attrs["notes"] += sequential
@@ -291,7 +308,7 @@ def _metric_stats(attrs: Mapping[str, Any], m: str, done: pd.DataFrame, ci: str,
 
 
 def _compare(rows: List[Dict[str, Any]], settings: List[str], metrics: List[str], base_keys: List[str], metric: str,
-             ci: str, min_effect: Optional[float], margins: Dict[str, float]) -> List[str]:
+             ci: str, min_effect: Optional[float]) -> List[str]:
     """Each row's Δ columns against its baseline variant (the one sharing most other settings); the
     pairs where another baseline variant shared as many ('variant vs baseline variant')."""
     candidates = [r for r in rows if r["baseline"]]
@@ -302,21 +319,8 @@ def _compare(rows: List[Dict[str, Any]], settings: List[str], metrics: List[str]
         if other is not None and not r["baseline"] and _tied(r, other, candidates, settings, base_keys):
             ambiguous.append(f"{r['variant']} vs {other['variant']}")
         for m in metrics:
-            r.update(_effect(r, other, m, ci, min_effect if m == metric else None, margins[m]))
+            r.update(_effect(r, other, m, ci, min_effect if m == metric else None))
     return ambiguous
-
-
-def _judge(rows: List[Dict[str, Any]], metrics: List[str], margins: Dict[str, float], attrs: Mapping[str, Any],
-           goal: str) -> None:
-    """Holm-adjusted p-values, one family per metric (every variant-vs-baseline test of it), and each
-    non-baseline row's verdict."""
-    for m in metrics:
-        for r, adjusted in zip(rows, holm([r[f"{m} p"] for r in rows])):
-            r[f"{m} p_holm"] = float(adjusted)
-            r[f"{m} margin"] = margins[m]
-            r[f"{m} verdict"] = None if r["baseline"] else judge(
-                r[f"{m} delta"], r[f"{m} delta_ci_low"], r[f"{m} delta_ci_high"], r[f"{m} p_holm"], margins[m],
-                goal_for(attrs, m) or goal) or None  # None, not "": a CSV reads it back the same
 
 
 def _ranked(table: pd.DataFrame, metric: str, goal: str, settings: List[str]) -> pd.DataFrame:

@@ -15,6 +15,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Union
 import pandas as pd
 
 from ..errors import ConfigError
+from ..metrics import check_claim
 from ..writable import check_dir
 from .aggregate import Baseline, check_options, summarize
 from .colors import variant_colors
@@ -192,10 +193,10 @@ def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_di
                  formats: Union[str, Iterable[str], None] = None, metric: Optional[str] = None,
                  baseline: Baseline = None, command: Optional[str] = None, ci: str = "t",
                  min_effect: Optional[float] = None, refresh_s: Optional[int] = None,
-                 extrapolate_to: Optional[float] = None) -> Dict[str, object]:
+                 extrapolate_to: Optional[float] = None, claim: Optional[Dict[str, float]] = None) -> Dict[str, object]:
     """Load a sweep (or several sweep/run dirs), summarize, and write every requested format.
     ``command`` (the `arch-zoo report` call) is printed in the report's provenance; ``ci`` and
-    ``min_effect`` are ``summarize``'s; ``refresh_s`` makes the HTML page reload itself (``--watch``).
+    ``min_effect`` and ``claim`` are ``summarize``'s; ``refresh_s`` makes the HTML page reload itself (``--watch``).
     A ladder sweep (``scale``) gets a scaling section (``reports.scaling``); ``extrapolate_to`` (FLOPs past
     its largest rung) adds an extrapolated compute multiplier, labelled as such.
 
@@ -207,8 +208,10 @@ def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_di
     ``variants`` are the first's)."""
     fmts = parse_formats(formats)
     check_options(ci, min_effect)  # before loading: a typo costs no time
+    check_claim(claim)
     groups = load_groups(sweep_dir)
-    tables = [summarize(runs, metric=metric, baseline=baseline, ci=ci, min_effect=min_effect) for runs in groups]
+    tables = [summarize(runs, metric=metric, baseline=baseline, ci=ci, min_effect=min_effect, claim=claim)
+              for runs in groups]
     scalings = [analyse(runs, table, extrapolate_to) for runs, table in zip(groups, tables)]  # errors before writing
     suite = suite_analysis(groups, metric, tables)  # a probe suite: every group's runs scored together
     out = Path(out_dir) if out_dir is not None else Path("reports") / str(groups[0].attrs.get("name") or "report")

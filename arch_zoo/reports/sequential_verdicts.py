@@ -40,7 +40,8 @@ def apply(rows: List[Dict[str, Any]], metric: str, goal: str, spec_seeds: Any) -
         if len(shared) < 2:
             continue
         seen = look([mine[s] - theirs[s] for s in shared], design, _margin(r, metric))
-        r[f"{metric} delta_ci_low"], r[f"{metric} delta_ci_high"] = seen.low, seen.high
+        r[f"{metric} verdict_ci_low"], r[f"{metric} verdict_ci_high"] = seen.low, seen.high
+        r[f"{metric} verdict_ci_level"] = 1 - seen.level
         r[f"{metric} p_holm"] = math.nan
         r[f"{metric} verdict"] = _word(seen.decided, r[f"{metric} delta"], goal)
         looks = [n for n in adaptive.looks if n <= seen.n]

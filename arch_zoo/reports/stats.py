@@ -11,6 +11,14 @@
   the word a comparison earns: better, worse, equivalent (the interval of Δ lies inside the margin:
   two one-sided tests, Schuirmann 1987) or inconclusive. The word is read off the interval shown
   beside it, so the two never disagree.
+- ``adjusted_level``: the confidence level of that interval. Each comparison's interval is taken at
+  1 - ALPHA x p / p_holm: its Holm step's level (1 - ALPHA / (m - i + 1) for the i-th smallest of m
+  p-values), lower still where an earlier step already failed (Holm's running maximum). A t-interval
+  at level 1 - g excludes 0 exactly when the t-test's p < g, so it excludes 0 exactly when
+  p_holm < ALPHA: the interval and the adjusted p give one decision.
+- ``pair_margin``: the default margin of one comparison, from the two variants it compares only.
+- ``one_sided``: a claim "B beats A by at least d" as a one-sided paired t-test and the bound it reads.
+- ``spread_upper``: an upper confidence bound of a standard deviation (chi-square), to plan seeds from.
 """
 from __future__ import annotations
 
@@ -158,6 +166,59 @@ def smallest_effect(groups: Sequence[Sequence[float]], given: float = None) -> f
     return max(floor, SEED_SHARE * sd) if math.isfinite(sd) else floor
 
 
+def pair_margin(a: Sequence[float], b: Sequence[float], given: float = None) -> float:
+    """The equivalence margin of one comparison: ``given``, else SEED_SHARE x the pooled seed spread of
+    the two variants compared (``smallest_effect`` of those two groups only): a noisy third variant of
+    the same table leaves this pair's margin, and so its verdict, as it was."""
+    return smallest_effect([list(a), list(b)], given)
+
+
+def adjusted_level(p: float, p_holm: float, alpha: float = ALPHA) -> float:
+    """The confidence level 1 - alpha x p / p_holm of a comparison's interval (module docstring); the
+    unadjusted 1 - alpha where there is no adjustment to read (no test, or p = 0: no spread, a point)."""
+    if p is None or p_holm is None or not (p > 0 and p_holm > 0) or math.isnan(p) or math.isnan(p_holm):
+        return 1 - alpha
+    return 1 - alpha * min(1.0, p / p_holm)
+
+
+def t_interval(differences: Sequence[float], confidence: float) -> Tuple[float, float]:
+    """The two-sided t-interval of the mean at ``confidence``; NaN below 2 values, the point itself
+    without spread."""
+    d = np.asarray(differences, dtype=float)
+    if len(d) < 2:
+        return math.nan, math.nan
+    mean, se = float(d.mean()), float(d.std(ddof=1)) / math.sqrt(len(d))
+    if se == 0:
+        return mean, mean
+    half = float(stats.t.ppf(1 - (1 - confidence) / 2, len(d) - 1)) * se
+    return mean - half, mean + half
+
+
+def one_sided(differences: Sequence[float], better_by: float, goal: str, alpha: float) -> Tuple[float, float]:
+    """(p, bound) of the claim "the variant beats the baseline by at least ``better_by``" over paired
+    differences variant - baseline: H0 mean >= -better_by against mean < -better_by for a metric to
+    minimise (mirrored to maximise), a one-sided t-test; ``bound`` is the one-sided 1 - alpha confidence
+    bound of the mean (an upper bound to minimise, a lower one to maximise). The claim holds exactly when
+    the bound is past -better_by (+better_by), i.e. when p < alpha. NaN below 2 differences."""
+    d = np.asarray(differences, dtype=float)
+    if len(d) < 2:
+        return math.nan, math.nan
+    sign = 1.0 if goal == "min" else -1.0  # to minimise: a better variant has a negative difference
+    mean, se, df = float(d.mean()), float(d.std(ddof=1)) / math.sqrt(len(d)), len(d) - 1
+    if se == 0:
+        return (0.0 if sign * mean < -better_by else 1.0), mean
+    t = (sign * mean + better_by) / se
+    return float(stats.t.cdf(t, df)), mean + sign * float(stats.t.ppf(1 - alpha, df)) * se
+
+
+def spread_upper(sd: float, n: int, confidence: float) -> float:
+    """The one-sided ``confidence`` upper bound of a standard deviation measured as ``sd`` on ``n`` values
+    (normal data: (n - 1) s^2 / sigma^2 ~ chi2(n - 1)); NaN below 2 values."""
+    if n < 2 or sd is None or math.isnan(sd):
+        return math.nan
+    return sd * math.sqrt((n - 1) / float(stats.chi2.ppf(1 - confidence, n - 1)))
+
+
 def tost_p(differences: Sequence[float], margin: float) -> float:
     """The p-value of two one-sided paired t-tests that the mean difference lies inside (-margin, margin):
     the larger of the two one-sided p-values; NaN below 2 differences."""
@@ -172,9 +233,10 @@ def tost_p(differences: Sequence[float], margin: float) -> float:
 
 
 def judge(delta: float, low: float, high: float, p_holm: float, margin: float, goal: str) -> str:
-    """'equivalent' when the interval [low, high] of Δ lies inside (-margin, margin) (at a 95% interval,
-    TOST at 2.5% a side), else 'better'/'worse' when the Holm-adjusted p is below ALPHA and the interval
-    excludes 0, else 'inconclusive'; '' without a Δ."""
+    """'equivalent' when the interval [low, high] of Δ lies inside (-margin, margin) (two one-sided tests,
+    each at half the interval's error rate), else 'better'/'worse' when the Holm-adjusted p is below ALPHA
+    and the interval excludes 0, else 'inconclusive'; '' without a Δ. [low, high] is the interval at
+    ``adjusted_level``, where the last two conditions are one."""
     if delta is None or math.isnan(delta):
         return ""
     if margin is not None and margin > 0 and -margin < low and high < margin:

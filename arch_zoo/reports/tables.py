@@ -24,8 +24,11 @@ RUN_COLUMNS = ["run_id", "variant", "seed", "status", "reason", "step", "params"
 
 MAX_OTHER_METRICS = 6
 PM = "±"
+DELTA = "Δ vs baseline [Holm CI]"  # the interval the verdict reads (verdicts.py)
+NO_SPREAD = "no spread measured"  # seeds with equal values: a zero-width interval would claim a precision
 OPTIONAL = ("params", "FLOPs/token", "state B/token", "train tokens", "train FLOPs", "tokens/s", "bytes/s", "MFU",
-            "peak MB", "95% CI", "Δ vs baseline [95% CI]", "p", "p (Holm)", "verdict", "d_z", "seeds needed", "best seed", "notes")  # dropped from a display when no row has a value
+            "peak MB", "95% CI", DELTA, "CI level", "p", "p (Holm)", "verdict", "margin", "claim", "d_z",
+            "seeds needed", "best seed", "notes")  # dropped from a display when no row has a value
 
 
 def num(v: Any, digits: int = 4) -> str:
@@ -80,7 +83,11 @@ def mean_std(row: pd.Series, m: str, pm: str = PM) -> str:
 def _interval(low: Any, high: Any) -> str:
     if any(x is None or (isinstance(x, float) and math.isnan(x)) for x in (low, high)):
         return ""
-    return f"[{num(low)}, {num(high)}]"
+    return NO_SPREAD if low == high else f"[{num(low)}, {num(high)}]"
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def _delta(row: pd.Series, m: str) -> str:
@@ -89,7 +96,22 @@ def _delta(row: pd.Series, m: str) -> str:
     d = row.get(f"{m} delta")
     if d is None or (isinstance(d, float) and math.isnan(d)):
         return ""
-    return ("+" if d > 0 else "") + num(d) + " " + _interval(row.get(f"{m} delta_ci_low"), row.get(f"{m} delta_ci_high"))
+    interval = _interval(row.get(f"{m} verdict_ci_low"), row.get(f"{m} verdict_ci_high"))
+    return ("+" if d > 0 else "") + num(d) + " " + (f"({interval})" if interval == NO_SPREAD else interval)
+
+
+def _level(row: pd.Series, m: str) -> str:
+    level = row.get(f"{m} verdict_ci_level")
+    return "" if row.get("baseline") or _missing(level) else f"{level * 100:.4g}%"
+
+
+def _claim(row: pd.Series, m: str, goal: str) -> str:
+    """'holds: Δ ≤ -0.0213 (99.0%)', the one-sided bound the claim reads and its level; '' without a claim."""
+    word, bound, level = row.get(f"{m} claim"), row.get(f"{m} claim_bound"), row.get(f"{m} claim_level")
+    if not isinstance(word, str) or _missing(bound):
+        return ""
+    side = "≤" if goal == "min" else "≥"
+    return f"{word}: Δ {side} {num(bound)} ({level:.1%}), p {pvalue(row.get(f'{m} claim_p_holm'))}"
 
 
 def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
@@ -121,11 +143,15 @@ def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
         arrow = "↓" if goal == "min" else "↑"
         out[f"{metric} {arrow}"] = mean_std(r, metric, pm)
         out["95% CI"] = _interval(r.get(f"{metric} ci_low"), r.get(f"{metric} ci_high"))
-        out["Δ vs baseline [95% CI]"] = _delta(r, metric)
+        out[DELTA] = _delta(r, metric)
+        out["CI level"] = _level(r, metric)
         out["p"] = "" if r.get("baseline") else pvalue(r.get(f"{metric} p"))
         out["p (Holm)"] = "" if r.get("baseline") else pvalue(r.get(f"{metric} p_holm"))
         word = r.get(f"{metric} verdict")
         out["verdict"] = word if isinstance(word, str) else ""
+        margin = r.get(f"{metric} margin")
+        out["margin"] = "" if r.get("baseline") or _missing(margin) else num(margin, 3)
+        out["claim"] = _claim(r, metric, goal)
         dz = r.get(f"{metric} d_z")
         out["d_z"] = "" if r.get("baseline") or dz is None or math.isnan(dz) else f"{dz:+.2f}"
         out["seeds needed"] = "" if r.get("baseline") else seeds_needed_text(r, metric)
@@ -150,7 +176,8 @@ def main_and_more(table: pd.DataFrame, pm: str = PM) -> tuple:
     if shown.empty:
         return shown, shown
     metric_cols = [c for c in shown.columns if c.startswith(table.attrs.get("metric", "val/loss") + " ")]
-    stats = [*metric_cols, "95% CI", "Δ vs baseline [95% CI]", "p", "p (Holm)", "verdict", "d_z", "seeds needed"]
+    stats = [*metric_cols, "95% CI", DELTA, "CI level", "p", "p (Holm)", "verdict", "margin", "claim", "d_z",
+             "seeds needed"]
     label = [c for c in shown.columns if c not in ("rank", "seeds ok", *OPTIONAL, *metric_cols)
              and c not in other_metrics(table)]
     main = shown[[*label, "seeds ok", *[c for c in stats if c in shown.columns], "rank"]]
@@ -171,6 +198,9 @@ def footnotes(table: pd.DataFrame) -> List[str]:
         lines.append("Δ = variant − baseline (" + ", ".join(f"{k}={plain(v)}" for k, v in base.items())
                      + "), paired over the seeds both completed; p from a paired t-test (scipy.stats.ttest_rel); "
                      "p (Holm): Holm-Bonferroni adjusted over every variant-vs-baseline test of this metric; "
+                     f"Δ's interval is adjusted for the same comparisons: at CI level 1 - {ALPHA:g} x p / p (Holm) "
+                     "(its Holm step's level), so it excludes 0 exactly when p (Holm) < "
+                     f"{ALPHA:g} (the unadjusted 95% CI is delta_ci_low/high in the CSV); "
                      "d_z = mean Δ / std of the paired differences (same sign as Δ).")
         lines.append(margin_note(table))
         effect = (f"a difference of {table.attrs['min_effect']:g}" if table.attrs.get("min_effect")
@@ -188,15 +218,24 @@ def footnotes(table: pd.DataFrame) -> List[str]:
 def margin_note(table: pd.DataFrame) -> str:
     """What the verdict column means, with the margin it used and where that came from."""
     metric = table.attrs.get("metric", "val/loss")
-    col = f"{metric} margin"
-    margin = float(table[col].dropna().iloc[0]) if col in table.columns and table[col].notna().any() else math.nan
     given = table.attrs.get("min_effect")
-    source = ("the smallest effect that counts, as given (metric.min_effect in the spec, or --min-effect)" if given
-              else f"the default smallest effect that counts: {SEED_SHARE:g} x the seeds' pooled standard deviation "
-                   f"of {metric}, at least {FLOAT_TOLERANCE:g} x its typical value (float rounding); set "
-                   "metric.min_effect in the spec, or --min-effect, to choose it")
-    return (f"verdict: equivalent when the 95% CI of Δ lies inside ±{number(margin, 3)} ({source}; two one-sided "
-            f"tests at 2.5% each); better or worse when p (Holm) < {ALPHA:g} and the CI excludes 0; else inconclusive.")
+    source = (f"±{number(given, 3)}, the smallest effect that counts as given (metric.min_effect in the spec, or "
+              "--min-effect)" if given
+              else f"± the margin column: the default smallest effect that counts, {SEED_SHARE:g} x the pooled seed "
+                   f"standard deviation of {metric} of the two variants compared (no other variant's), at least "
+                   f"{FLOAT_TOLERANCE:g} x their typical value (float rounding); set metric.min_effect in the spec, "
+                   "or --min-effect, to choose it")
+    return (f"verdict: equivalent when Δ's interval lies inside {source} (two one-sided tests); better or worse "
+            f"when p (Holm) < {ALPHA:g}, which is when that interval excludes 0; else inconclusive."
+            + (f" '{NO_SPREAD}': the seeds gave equal values, so the spread, and with it any interval, is unknown."
+               if _no_spread(table) else ""))
+
+
+def _no_spread(table: pd.DataFrame) -> bool:
+    """Whether some interval of the ranked metric is a point: seeds with equal values (or equal differences)."""
+    metric = table.attrs.get("metric", "val/loss")
+    ends = [(f"{metric} ci_low", f"{metric} ci_high"), (f"{metric} verdict_ci_low", f"{metric} verdict_ci_high")]
+    return any(low in table.columns and bool((table[low] == table[high]).any()) for low, high in ends)
 
 
 def terminal_table(sweep_dir: Union[str, Path, pd.DataFrame, List[pd.DataFrame]], metric: Optional[str] = None,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, did_you_mean
-from ..metrics import SPELLINGS as GOALS, goal_of
+from ..metrics import SPELLINGS as GOALS, check_claim, goal_of
 from ..run_names import yaml_value
 from .seed_spec import parse_adaptive
 
@@ -214,7 +214,7 @@ def _finish(spec: SweepSpec, data: Mapping) -> None:
                                   f"varied keys: {', '.join(spec.axes) or 'none'}")
     if data.get("metric") is not None:
         m = _mapping(data["metric"], "metric")
-        _check_keys(m, ("name", "goal", "min_effect"), "metric.")
+        _check_keys(m, ("name", "goal", "min_effect", "claim"), "metric.")
         if not isinstance(m.get("name"), str) or not m["name"]:
             raise ConfigError("metric.name", f"expected a metric name such as val/loss, got {m.get('name')!r}")
         goal = m.get("goal", goal_of(m["name"]))
@@ -230,6 +230,8 @@ def _finish(spec: SweepSpec, data: Mapping) -> None:
                 raise ConfigError("metric.min_effect", f"expected a positive difference in {m['name']}'s units "
                                   f"(the smallest that counts), got {effect!r}")
             spec.metric["min_effect"] = float(effect)
+        if m.get("claim") is not None:
+            spec.metric["claim"] = check_claim(m["claim"], "metric.claim")
     match = data.get("match_params")
     if match is True:
         spec.match_params = 0.01

@@ -273,9 +273,11 @@ SWEEP_MEANINGS = {
     "seeds.alpha": "the two-sided error rate over all comparisons (default 0.05; Bonferroni between them)",
     "seeds.first": "the first seed (default 0): the seeds are first, first + 1, ...",
     "baseline": "the variant every other is compared against: `{key: value}`",
-    "metric": "the metric that ranks variants: `{name, goal, min_effect}`; goal defaults to the metric's declared "
-              "direction; `min_effect`, the smallest difference that counts (below it a Δ is 'equivalent'), "
-              "defaults to a quarter of the seeds' spread",
+    "metric": "the metric that ranks variants: `{name, goal, min_effect, claim}`; goal defaults to the metric's "
+              "declared direction; `min_effect`, the smallest difference that counts (below it a Δ is "
+              "'equivalent'), defaults per pair to a quarter of the two variants' pooled seed spread; `claim: "
+              "{better_by: D, alpha: A}` tests 'each variant beats its baseline by at least D' one-sided "
+              "([what the report tests](../concepts/controlled-comparisons.md#what-the-report-tests))",
     "match_params": "`true` or `{tolerance: 0.01}`: the same as `budget: {match: params}`",
     "budget": "what every variant gets the same amount of: `tokens` (default), `params` or `flops`",
     "tune": "per-variant tuning of one key (or a `grid` of several) before the comparison ([a tuned sweep](../how-to/tuned-sweep.md))",

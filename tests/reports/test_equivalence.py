@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from arch_zoo.formatting import number
 from arch_zoo.reports import load_runs, summarize, write_report
 from arch_zoo.reports.stats import FLOAT_TOLERANCE, SEED_SHARE, judge, smallest_effect, tost_p
 from arch_zoo.reports.tables import display
@@ -45,8 +44,8 @@ def test_the_word_is_read_off_the_interval_shown_beside_it(delta, low, high, p, 
     assert judge(delta, low, high, p, 0.01, "min") == word
 
 
-def _ci(diffs):
-    return stats.t.interval(0.95, len(diffs) - 1, loc=np.mean(diffs), scale=stats.sem(diffs))
+def _ci(diffs, level=0.95):
+    return stats.t.interval(level, len(diffs) - 1, loc=np.mean(diffs), scale=stats.sem(diffs))
 
 
 def test_float_noise_between_two_kernels_is_equivalent_in_the_table_and_a_real_gain_stays_better(tmp_path):
@@ -58,19 +57,21 @@ def test_float_noise_between_two_kernels_is_equivalent_in_the_table_and_a_real_g
               "learned": [x - 7.1e-8 + j for x, j in zip(BASE, jitter)]}
     root = write_sweep(tmp_path / "s", losses, status={})
     table = summarize(load_runs(root)).set_index("variant")
-    margin = SEED_SHARE * math.sqrt(np.mean([np.var(v, ddof=1) for v in losses.values()]))
-    assert table["val/loss margin"].iloc[0] == pytest.approx(margin, rel=1e-9)
     for name, word in (("learned", "equivalent"), ("rope", "better"), ("alibi", "inconclusive")):
+        pair = (losses[name], BASE)  # the pair's own seeds set its margin, no other variant's
+        margin = SEED_SHARE * math.sqrt(np.mean([np.var(v, ddof=1) for v in pair]))
         diffs = np.array(losses[name]) - np.array(BASE)
-        low, high = _ci(diffs)
         row = table.loc[f"position={name}"]
+        assert row["val/loss margin"] == pytest.approx(margin, rel=1e-9)
+        low, high = _ci(diffs, row["val/loss verdict_ci_level"])
+        assert (row["val/loss verdict_ci_low"], row["val/loss verdict_ci_high"]) == pytest.approx((low, high), rel=1e-9)
         assert row["val/loss verdict"] == word, name
         assert (-margin < low and high < margin) == (word == "equivalent")
     assert table.loc["position=learned", "val/loss p_holm"] < 0.05  # a t-test alone would call it a winner
     shown = display(summarize(load_runs(root))).set_index("position")
     assert shown.loc["learned", "verdict"] == "equivalent" and shown.loc["sinusoidal", "verdict"] == ""
     md = (write_report(root, tmp_path / "r")["out_dir"] / "report.md").read_text()
-    assert f"verdict: equivalent when the 95% CI of Δ lies inside ±{number(margin, 3)} (the default smallest" in md
+    assert "verdict: equivalent when Δ's interval lies inside ± the margin column: the default smallest" in md
     assert re.search(r"\| learned .*\| equivalent +\|", md) and re.search(r"\| rope .*\| better +\|", md)
 
 

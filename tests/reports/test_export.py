@@ -104,8 +104,8 @@ def test_markdown_table(report):
     assert len(tables) == 3 and all(len(w) == 1 for w in widths)  # ranked metric, costs and others, runs
     main, more = ([c.strip() for c in t[0].strip("|").split("|")] for t in tables[:2])
     # README: the ranked metric's statistics first, in a table that fits a screen
-    assert main == ["position", "seeds ok", "val/loss ↓", "95% CI", "Δ vs baseline [95% CI]", "p", "p (Holm)",
-                    "verdict", "d_z", "seeds needed", "rank"]
+    assert main == ["position", "seeds ok", "val/loss ↓", "95% CI", "Δ vs baseline [Holm CI]", "CI level", "p",
+                    "p (Holm)", "verdict", "margin", "d_z", "seeds needed", "rank"]
     assert more[0] == "position" and "params" in more and "val/token_accuracy" in more and "val/loss ↓" not in more
     csv_columns = pd.read_csv(report["out_dir"] / "variants.csv").columns
     assert {"val/loss best_seed", "val/token_accuracy p", "params", "wall_time_s"} <= set(csv_columns)  # complete

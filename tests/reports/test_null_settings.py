@@ -25,7 +25,7 @@ def test_baseline_null_on_the_command_line_is_the_null_variant_as_in_the_spec(tm
     assert spec.set_index("variant")["val/loss delta"].to_dict() == pytest.approx(given["val/loss delta"].to_dict(),
                                                                                 nan_ok=True)
     shown = display(summarize(load_runs(root), baseline="qk_norm=null"))  # a short key, one string
-    assert shown.set_index("qk_norm").loc["null", "Δ vs baseline [95% CI]"] == "baseline"  # a cell reading null
+    assert shown.set_index("qk_norm").loc["null", "Δ vs baseline [Holm CI]"] == "baseline"  # a cell reading null
     assert any(line.startswith("Δ = variant − baseline (model.qk_norm=null)") for line in footnotes(given))
 
 

@@ -161,8 +161,8 @@ def test_report_has_holm_effect_size_and_seeds_needed_in_every_export(report):
     assert "| nan " not in md  # the baseline row has no notes: an empty cell, not "nan"
     assert "- seeds needed: paired seeds for 80% power (two-sided paired t-test, alpha 0.05" in md
     assert "p (Holm): Holm-Bonferroni adjusted over every variant-vs-baseline test" in md
-    assert "p (Holm) & verdict & d\\_z & seeds needed" in (out / "table.tex").read_text()
-    assert "<th>p (Holm)</th><th>verdict</th><th>d_z</th><th>seeds needed</th>" in (out / "report.html").read_text()
+    assert "p (Holm) & verdict & margin & d\\_z & seeds needed" in (out / "table.tex").read_text()
+    assert "<th>p (Holm)</th><th>verdict</th><th>margin</th><th>d_z</th><th>seeds needed</th>" in (out / "report.html").read_text()
 
 
 def test_report_warns_when_a_variant_has_fewer_than_three_completed_seeds(report):
