@@ -113,8 +113,8 @@ def _check_report(store_dir):
     crit = Design((2, 3, 4), 0.05, "obrien-fleming", 2).critical()[1]  # the second look, at 3 seeds
     half = crit * d.std(ddof=1) / math.sqrt(3)
     row = table.loc["lr=1.0e-05,attention_kernel=sdpa"]
-    assert (row["val/loss delta_ci_low"], row["val/loss delta_ci_high"]) == pytest.approx((d.mean() - half,
-                                                                                          d.mean() + half))
+    assert (row["val/loss verdict_ci_low"], row["val/loss verdict_ci_high"]) == pytest.approx((d.mean() - half,
+                                                                                              d.mean() + half))
     assert row["val/loss verdict"] == "worse" and math.isnan(row["val/loss p_holm"])
     assert crit == pytest.approx(stats.t.isf(Design((2, 3, 4), 0.05, pairs=2).level(3) / 2, 2))
     notes = " ".join(table.attrs["notes"])
