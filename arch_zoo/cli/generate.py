@@ -17,7 +17,7 @@ _STRATEGY_OPTIONS = (("--temperature", "temperature", ("sample",)), ("--top-k", 
 def _generate(args) -> int:
     from ..errors import choice_error
     from ..generation import STRATEGIES, generate
-    from ..generation.prompts import unknown_pieces
+    from ..generation.prompts import decoder_start_id, unknown_pieces
     from ..training.best import best_run, checkpoint
     from ..training.restore import prompt_ids, restore
 
@@ -45,11 +45,12 @@ def _generate(args) -> int:
               f"{args.strategy}")
     extra = {"sample": dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p),
              "beam": dict(beams=args.beams)}.get(args.strategy, {})
+    start = decoder_start_id(tokenizer) if cfg.model.kind == "encoder_decoder" else None
     try:
         out = generate(model, [ids], strategy=args.strategy, max_new_tokens=args.max_new_tokens,
                        eos_token_id=tokenizer.eos_id, pad_token_id=tokenizer.pad_id, seed=args.seed,
-                       decoder_start_token_id=tokenizer.bos_id if cfg.model.kind == "encoder_decoder" else None,
-                       compile=args.compile, **{k: v for k, v in extra.items() if v is not None})
+                       decoder_start_token_id=start, compile=args.compile, tokenizer_size=tokenizer.vocab_size,
+                       **{k: v for k, v in extra.items() if v is not None})
     except ConfigError as exc:  # the API's argument names -> this command's flags
         flag = {dest: flag for flag, dest, _ in _STRATEGY_OPTIONS + (("--max-new-tokens", "max_new_tokens", ()),
                                                                      ("--compile", "compile", ()))}

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from ..errors import ConfigError
+from ..generation.prompts import decoder_start_id
 
 TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
@@ -46,9 +47,7 @@ class Encoding:
         else:
             self.prefix_token_id = tokenizer.eos_id
         self.prefix_text = tokenizer.decode([self.prefix_token_id], skip_special=False)
-        start = (self.declared or {}).get("decoder_start_token")
-        # an encoder-decoder's first target token: the checkpoint's (T5: pad), else BOS as training starts it
-        self.decoder_start_id = tokenizer.token_id(start) if start is not None else tokenizer.bos_id
+        self.decoder_start_id = decoder_start_id(tokenizer)
 
     @property
     def rule(self) -> str:

@@ -172,6 +172,7 @@ class ArchZooLM(TemplateLM):
                 start_token = self.encoding.decoder_start_id if self.seq2seq else None
                 result = generate(self.model, prompts, max_new_tokens=new_tokens, eos_token_id=self.eot_token_id,
                                   pad_token_id=self.tokenizer_.pad_id, decoder_start_token_id=start_token,
+                                  tokenizer_size=self.tokenizer_.vocab_size,
                                   **{k: v for k, v in options.items() if v is not None})
                 for i, tokens in zip(batch, result.to_lists()):
                     text = postprocess_generated_text(self.tok_decode(tokens[0]), until, None)

@@ -79,7 +79,7 @@ def generate(model, prompts: Prompts, attention_mask: Optional[Tensor] = None, *
              pad_token_id: Optional[int] = None, decoder_start_token_id: Optional[int] = None,
              use_cache: bool = True, seed: Optional[int] = None, generator: Optional[torch.Generator] = None,
              return_logits: bool = False, compile: bool = False, compile_mode: Optional[str] = None,
-             static_cache_length: Optional[int] = None) -> GenerationOutput:
+             static_cache_length: Optional[int] = None, tokenizer_size: Optional[int] = None) -> GenerationOutput:
     """Continue each prompt (decoder-only) or translate each source (encoder-decoder).
 
     ``prompts``: a list of token-id lists (padded here), one list, or a left-padded (B, L) tensor
@@ -93,12 +93,20 @@ def generate(model, prompts: Prompts, attention_mask: Optional[Tensor] = None, *
     cache length) over a static cache (generation/compiled.py; a CUDA graph on GPU, ``compile_mode``
     default "reduce-overhead" there); the tokens are the eager cached path's. ``static_cache_length``
     fixes its columns (default: prompt + new tokens, rounded up to a multiple of 64).
+    ``tokenizer_size``: no id at or past it is generated, for a model with more embedding rows than
+    its tokenizer has tokens (an imported t5-small, Pythia or Qwen checkpoint: give
+    ``tokenizer.vocab_size``); the model still scores every row, and ``logits`` hold them all.
     The model runs in eval mode; its training flag is restored afterwards."""
     _check_options(strategy, temperature, top_k, top_p, beams, n_best, max_new_tokens, return_logits)
     if not isinstance(model, (DecoderModel, EncoderDecoderModel)):
         kind = getattr(getattr(model, "config", None), "kind", type(model).__name__)
         raise ConfigError("model", f"generation needs a 'decoder' or 'encoder_decoder' model, got '{kind}'")
     encoder_decoder = isinstance(model, EncoderDecoderModel)
+    if tokenizer_size is not None:
+        _positive("tokenizer_size", tokenizer_size)
+        if tokenizer_size > model.vocab_size:
+            raise ConfigError("tokenizer_size", f"{tokenizer_size} is more than the model's {model.vocab_size} "
+                              f"vocabulary rows")
     pad = model.config.pad_token_id if pad_token_id is None else pad_token_id
     start = pad if decoder_start_token_id is None else decoder_start_token_id
     device = next(model.parameters()).device
@@ -126,12 +134,12 @@ def generate(model, prompts: Prompts, attention_mask: Optional[Tensor] = None, *
                        if compile else Stepper(model, ids, mask, max_new_tokens, use_cache, pad, start))
             if strategy == "beam":
                 width = DEFAULT_BEAMS if beams is None else beams
-                result = beam_search(stepper, width, max_new_tokens, eos, pad, length_penalty, n_best)
+                result = beam_search(stepper, width, max_new_tokens, eos, pad, length_penalty, n_best, tokenizer_size)
                 logits = None
             else:
                 pick = greedy if strategy == "greedy" else Sampler(temperature or 1.0, top_k, top_p, generator)
                 kept: Optional[List[Tensor]] = [] if return_logits else None
-                result = token_by_token(stepper, pick, max_new_tokens, eos, pad, kept)
+                result = token_by_token(stepper, pick, max_new_tokens, eos, pad, kept, tokenizer_size)
                 logits = torch.stack(kept, dim=1) if kept else None
     finally:
         model.train(was_training)

@@ -12,6 +12,14 @@ from ..errors import ConfigError
 Prompts = Union[Tensor, Sequence[int], Sequence[Sequence[int]]]
 
 
+def decoder_start_id(tokenizer) -> int:
+    """The token an encoder-decoder's output starts from: the one its checkpoint names, for a run
+    imported from Hugging Face (T5's <pad>, kept as ``declared["decoder_start_token"]``), else BOS,
+    as training here starts it."""
+    start = (getattr(tokenizer, "declared", None) or {}).get("decoder_start_token")
+    return tokenizer.token_id(start) if start is not None else tokenizer.bos_id
+
+
 def left_pad(sequences: Sequence[Sequence[int]], pad_token_id: int = 0, device=None) -> Tuple[Tensor, Tensor]:
     """Token-id lists -> (ids, attention_mask), both (B, longest) int64, padding on the left, mask 1 = real."""
     rows = [list(map(int, s)) for s in sequences]

@@ -29,6 +29,16 @@ def top_p_filter(logits: Tensor, p: float) -> Tensor:
     return logits.masked_fill(drop, float("-inf"))
 
 
+def within(scores: Tensor, size: Optional[int]) -> Tensor:
+    """``scores`` (logits or log-probabilities over the model's rows) with every id at or past ``size``
+    set to -inf: rows a published checkpoint pads its embedding with (t5-small's 32,128 for 32,100
+    tokens) are scored by the model, but no tokenizer decodes them, so no strategy may choose them."""
+    if size is None or size >= scores.shape[-1]:
+        return scores
+    past = torch.arange(scores.shape[-1], device=scores.device) >= size
+    return scores.masked_fill(past, float("-inf"))
+
+
 def sample_logits(logits: Tensor, temperature: float = 1.0, top_k: Optional[int] = None,
                   top_p: Optional[float] = None) -> Tensor:
     """The logits a draw is made from: scaled by 1/temperature, then filtered by top-k and top-p."""

@@ -2,7 +2,9 @@
 
 Both return (tokens, lengths, log_probs, scores) with a hypothesis axis: (B, N, T), (B, N), (B, N),
 (B, N). ``log_probs`` are the model's own log-probabilities of the generated tokens (temperature
-1, no filtering), so strategies can be compared on one scale.
+1, no filtering), so strategies can be compared on one scale. ``tokenizer_size``: ids at or past it
+(the padded rows of a published checkpoint's embedding) are never chosen; the log-probabilities
+of the ids that are stay the model's, over all its rows, as Hugging Face scores them.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Callable, List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from .sampling import within
 from .stepper import Stepper
 
 Result = Tuple[Tensor, Tensor, Tensor, Tensor]
@@ -23,7 +26,8 @@ def _is_eos(tokens: Tensor, eos: Optional[Tensor]) -> Tensor:
 
 
 def token_by_token(stepper: Stepper, pick: Callable[[Tensor], Tensor], max_new_tokens: int,
-                   eos: Optional[Tensor], pad_token_id: int, keep_logits: Optional[List[Tensor]] = None) -> Result:
+                   eos: Optional[Tensor], pad_token_id: int, keep_logits: Optional[List[Tensor]] = None,
+                   tokenizer_size: Optional[int] = None) -> Result:
     """Greedy or sampled decoding; a row stops at its first EOS, the batch when every row has."""
     logits = stepper.first()
     batch, device = logits.shape[0], logits.device
@@ -35,7 +39,7 @@ def token_by_token(stepper: Stepper, pick: Callable[[Tensor], Tensor], max_new_t
     while True:
         if keep_logits is not None:
             keep_logits.append(logits.float())
-        token = pick(logits)
+        token = pick(within(logits, tokenizer_size))
         chosen = logits.float().log_softmax(-1).gather(-1, token.unsqueeze(-1)).squeeze(-1)
         if eos is not None:  # without EOS every row runs to the end: skip the bookkeeping
             token, chosen = token.masked_fill(finished, pad_token_id), chosen.masked_fill(finished, 0.0)
@@ -54,7 +58,7 @@ def token_by_token(stepper: Stepper, pick: Callable[[Tensor], Tensor], max_new_t
 
 
 def beam_search(stepper: Stepper, beams: int, max_new_tokens: int, eos: Optional[Tensor], pad_token_id: int,
-                length_penalty: float, n_best: int) -> Result:
+                length_penalty: float, n_best: int, tokenizer_size: Optional[int] = None) -> Result:
     """Beam search ranked by ``log_prob / length ** length_penalty`` (length counts the EOS).
 
     Each step keeps the ``beams`` best continuations that do not end; a continuation that ends in
@@ -66,7 +70,7 @@ def beam_search(stepper: Stepper, beams: int, max_new_tokens: int, eos: Optional
     batch, vocab, device = logits.shape[0], logits.shape[-1], logits.device
     k = beams
     stepper.reorder(torch.arange(batch, device=device).repeat_interleave(k))
-    log_probs = logits.float().log_softmax(-1).repeat_interleave(k, 0)  # (B*K, V)
+    log_probs = within(logits.float().log_softmax(-1), tokenizer_size).repeat_interleave(k, 0)  # (B*K, V)
     running = torch.full((batch, k), float("-inf"), device=device)
     running[:, 0] = 0.0  # beams start identical: expand only the first
     seqs = torch.full((batch * k, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
@@ -115,7 +119,7 @@ def beam_search(stepper: Stepper, beams: int, max_new_tokens: int, eos: Optional
         if length == max_new_tokens or bool(done.all()):
             break
         stepper.reorder(index)
-        log_probs = stepper.step(seqs[:, t]).float().log_softmax(-1)
+        log_probs = within(stepper.step(seqs[:, t]).float().log_softmax(-1), tokenizer_size)
     # Prompts still searching at the end: their running beams compete with the finished ones.
     alive = running.masked_fill(done.unsqueeze(1), float("-inf"))
     into_pool(alive / length ** length_penalty, alive, seqs.view(batch, k, -1), length)

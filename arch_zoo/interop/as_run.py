@@ -3,6 +3,7 @@
 checkpoints/last.ckpt (the weights as a trained run stores them) and a completed status.json."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Optional
 
@@ -17,15 +18,21 @@ from ..errors import ConfigError
 def save_as_run(model: torch.nn.Module, tokenizer, out, name: Optional[str] = None, source: str = "") -> Path:
     """Write ``model`` (an arch_zoo model, e.g. from ``from_hf``) and ``tokenizer`` (an arch_zoo
     tokenizer, e.g. ``pretrained`` on the checkpoint's tokenizer.json) as run directory ``out``.
-    ``source`` (e.g. the checkpoint's path) is recorded in status.json."""
+    The model may have more embedding rows than the tokenizer has tokens, as published checkpoints
+    pad them (t5-small: 32,128 rows for 32,100 tokens): config.yaml then records the rows as
+    ``model.vocab_size``, restore builds them all, and decoding never emits an id past the
+    tokenizer's. ``source`` (e.g. the checkpoint's path) is recorded in status.json."""
     out = Path(out)
     if (out / rundir.CHECKPOINT).exists():
         raise ConfigError("out", f"{out} already holds a run ({rundir.CHECKPOINT})")
-    if tokenizer.vocab_size != model.vocab_size:  # restore sizes the model by its tokenizer
-        raise ConfigError("tokenizer", f"has {tokenizer.vocab_size} tokens; the model's vocabulary has "
-                          f"{model.vocab_size}")
+    if tokenizer.vocab_size > model.vocab_size:
+        raise ConfigError("tokenizer", f"has {tokenizer.vocab_size} tokens but the model's embedding has "
+                          f"{model.vocab_size} rows: ids {model.vocab_size}..{tokenizer.vocab_size - 1} have none")
+    config = model.config
+    if model.vocab_size != tokenizer.vocab_size:  # rows past the tokenizer (t5, Pythia, Qwen): the config keeps them
+        config = dataclasses.replace(config, vocab_size=model.vocab_size)
     (out / rundir.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
-    save(ExperimentConfig(name=name or out.name, model=model.config), out / rundir.CONFIG)
+    save(ExperimentConfig(name=name or out.name, model=config), out / rundir.CONFIG)
     tokenizer.save(out)
     state = {"state_dict": {f"model.{k}": v.detach().cpu() for k, v in model.state_dict().items()},
              "global_step": 0}

@@ -49,7 +49,11 @@ def restore(path) -> Restored:
         tokenizer = load_tokenizer(run_dir)
     except (ValueError, KeyError, TypeError, OSError) as exc:  # JSONDecodeError is a ValueError
         raise ConfigError("run", f"cannot read {run_dir / TOKENIZER_FILE}: {_first_line(exc)}") from None
-    model = build_model(cfg.model, tokenizer.vocab_size)
+    rows = cfg.model.vocab_size or tokenizer.vocab_size  # an import keeps its checkpoint's padded rows
+    if rows < tokenizer.vocab_size:
+        raise ConfigError("run", f"{run_dir / rundir.CONFIG} gives model.vocab_size {rows}, fewer than the "
+                          f"{tokenizer.vocab_size} tokens of its tokenizer")
+    model = build_model(cfg.model, rows)
     try:
         state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
         model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
