@@ -97,7 +97,8 @@ def exported(tmp_path_factory):
         jobs.append({"dir": str(root / name), "ids": torch.tensor([[4, 9, 12, 7, 15], [6, 6, 8, 10, 11]]),
                      "text": "hello world"})
     torch.save(jobs, root / "jobs.pt")
-    proc = subprocess.run([sys.executable, "-m", "tests.interop.card_load", str(root / "jobs.pt"), str(root / "out.pt")],
+    command = [sys.executable, "-m", "tests.interop.card_load", str(root / "jobs.pt"), str(root / "out.pt")]
+    proc = subprocess.run(command,
                           cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HOME": str(root / "hf_home"),
                                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONWARNINGS": "always"})
