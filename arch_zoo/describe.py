@@ -102,7 +102,7 @@ def describe_source(source: str, overrides: Sequence[str] = (), vocab_size: Opti
                     seq_len: Optional[int] = None) -> str:
     """``arch-zoo describe``: a YAML config, ``preset:NAME`` or a run directory. The vocabulary is the
     run's saved tokenizer's, else the task's (built as training would build it), else assumed."""
-    from .config.loading import PRESET_PREFIX, load
+    from .config.loading import PRESET_PREFIX, load, published_vocab
 
     path, run_dir = Path(source), None
     if not source.startswith(PRESET_PREFIX) and path.is_dir():
@@ -115,11 +115,14 @@ def describe_source(source: str, overrides: Sequence[str] = (), vocab_size: Opti
     with as_trained(str(run_dir)) if run_dir is not None and not overrides else contextlib.nullcontext():
         cfg = load(source, overrides)  # a run's config as it trained, unless the command line changes it
     return describe_text(cfg, vocab_size, seq_len, run_dir=run_dir,
-                         task_changed=any(o.split("=", 1)[0].split(".")[0] in ("task", "seed") for o in overrides))
+                         task_changed=any(o.split("=", 1)[0].split(".")[0] in ("task", "seed") for o in overrides),
+                         published=published_vocab(source, overrides))
 
 
-def _vocab(cfg: ExperimentConfig, run_dir: Optional[Path], task_changed: bool) -> Tuple[int, str, Any]:
-    """(vocabulary size, where it comes from, the task's data where it was built for it, else None)."""
+def _vocab(cfg: ExperimentConfig, run_dir: Optional[Path], task_changed: bool,
+           published: Optional[int] = None) -> Tuple[int, str, Any]:
+    """(vocabulary size, where it comes from, the task's data where it was built for it, else None):
+    the run's, the task's, the published model's its preset names (``published``), else assumed."""
     from .data.tokenizers import TOKENIZER_FILE, load_tokenizer
 
     if run_dir is not None and (run_dir / TOKENIZER_FILE).is_file() and not task_changed:
@@ -129,6 +132,8 @@ def _vocab(cfg: ExperimentConfig, run_dir: Optional[Path], task_changed: bool) -
 
         data = prepare(cfg)
         return data.tokenizer.vocab_size, f" (the task's {data.tokenizer.name} tokenizer)", data
+    if published is not None:
+        return published, " (the published model's, from its preset; a task's tokenizer replaces it)", None
     return DEFAULT_VOCAB, " (assumed: no task or run gives it; pass --vocab-size)", None
 
 
@@ -165,7 +170,7 @@ def _flops_lines(model, m, seq_len: Optional[int], data, moe: bool) -> List[str]
 
 
 def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_len: Optional[int] = None,
-                  run_dir: Optional[Path] = None, task_changed: bool = False) -> str:
+                  run_dir: Optional[Path] = None, task_changed: bool = False, published: Optional[int] = None) -> str:
     from .models import build_model
     from .models.embedding_scale import embedding_scale
     from .models.summary import active_parameters, count_parameters, parameter_breakdown
@@ -175,7 +180,7 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
     if vocab_size is None and m.vocab_size is not None:
         vocab_size = m.vocab_size
     elif vocab_size is None:
-        vocab_size, vocab_note, data = _vocab(cfg, run_dir, task_changed)
+        vocab_size, vocab_note, data = _vocab(cfg, run_dir, task_changed, published)
     with torch.device("meta"), _CountOnly():  # counts and FLOPs need shapes only: a 7B preset costs no memory
         model = build_model(m, vocab_size)
     entry = registry_of("placements").get(m.norm_placement.name)

@@ -31,7 +31,7 @@ def test_describe_every_preset(name, capsys):
 
 
 # Published parameter counts of the reference models at their own vocabulary sizes.
-@pytest.mark.parametrize("name,vocab,total,feature", [
+REFERENCE_SIZES = [
     ("gpt2", 50257, 124_439_808, "gelu_tanh"),
     ("bert", 30522, 109_514_298, "plus 2 token types; normalized by layernorm(eps=1e-12"),  # BertForMaskedLM
     ("llama", 32000, 6_738_415_616, "kv heads 32"),  # Llama 2 7B, described without allocating it
@@ -43,7 +43,10 @@ def test_describe_every_preset(name, capsys):
     ("pythia", 50304, 162_322_944, "fraction=0.25"),  # EleutherAI/pythia-160m
     ("bloom", 250880, 559_214_592, "alibi"),  # bigscience/bloom-560m
     ("gemma2", 256000, 2_614_341_888, "22, 24: attention=sliding_window(window=4096)"),  # google/gemma-2-2b
-])
+]
+
+
+@pytest.mark.parametrize("name,vocab,total,feature", REFERENCE_SIZES)
 def test_full_presets_have_the_reference_size(name, vocab, total, feature, capsys):
     assert main(["describe", f"preset:{name}", "--vocab-size", str(vocab)]) == 0
     out = capsys.readouterr().out

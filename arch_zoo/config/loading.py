@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import model_families  # noqa: F401  (fills the registries a model's component fields are parsed by)
 from ..errors import ConfigError, choice_error, yaml_error
@@ -65,6 +65,16 @@ def _read_yaml(path: Path, key: str) -> Dict[str, Any]:
     return data
 
 
+def _read_source(path: Path, key: str, published: bool) -> Dict[str, Any]:
+    """A YAML file's mapping. A preset's ``vocab_size`` is its published model's vocabulary: kept only
+    where asked for (``published_vocab``: describe's size where nothing else gives one), never in a run's
+    config, whose vocabulary is its task's tokenizer's whatever preset it started from."""
+    data = _read_yaml(path, key)
+    if not published and "vocab_size" in data and path.resolve().parent == preset_dir().resolve():
+        data = {k: v for k, v in data.items() if k != "vocab_size"}
+    return data
+
+
 def _source_path(source: str, here: Path, key: str) -> Path:
     if source.startswith(PRESET_PREFIX):
         name = source[len(PRESET_PREFIX):]
@@ -75,7 +85,7 @@ def _source_path(source: str, here: Path, key: str) -> Path:
     return path if path.is_absolute() else here / path
 
 
-def _expand_model(value: Any, here: Path, key: str, depth: int = 0) -> Any:
+def _expand_model(value: Any, here: Path, key: str, depth: int = 0, published: bool = False) -> Any:
     """``model: preset:NAME`` / ``model: path.yaml`` / ``model: {base: ..., **changes}`` -> a plain mapping."""
     if depth > 8:
         raise ConfigError(key, "model 'base' chain is too deep (a cycle?)")
@@ -85,9 +95,9 @@ def _expand_model(value: Any, here: Path, key: str, depth: int = 0) -> Any:
         return value
     value = dict(value)
     path = _source_path(str(value.pop("base")), here, f"{key}.base")
-    base = _read_yaml(path, f"{key}.base")
+    base = _read_source(path, f"{key}.base", published)
     base = base.get("model", base) if _is_experiment(base) else base
-    base = _expand_model(base, path.parent, key, depth + 1)
+    base = _expand_model(base, path.parent, key, depth + 1, published)
     return _merge(ModelConfig, base, value)
 
 
@@ -173,7 +183,8 @@ def _extends(data: Mapping, here: Path) -> bool:
     return path.is_file() and _is_experiment(_read_yaml(path, "base"))
 
 
-def _experiment_data(data: Dict[str, Any], here: Path, name: str, chain: tuple) -> Dict[str, Any]:
+def _experiment_data(data: Dict[str, Any], here: Path, name: str, chain: tuple,
+                     published: bool = False) -> Dict[str, Any]:
     """A file's (or a mapping's) experiment data, its ``base:`` chain merged under it by the command
     line's rules (``_merge``), each file's paths resolved from that file. ``chain``: the files
     that include this one, outermost first, to name a cycle."""
@@ -188,11 +199,12 @@ def _experiment_data(data: Dict[str, Any], here: Path, name: str, chain: tuple) 
         if path.resolve() in chain:
             cycle = [*chain[list(chain).index(path.resolve()):], path.resolve()]
             raise ConfigError("base", f"the bases form a cycle: {' -> '.join(map(str, cycle))}")
-        base = _experiment_data(_read_yaml(path, "base"), path.parent, path.stem, (*chain, path.resolve()))
+        base = _experiment_data(_read_source(path, "base", published), path.parent, path.stem,
+                                (*chain, path.resolve()), published)
     elif not _is_experiment(data):  # a model-only file (configs/models/*.yaml, presets)
         data = {"name": name, "model": data}
     if "model" in data:
-        data["model"] = _expand_model(data["model"], here, "model")
+        data["model"] = _expand_model(data["model"], here, "model", published=published)
     return data if base is None else _merge(ExperimentConfig, base, data)
 
 
@@ -202,29 +214,37 @@ def _experiment_families() -> None:
     from . import catalog  # noqa: F401
 
 
-def load_dict(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) -> Dict[str, Any]:
-    """The merged, interpolation-resolved plain data, before typing."""
+def load_dict(source: Union[str, Path, Mapping], overrides: Sequence[str] = (),
+              published: bool = False) -> Dict[str, Any]:
+    """The merged, interpolation-resolved plain data, before typing. ``published``: presets' vocab_size
+    kept (``_read_source``)."""
     OmegaConf, OmegaConfBaseException = _omegaconf()
     _experiment_families()
     if isinstance(source, Mapping):
         here = Path.cwd()
-        data = _experiment_data(dict(source), here, Path(str(source)).stem, ())
+        data = _experiment_data(dict(source), here, Path(str(source)).stem, (), published)
     else:
         path = _source_path(str(source), Path.cwd(), "config")
         here = path.parent
-        data = _experiment_data(_read_yaml(path, "config"), here, Path(str(source)).stem.replace(PRESET_PREFIX, ""),
-                                (path.resolve(),))
+        data = _experiment_data(_read_source(path, "config", published), here,
+                                Path(str(source)).stem.replace(PRESET_PREFIX, ""), (path.resolve(),), published)
     merged, set_here = data, frozenset()
     for item in overrides:  # one at a time, so a component's name and options combine in any order
         over = user_plugins.resolve_in(parse_overrides([item]), Path.cwd())  # on the command line: to the cwd
         if "model" in over:
-            over["model"] = _expand_model(over["model"], here, "model")
+            over["model"] = _expand_model(over["model"], here, "model", published=published)
         merged = _merge(ExperimentConfig, merged, over, set_here)
         set_here |= set(_leaves(over))
     try:
         return OmegaConf.to_container(OmegaConf.create(merged), resolve=True)
     except OmegaConfBaseException as exc:
         raise ConfigError(getattr(exc, "full_key", "") or "config", str(exc).splitlines()[0]) from None
+
+
+def published_vocab(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) -> Optional[int]:
+    """The vocabulary size of the published model the config's preset is (``gpt2``: 50257), if any."""
+    model = load_dict(source, overrides, published=True).get("model")
+    return model.get("vocab_size") if isinstance(model, Mapping) else None
 
 
 def load(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) -> ExperimentConfig:

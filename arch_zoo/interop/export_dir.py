@@ -18,6 +18,7 @@ from .atomic_dir import atomic_dir, check_out
 AUTO_CLASSES = {"decoder": "AutoModelForCausalLM", "encoder": "AutoModelForMaskedLM",
                 "encoder_decoder": "AutoModelForSeq2SeqLM"}
 DEFAULT_SHARD = "5GB"
+REMOTE_FORM = "written as arch_zoo remote code"
 
 
 @dataclass
@@ -63,11 +64,14 @@ def model_card(run_dir: Optional[Path], cfg, form: str, auto_class: str, checkpo
     import arch_zoo
     from ..config.loading import to_yaml
 
+    # AutoTokenizer reads config.json's model type first: a remote-code one asks for trust (an interactive
+    # [y/N]) before the tokenizer, plain as it is, loads
+    trust = ", trust_remote_code=True" if form.startswith(REMOTE_FORM) else ""
     lines = ["---", "library_name: transformers", "tags:", "- arch_zoo", "---", "",
              f"# {cfg.name}", "", f"An arch_zoo run exported for Hugging Face transformers, {form}.", "",
              "```python", f"from transformers import {auto_class}, AutoTokenizer",
-             f"model = {auto_class}.from_pretrained(DIR{', trust_remote_code=True' if 'remote' in form else ''})",
-             "tokenizer = AutoTokenizer.from_pretrained(DIR)", "```", ""]
+             f"model = {auto_class}.from_pretrained(DIR{trust})",
+             f"tokenizer = AutoTokenizer.from_pretrained(DIR{trust})", "```", ""]
     summary = rundir.read_json(run_dir / rundir.SUMMARY) if run_dir else None
     sweep = run_dir.parent.parent if run_dir and run_dir.parent.name == "runs" else None
     lines += ["## Provenance", "", f"- arch_zoo {arch_zoo.__version__}",
@@ -111,7 +115,7 @@ def save_hf(model, tokenizer, out, cfg=None, run_dir: Optional[Path] = None, for
             form = mapping.reason
         else:
             write_remote(model, tokenizer, cfg, tmp, auto_class, max_shard_size, run_dir)
-            form = f"written as arch_zoo remote code: {mapping.reason}"
+            form = f"{REMOTE_FORM}: {mapping.reason}"
         if tokenizer is not None:
             write_hf_tokenizer(tokenizer, tmp, model.config.max_seq_len)
         (tmp / "README.md").write_text(model_card(run_dir, cfg, form, auto_class, checkpoint))

@@ -21,6 +21,7 @@ from ..config.loading import model_config
 from ..errors import ConfigError
 from .checkpoint import CheckpointError, WeightMap
 from .hf import _strip
+from .export_family import mixer_layout, takes_mixers
 from .hf_export_configs import WRITERS, NotExpressible, count_differences, first_difference, function_view
 from .hf_registry import architecture
 
@@ -58,12 +59,15 @@ def sized(model):
 
 
 def native_config(cfg) -> FamilyChoice:
-    """The Hugging Face config of the first family that expresses ``cfg`` exactly, or why none does
-    (the closest family's first field it has no equivalent for)."""
+    """The Hugging Face config of the first family that expresses ``cfg`` exactly, or why none does. The
+    mixer layout decides which families can (those whose layers take its mixers); the reason names it
+    and the nearest of those families' first field it has no equivalent for."""
     want = function_view(cfg)
     d = to_dict(cfg)
-    reasons: List[Tuple[float, str]] = []  # (distance, why): the closest family's reason is reported
-    for writer in WRITERS.get(cfg.kind, []):
+    layout = mixer_layout(cfg)
+    reasons: List[Tuple[float, str, str]] = []  # (distance, family, why): the nearest family's is reported
+    fitting = [w for w in WRITERS.get(cfg.kind, []) if takes_mixers(w.__name__, cfg)]
+    for writer in fitting:
         family = NAMES.get(writer.__name__, writer.__name__)
         try:
             raw = writer(cfg, d)
@@ -71,18 +75,22 @@ def native_config(cfg) -> FamilyChoice:
             arch = architecture(hf)
             got = function_view(model_config(arch.config(dict(hf), _Names(_meta_state(raw, arch.prefix)))))
         except NotExpressible as exc:
-            reasons.append((1e6, f"{exc} has no {family} equivalent"))
+            reasons.append((1e6, family, f"{exc} has no {family} equivalent"))
             continue
         except Exception as exc:  # noqa: BLE001 - transformers' config validation raises its own types
-            reasons.append((2e6, f"{family}'s config cannot hold it ({str(exc).splitlines()[0]})"))
+            reasons.append((2e6, family, f"{family}'s config cannot hold it ({str(exc).splitlines()[0]})"))
             continue
         diff = first_difference(want, got)
         if diff is None:
             return FamilyChoice(raw, f"written as {raw['architectures'][0]}")
-        reasons.append((count_differences(want, got), f"{diff} has no {family} equivalent"))
+        reasons.append((count_differences(want, got), family, f"{diff} has no {family} equivalent"))
     if not reasons:
+        if WRITERS.get(cfg.kind):
+            return FamilyChoice(None, f"its mixer layout ({layout}) is no Hugging Face family's")
         return FamilyChoice(None, f"no Hugging Face family maps a model of kind {cfg.kind}")
-    return FamilyChoice(None, min(reasons, key=lambda r: r[0])[1])
+    _, family, why = min(reasons, key=lambda r: r[0])
+    fits = f"{family} only" if len(fitting) == 1 else f"{len(fitting)} families, of which {family} is the nearest"
+    return FamilyChoice(None, f"its mixer layout ({layout}) fits {fits}: {why}")
 
 
 def native_form(model) -> Tuple[Any, FamilyChoice]:

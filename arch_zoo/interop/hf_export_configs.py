@@ -17,6 +17,7 @@ from ..config import ModelConfig
 from ..coerce import to_dict
 from ..config.layers import resolved_mixer
 from ..config.validation import layer_configs, stacks, validate_model
+from .export_family import drop_unread
 from .hf_llama import GATED
 from .hf_registry import FFN_ACTIVATIONS
 from .hf_t5 import GATED as T5_GATED
@@ -36,7 +37,8 @@ class NotExpressible(Exception):
 
 def function_view(m: ModelConfig) -> Dict[str, Any]:
     """The fields that decide what the model computes, layer by layer (per-layer overrides resolved,
-    defaults that depend on other keys filled in), without those that only shape training."""
+    defaults that depend on other keys filled in), without those that only shape training or that no
+    layer reads (``export_family.drop_unread``)."""
     m = validate_model(m)
     # defaults that depend on other keys, written out: a family may store them as numbers
     width = MIXERS.get(m.mixer.name).factory.score_width(m.mixer.options, m)[0]  # what q.k sums over
@@ -57,7 +59,7 @@ def function_view(m: ModelConfig) -> Dict[str, Any]:
             view["mixer"] = _mixer_view(layer)
             layers.append(view)
         out[stack] = layers
-    return out
+    return drop_unread(out, m)
 
 
 def _mixer_view(m: ModelConfig) -> Any:
@@ -138,8 +140,10 @@ def _integral(x: float):
 
 
 def _common(m: ModelConfig, d: dict) -> Dict[str, Any]:
+    # bos / eos are the tokenizer's (``export_hf.special_ids``), not a family's defaults (GPT-2's 50256,
+    # past a small vocabulary's end)
     return {"vocab_size": m.vocab_size, "tie_word_embeddings": m.tie_embeddings,
-            "initializer_range": _spec(d, "init").get("std", 0.02)}
+            "initializer_range": _spec(d, "init").get("std", 0.02), "bos_token_id": None, "eos_token_id": None}
 
 
 def gpt2(m: ModelConfig, d: dict) -> Dict[str, Any]:
@@ -267,6 +271,8 @@ def mamba2(m: ModelConfig, d: dict) -> Dict[str, Any]:
 
 def qwen3_next(m: ModelConfig, d: dict) -> Dict[str, Any]:
     layers = layer_configs(m, "decoder", m.decoder_layers)
+    if any(layer.bias for layer in layers):  # attention_bias only: its Gated DeltaNet and MLPs have none
+        raise NotExpressible("bias True")
     types = ["linear_attention" if layer.mixer.name == "gated_deltanet" else "full_attention" for layer in layers]
     base = llama(m, d, "qwen3_next", "Qwen3NextForCausalLM", ffn={"name": "swiglu"})
     base.pop("mlp_bias")

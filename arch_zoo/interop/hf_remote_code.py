@@ -61,6 +61,8 @@ class _ArchZooModel(PreTrainedModel):
             else:
                 seen[id(p)] = name
         self._tied_weights_keys = tied
+        # transformers ties (and counts as loaded) the keys above only where the config says so
+        config.tie_word_embeddings = bool(tied)
         self.post_init()
 
     def _init_weights(self, module):

@@ -359,7 +359,9 @@ def presets_page() -> str:
              "Every preset shipped in the package (`configs/models/`, also inside the installed package), "
              "with the comment that opens its file. Use one as `preset:NAME`, alone or as a base: "
              "`model: {base: preset:llama-tiny, n_layers: 2}`. `arch-zoo describe preset:NAME` prints its "
-             "layers, parameter counts and FLOPs.", ""]
+             "layers, parameter counts and FLOPs; a preset of a published model names its vocabulary size, which "
+             "`describe` counts with where no task gives one (a run's vocabulary is always its task's tokenizer's).",
+             ""]
     for name, path in preset_files():
         head = []
         for line in path.read_text().splitlines():

@@ -237,4 +237,5 @@ def test_a_mixer_left_to_its_defaults_is_written_as_its_family():
     clamp = {"mixer": {**gdn["mixer"], "l2norm": "clamp"}}
     other = model_config({**to_dict(load("preset:qwen3-next-tiny").model), "vocab_size": VOCAB,
                           "layers": [{"pattern": [clamp, clamp, clamp, {}]}]})
-    assert native_config(other).reason == "mixer.l2norm clamp (decoder layer 0) has no Qwen3-Next equivalent"
+    assert native_config(other).reason == ("its mixer layout (gated_deltanet x3 + attention) fits Qwen3-Next only: "
+                                           "mixer.l2norm clamp (decoder layer 0) has no Qwen3-Next equivalent")

@@ -60,6 +60,10 @@ class Mixer(nn.Module):
     # whether it reads the model's attention keys (pattern, qk_norm, scale, soft-cap, a position scheme
     # that rotates q/k or biases scores); a model none of whose layers does refuses them
     reads_attention_keys: ClassVar[bool] = False
+    # whether it reads the model's n_heads / n_kv_heads / head_dim itself; False where its own options
+    # hold its head counts and widths (``resolved_options`` fills their nulls from the model), so the
+    # model's values decide nothing in its layers (a pure Mamba-2 model's n_heads exports as Mamba-2)
+    reads_model_heads: ClassVar[bool] = True
 
     def forward(self, x: Tensor, inputs: MixerInputs, state: Optional[DecodingState] = None) -> Tensor:
         raise TypeError("Mixer is abstract; use a registered mixer")

@@ -58,6 +58,7 @@ class GatedDeltaNetOptions:
                  "layers): short conv, L2-normed q/k, gated delta rule, gated RMSNorm; causal only")
 class GatedDeltaNet(RecurrentMixer):
     example_options = {"conv_size": 3, "chunk_size": 4}  # chunks shorter than the grid's sequences
+    reads_model_heads = False  # its options hold its heads (``resolved``)
 
     @classmethod
     def resolved_options(cls, options, cfg):

@@ -57,6 +57,7 @@ class Mamba2Options:
                  "space per head, gated RMSNorm; causal only")
 class Mamba2(RecurrentMixer):
     example_options = {"state_size": 4, "conv_size": 3, "chunk_size": 4}
+    reads_model_heads = False  # its options hold its heads (``resolved``)
 
     @classmethod
     def resolved_options(cls, options, cfg):
