@@ -100,6 +100,15 @@ def variant_name(settings: Mapping[str, Any], names: Mapping[str, str]) -> str:
     return ",".join(f"{names[k]}={plain(v)}" for k, v in settings.items()) or "base"
 
 
+BUDGET_KEY = "train.max_steps"  # the setting that tells a WSD-S run's budgets apart
+
+
+def budget_variant(variant: Any, steps: int) -> str:
+    """A WSD-S budget's variant (one run's decay branch, or the run itself): the run's variant at
+    ``train.max_steps``, named as a sweep over max_steps would name it."""
+    return f"max_steps={steps}" if variant in (None, "base") else f"{variant},max_steps={steps}"
+
+
 def tags(settings: Mapping[str, Any], names: Mapping[str, str]) -> List[str]:
     return [f"{names[k]}={plain(v)}"[:64] for k, v in settings.items()]  # wandb caps tags at 64 characters
 

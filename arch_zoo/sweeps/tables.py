@@ -11,6 +11,7 @@ from .plan import Plan
 from .plan_checks import comparison_warnings
 from .stages import choice_line, stage_one, stage_two_size, stage_variants
 from .spec import BUDGETS
+from .wsds_table import wsds_text
 from .store import Store, read_json
 
 
@@ -32,6 +33,7 @@ def dry_run_table(plan: Plan, store: Optional[Store] = None) -> str:
     text += (f"budget: match {plan.spec.budget} ({BUDGETS[plan.spec.budget]}); "
              f"train FLOPs = 3 x forward FLOPs/token x tokens, counted at {_counted_at(plan)}\n")
     text += "".join(line + "\n" for line in comparison_warnings(plan))
+    text += wsds_text(plan, _table)
     tune = plan.spec.tune
     if tune is None:
         return text + _done(plan, store if ran else None) + \

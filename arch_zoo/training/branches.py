@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List
 
 import pytorch_lightning as pl
 
@@ -24,13 +24,13 @@ from .. import rundir
 from ..config import ExperimentConfig
 from ..config.loading import save
 from ..recipes.wsds import Branch, branch_config, branches
+from ..run_names import BUDGET_KEY, budget_variant
 
-BRANCHES = "branches"
 FORKED = "forked"  # an attempt that stopped at a fork and went on in the same process
 
 
 def branch_dir(run_dir: Path, steps: int) -> Path:
-    return Path(run_dir) / BRANCHES / str(steps)
+    return Path(run_dir) / rundir.BRANCHES / str(steps)
 
 
 class ForkAt(pl.Callback):
@@ -96,8 +96,8 @@ def branch_meta(meta: Dict[str, Any], run_steps: int, steps: int) -> Dict[str, A
         scale = steps / budget["steps"]
         budget.update({k: budget[k] * scale for k in ("tokens", "bytes", "flops") if budget.get(k) is not None})
         budget["steps"] = steps
-    out = {**meta, "run_id": f"{meta.get('run_id')}@{steps}", "settings": {**(meta.get("settings") or {}),
-                                                                           "train.max_steps": steps},
+    out = {**meta, "run_id": f"{meta.get('run_id')}@{steps}", "variant": budget_variant(meta.get("variant"), steps),
+           "settings": {**(meta.get("settings") or {}), BUDGET_KEY: steps},
            "branch_of": meta.get("run_id"), **({"budget": budget} if budget else {})}
     if meta.get("scale"):
         out["scale"] = {**meta["scale"], "steps": steps}
@@ -116,14 +116,3 @@ def run_branches(cfg: ExperimentConfig, run_dir: Path, run: Callable[[Experiment
         out.append({"steps": branch.steps, "fork": branch.fork, "status": result.status,
                     "dir": str(where.relative_to(run_dir)), "final": result.summary.get("final", {})})
     return out
-
-
-def branch_dirs(run_dir: Path) -> List[Path]:
-    """A run's branch directories, shortest first (none for a run without decays)."""
-    root = Path(run_dir) / BRANCHES
-    found = [p for p in root.iterdir() if p.is_dir() and p.name.isdigit()] if root.is_dir() else []
-    return sorted(found, key=lambda p: int(p.name))
-
-
-def pending(status: Optional[Dict[str, Any]]) -> bool:
-    return (status or {}).get("status") not in rundir.FINISHED
