@@ -22,6 +22,7 @@ from .schedules import SCHEDULES, WarmupStableDecay
 class Branch:
     steps: int  # the budget: the branch ends here, as a run of train.max_steps = steps would
     fork: int  # the stable-phase step it branches from: its decay starts here
+    fraction: float  # the entry of decays it is (the first, where two round to the same steps)
 
     @property
     def decay_steps(self) -> int:
@@ -52,7 +53,7 @@ def branches(train: TrainConfig) -> List[Branch]:
             separate = branch_train(train, steps)
             # a budget inside warmup has no decay: it forks at its end and trains no steps of its own
             start = WarmupStableDecay(separate.schedule.options, separate).decay_start
-            out[steps] = Branch(steps, min(start, steps))
+            out.setdefault(steps, Branch(steps, min(start, steps), fraction))
     return [out[k] for k in sorted(out)]
 
 

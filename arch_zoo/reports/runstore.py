@@ -185,17 +185,16 @@ def read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
 
 def read_runs(run_dir: Path, sweep_name: str) -> List[Dict[str, Any]]:
     """A run's row, then a row per WSD-S decay branch it forked (``branches/<steps>/``, each a run
-    of its own length). With branches, the run's own row is its budget at its max_steps, told
-    apart from its branches' by the setting train.max_steps, as a sweep over it would."""
+    of its own length). With branches, the run's own row is its budget 1, told apart from its
+    branches' by the setting wsds.budget (the fraction of its steps), as a sweep over it would."""
     row = read_run(run_dir, sweep_name)
     branches = [read_run(b, sweep_name) for b in branch_dirs(run_dir)]
-    steps = row["_config"].get("train.max_steps")
-    if branches and steps is not None:
-        row["_settings"] = {**row["_settings"], BUDGET_KEY: steps}
+    if branches:
+        row["_settings"] = {**row["_settings"], BUDGET_KEY: 1.0}
         if row["variant"] is not None:
-            row["variant"] = budget_variant(row["variant"], steps)
+            row["variant"] = budget_variant(row["variant"], 1.0)
         if row.get("_scale"):
-            row["_scale"] = {**row["_scale"], "steps": steps}
+            row["_scale"] = {**row["_scale"], "steps": row["_config"].get("train.max_steps")}
     return [row] + branches
 
 

@@ -83,28 +83,31 @@ def _fork(cfg: ExperimentConfig, run_dir: Path, branch: Branch) -> None:
                                             "fork_step": branch.fork, "metrics_steps": status.get("metrics_steps")})
     meta = rundir.read_json(run_dir / rundir.RUN_JSON)
     if meta is not None:
-        rundir.write_json(tmp / rundir.RUN_JSON, branch_meta(meta, cfg.train.max_steps, branch.steps))
+        rundir.write_json(tmp / rundir.RUN_JSON, branch_meta(meta, branch))
     os.replace(tmp, dest)
 
 
-def branch_meta(meta: Dict[str, Any], run_steps: int, steps: int) -> Dict[str, Any]:
-    """A sweep's run.json for a branch: the run's variant and seed, its settings at
-    ``train.max_steps = steps`` (the setting a separate run of that length would have), and its
-    budget's tokens and FLOPs scaled to the branch's steps."""
+def branch_meta(meta: Dict[str, Any], branch: Branch) -> Dict[str, Any]:
+    """A sweep's run.json for a branch: the run's variant and seed, its settings with the budget
+    (``wsds.budget``: the fraction of decays it is), and the run's planned tokens and FLOPs scaled
+    to the branch's steps."""
+    steps = branch.steps
     budget = dict(meta.get("budget") or {})
     if budget.get("steps"):
         scale = steps / budget["steps"]
         budget.update({k: budget[k] * scale for k in ("tokens", "bytes", "flops") if budget.get(k) is not None})
         budget["steps"] = steps
-    out = {**meta, "run_id": f"{meta.get('run_id')}@{steps}", "variant": budget_variant(meta.get("variant"), steps),
-           "settings": {**(meta.get("settings") or {}), BUDGET_KEY: steps},
+    out = {**meta, "run_id": f"{meta.get('run_id')}@{steps}",
+           "variant": budget_variant(meta.get("variant"), branch.fraction),
+           "settings": {**(meta.get("settings") or {}), BUDGET_KEY: branch.fraction},
            "branch_of": meta.get("run_id"), **({"budget": budget} if budget else {})}
     if meta.get("scale"):
         out["scale"] = {**meta["scale"], "steps": steps}
     return json.loads(json.dumps(out))
 
 
-def run_branches(cfg: ExperimentConfig, run_dir: Path, run: Callable[[ExperimentConfig, Path], Any]) -> List[Dict[str, Any]]:
+def run_branches(cfg: ExperimentConfig, run_dir: Path,
+                 run: Callable[[ExperimentConfig, Path], Any]) -> List[Dict[str, Any]]:
     """Each forked branch run to its end (``run(config, dir)``: the run's own runner; a finished
     one is read back), as summary.json's ``branches``."""
     out = []

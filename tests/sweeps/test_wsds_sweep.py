@@ -44,9 +44,9 @@ def sweep(tmp_path_factory):
 
 def test_a_sweeps_branches_are_rows_of_the_store_at_their_own_steps_tokens_and_flops(sweep):
     frame = load_runs(sweep).set_index("variant")
-    assert sorted(frame.index) == ["max_steps=10", "max_steps=20"]
-    run, branch = frame.loc["max_steps=20"], frame.loc["max_steps=10"]
-    assert (run["train.max_steps"], branch["train.max_steps"]) == (20, 10)
+    assert sorted(frame.index) == ["budget=0.5", "budget=1.0"]  # the fraction of the run: shared across a ladder's sizes
+    run, branch = frame.loc["budget=1.0"], frame.loc["budget=0.5"]
+    assert (run["wsds.budget"], branch["wsds.budget"]) == (1.0, 0.5)
     assert (run["step"], branch["step"]) == (20, 10) and branch["status"] == "completed"
     assert branch["train_tokens"] == pytest.approx(run["train_tokens"] / 2)
     assert branch["train_flops"] == pytest.approx(run["train_flops"] / 2)
@@ -57,4 +57,4 @@ def test_a_sweeps_branches_are_rows_of_the_store_at_their_own_steps_tokens_and_f
 def test_the_report_reads_the_branches_as_runs(sweep, tmp_path):
     assert main(["report", str(sweep), "--out", str(tmp_path / "rep"), "--format", "csv", "--quiet"]) == 0
     text = "".join(p.read_text() for p in (tmp_path / "rep").rglob("*.csv"))
-    assert "max_steps=10" in text and "max_steps=20" in text
+    assert "budget=0.5" in text and "budget=1.0" in text
