@@ -127,12 +127,12 @@ def test_the_held_out_point_is_predicted_by_the_surface_fitted_without_it():
 
 
 def test_bootstrap_intervals_cover_the_truth_at_3_seeds():
-    """A seeded simulation: 100 ladders of 4 sizes x 3 budgets x 3 seeds (1% noise per seed) of two variants,
+    """A seeded simulation: 150 ladders of 4 sizes x 3 budgets x 3 seeds (1% noise per seed) of two variants,
     each fitted with 100 paired replicates, in one batch. Each 95% interval (the base's parameters, its
     compute-optimal N and loss at the largest compute, and the multiplier there) must hold the truth in at
     least 90% of the ladders; and the point estimates must recover it (medians within 5%)."""
     rng = np.random.default_rng(56)
-    items, deltas, ladders, replicates = [], [], 100, 100
+    items, deltas, ladders, replicates = [], [], 150, 100
     for _ in range(ladders):
         pts = ladder(rng, {"base": BASE, "variant": VARIANT})
         shared = draws(pts.ladder, replicates, rng)
