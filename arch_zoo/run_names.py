@@ -100,6 +100,17 @@ def variant_name(settings: Mapping[str, Any], names: Mapping[str, str]) -> str:
     return ",".join(f"{names[k]}={plain(v)}" for k, v in settings.items()) or "base"
 
 
+BUDGET_KEY = "wsds.budget"  # the setting that tells a WSD-S run's budgets apart: a fraction of its max_steps
+
+
+def budget_variant(variant: Any, fraction: float) -> str:
+    """A WSD-S budget's variant (one run's decay branch, or the run itself at 1): the run's variant at
+    that fraction of its steps, named as a sweep over it would name it. A fraction, not a step count,
+    so a ladder's sizes (each with its own max_steps) share their budgets' variants."""
+    shown = f"budget={plain(fraction)}"
+    return shown if variant in (None, "base") else f"{variant},{shown}"
+
+
 def tags(settings: Mapping[str, Any], names: Mapping[str, str]) -> List[str]:
     return [f"{names[k]}={plain(v)}"[:64] for k, v in settings.items()]  # wandb caps tags at 64 characters
 

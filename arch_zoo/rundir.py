@@ -17,6 +17,8 @@
     eval/<task>.json an lm_eval task's results (``arch-zoo eval``): metrics, their standard errors and
                      goals, how many examples, the checkpoint and step; reports read them as
                      metrics named ``eval/<task>/<metric>``
+    branches/<steps>/ a WSD-S run's decay branches (``train.schedule.decays``), each a run directory
+                     of its own: the separate run of ``steps`` steps it equals (training/branches.py)
     plugins/<sha256[:16]>-<file name>  a copy of each plugin file the run imported (status.json's
                      ``plugins`` records name them by sha256): ``restore`` uses it when the original moved
 
@@ -47,6 +49,7 @@ BEST_CHECKPOINT = f"{CHECKPOINTS}/best.ckpt"
 PLUGINS = "plugins"
 TOKENIZER = "tokenizer.json"
 ERROR = "error.txt"  # the traceback of a run that crashed outside training
+BRANCHES = "branches"  # branches/<steps>/: a WSD-S run's decay branches, run dirs of their own
 EVAL = "eval"  # eval/<task>.json: downstream results (arch_zoo/evaluation)
 # a sweep's directory, and the sweep's record inside each of its run directories
 RUN_JSON, LOCK, INDEX, SPEC, INVOCATIONS = "run.json", ".lock", "index.csv", "sweep.yaml", "invocations.jsonl"
@@ -89,6 +92,13 @@ def checkpoint_history(run_dir: Path) -> List[Dict[str, float]]:
 
     state = torch.load(run_dir / CHECKPOINT, map_location="cpu", weights_only=True, mmap=True)
     return list(state.get("arch_zoo", {}).get("history") or [])
+
+
+def branch_dirs(run_dir: Path) -> List[Path]:
+    """A run's WSD-S branch directories that were forked, shortest first (none for other runs)."""
+    root = Path(run_dir) / BRANCHES
+    found = [p for p in root.iterdir() if p.is_dir() and p.name.isdigit()] if root.is_dir() else []
+    return sorted(found, key=lambda p: int(p.name))
 
 
 def now() -> str:

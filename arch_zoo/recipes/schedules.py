@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import List, Literal, Optional
 
 from ..config import TrainConfig
 from ..errors import ConfigError
@@ -73,10 +73,19 @@ class Noam(Schedule):
 class WSDOptions:
     decay_fraction: float = 0.2  # of train.max_steps, at the end (Hägele et al. 2024: 20%)
     decay_shape: Literal["linear", "1-sqrt"] = "1-sqrt"  # 1-sqrt: Hägele et al.'s best
+    # WSD-S (recipes/wsds.py): budgets as fractions of max_steps, each a decay branched from the stable
+    # phase and recorded as a run of that length; the run itself is the budget at 1.0
+    decays: Optional[List[float]] = None
 
     def __post_init__(self):
         if not 0.0 < self.decay_fraction <= 1.0:
             raise ConfigError("decay_fraction", f"must be in (0, 1], got {self.decay_fraction}")
+        if self.decays is not None:
+            outside = [d for d in self.decays if not 0.0 < d <= 1.0]
+            if outside or not self.decays:
+                raise ConfigError("decays", f"fractions of max_steps in (0, 1], got {list(self.decays)}")
+            if any(b <= a for a, b in zip(self.decays, self.decays[1:])):
+                raise ConfigError("decays", f"must be in increasing order, got {list(self.decays)}")
 
 
 @SCHEDULES.register("wsd", WSDOptions, "warmup-stable-decay (MiniCPM; Hägele et al. 2024): warmup, train.lr, then "

@@ -25,7 +25,7 @@ from ..metrics import direction, goal_of
 from ..run_names import settings_label
 from ..rundir import METRICS, RUN_JSON, is_lr_column
 from .grouping import by_task, check_distinct, differing, drop_duplicates, ordered as _ordered
-from .runstore import fill_defaults, is_run_dir, is_sweep_dir, load_sweep, read_run, scalar
+from .runstore import fill_defaults, is_run_dir, is_sweep_dir, load_sweep, read_runs, scalar
 from .task_notes import task_notes
 from .tuning import base_variants, split_stages, tuning_notes, tuning_record
 
@@ -180,7 +180,7 @@ def load_groups(path: Union[str, Path, Sequence[Union[str, Path]]]) -> List[pd.D
     specs, rows = [], []
     for p in paths:
         if is_run_dir(p):
-            rows.append(read_run(p, p.resolve().parent.parent.name if (p / RUN_JSON).is_file()
+            rows.extend(read_runs(p, p.resolve().parent.parent.name if (p / RUN_JSON).is_file()
                                   else p.resolve().name))
         elif is_sweep_dir(p):
             spec, name, sweep_rows = load_sweep(p)

@@ -17,7 +17,8 @@ import yaml
 
 from ..locks import is_held
 from ..metrics import DIRECTIONS, layer_means
-from ..rundir import CONFIG, INDEX, INVOCATIONS, RUN_JSON, SPEC, STATUS, SUMMARY, eval_metrics
+from ..rundir import CONFIG, INDEX, INVOCATIONS, RUN_JSON, SPEC, STATUS, SUMMARY, branch_dirs, eval_metrics
+from ..run_names import BUDGET_KEY, budget_variant
 
 
 def _json(path: Path) -> Optional[Dict[str, Any]]:
@@ -182,6 +183,21 @@ def read_run(run_dir: Path, sweep_name: str) -> Dict[str, Any]:
     return row
 
 
+def read_runs(run_dir: Path, sweep_name: str) -> List[Dict[str, Any]]:
+    """A run's row, then a row per WSD-S decay branch it forked (``branches/<steps>/``, each a run
+    of its own length). With branches, the run's own row is its budget 1, told apart from its
+    branches' by the setting wsds.budget (the fraction of its steps), as a sweep over it would."""
+    row = read_run(run_dir, sweep_name)
+    branches = [read_run(b, sweep_name) for b in branch_dirs(run_dir)]
+    if branches:
+        row["_settings"] = {**row["_settings"], BUDGET_KEY: 1.0}
+        if row["variant"] is not None:
+            row["variant"] = budget_variant(row["variant"], 1.0)
+        if row.get("_scale"):
+            row["_scale"] = {**row["_scale"], "steps": row["_config"].get("train.max_steps")}
+    return [row] + branches
+
+
 def _index_rows(sweep_dir: Path, sweep_name: str) -> Dict[str, Dict[str, Any]]:
     """Planned runs from index.csv, for those that have no run dir yet."""
     path = sweep_dir / INDEX
@@ -245,12 +261,12 @@ def load_sweep(sweep_dir: Path) -> tuple:
         if planned_ids and run_dir.name not in planned_ids:
             stale.append(run_dir.name)  # the spec changed since: not a run of this sweep any more
             continue
-        row = read_run(run_dir, name)
-        planned = rows.get(row["run_id"], {})
-        for key in ("variant", "seed"):
-            if row[key] is None:
-                row[key] = planned.get(key)
-        row["_settings"] = row["_settings"] or planned.get("_settings", {})
-        rows[row["run_id"]] = row
+        for row in read_runs(run_dir, name):
+            planned = rows.get(row["run_id"], {})
+            for key in ("variant", "seed"):
+                if row[key] is None:
+                    row[key] = planned.get(key)
+            row["_settings"] = row["_settings"] or planned.get("_settings", {})
+            rows[row["run_id"]] = row
     spec["_stale"] = stale
     return spec, name, list(rows.values())

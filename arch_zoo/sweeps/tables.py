@@ -12,6 +12,7 @@ from .plan_checks import comparison_warnings
 from .stages import choice_line, stage_one, stage_two_size, stage_variants
 from .seed_spec import RULE_NAMES
 from .spec import BUDGETS
+from .wsds_table import wsds_text
 from .store import Store, read_json
 
 
@@ -34,6 +35,7 @@ def dry_run_table(plan: Plan, store: Optional[Store] = None) -> str:
              f"train FLOPs = 3 x forward FLOPs/token x tokens, counted at {_counted_at(plan)}\n")
     text += "".join(line + "\n" for line in comparison_warnings(plan))
     text += adaptive_line(plan)
+    text += wsds_text(plan, _table)
     tune = plan.spec.tune
     if tune is None:
         return text + _done(plan, store if ran else None) + \

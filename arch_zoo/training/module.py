@@ -163,6 +163,17 @@ class ArchZooModule(pl.LightningModule):
         self.log_dict(self.test_metrics)
 
     # ------------------------------------------------------------------ exact resumption
+    def on_train_start(self):
+        # the rate the schedule gives at the step resumed from, not the one the checkpoint's optimizer
+        # last held: a WSD-S branch resumes its run's stable phase into its own decay (training/branches.py);
+        # LambdaLR's own formula, so any other run gets the value it holds already
+        for config in self.trainer.lr_scheduler_configs:
+            s = config.scheduler
+            if isinstance(s, torch.optim.lr_scheduler.LambdaLR):
+                for group, base, f in zip(s.optimizer.param_groups, s.base_lrs, s.lr_lambdas):
+                    group["lr"] = base * f(s.last_epoch)
+                s._last_lr = [group["lr"] for group in s.optimizer.param_groups]
+
     def on_save_checkpoint(self, checkpoint):
         checkpoint.setdefault("arch_zoo", {}).update({  # callbacks add theirs first (RunCheckpoint: metrics_rows)
             "rng": {"torch": torch.get_rng_state(), "numpy": _numpy_state(), "python": random.getstate(),

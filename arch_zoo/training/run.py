@@ -21,6 +21,7 @@ from ..data.unigram import unigram_loss
 from ..errors import ConfigError
 from ..models.embedding_scale import embedding_scale
 from ..recipes import recipe_warnings
+from ..recipes.wsds import branches
 from .interrupts import RunInterrupted, sigterm_raises
 from .objectives import objective
 
@@ -203,10 +204,11 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
                           plugins=plugins, metrics_steps=rundir.METRICS_STEPS)  # a failed run is traceable to its code too
     attempt = rundir.Attempt(run_dir, writer)
     try:
+        from .branches import train_trunk
         from .trainer import train
 
-        summary = train(cfg, data, run_dir, list(callbacks), quiet=quiet, writer=writer, attempt=attempt,
-                        stop_at=stop_at, best=best)
+        summary = train_trunk(train, cfg, run_dir, attempt, writer, data=data, callbacks=list(callbacks), quiet=quiet,
+                              stop_at=stop_at, best=best)
     except (KeyboardInterrupt, SystemExit) as exc:  # Lightning turns Ctrl-C into SystemExit(1)
         name = _signal_name(exc)
         attempt.update(outcome="interrupted")
@@ -222,6 +224,8 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
         return RunResult(run_dir, "failed", {}, reason)
     if summary["status"] == rundir.PAUSED:
         return _pause(run_dir, summary, attempt, writer)
+    if branches(cfg.train):  # before the run is recorded as finished: a rerun then resumes its branches
+        summary["branches"] = _branches(cfg, run_dir, attempt, writer, callbacks, quiet, best)
     summary["attempts"] = attempt.update(summary["step"], summary["status"]) or summary.get("attempts", [])
     summary["wall_time_s"] = rundir.total_wall_time(summary["attempts"]) or summary["wall_time_s"]
     if writer:
@@ -229,6 +233,20 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
         rundir.set_status(run_dir, summary["status"], reason=summary.get("reason"), finished=rundir.now(),
                           step=summary["step"])
     return RunResult(run_dir, summary["status"], summary, summary.get("reason"))
+
+
+def _branches(cfg: ExperimentConfig, run_dir: Path, attempt: rundir.Attempt, writer: bool, callbacks: Sequence[Any],
+              quiet: bool, best: Optional[Tuple[str, str]]) -> list:
+    from .branches import run_branches
+
+    try:
+        return run_branches(cfg, run_dir, lambda c, d: _run_one(c, d, callbacks, quiet, None, best))
+    except RunInterrupted as exc:  # the command that resumes is the run's, which resumes the branch
+        attempt.update(outcome="interrupted")
+        if writer:
+            rundir.set_status(run_dir, "interrupted", reason=f"interrupted by {exc.signal_name} in {exc.run_dir}",
+                              step=attempt.step)
+        raise RunInterrupted(exc.signal_name, run_dir, attempt.step) from None
 
 
 def _pause(run_dir: Path, paused: Dict[str, Any], attempt: rundir.Attempt, writer: bool) -> RunResult:

@@ -20,7 +20,10 @@ from ..models.flops import FlopCounter, state_bytes_per_token
 from ..models.mfu import mfu_for_run
 from ..models.summary import active_parameters, count_parameters, parameter_breakdown
 from ..provenance import git_commit
+from pytorch_lightning.utilities.exceptions import SIGTERMException
+
 from .accel import compile_info, sdpa_kernels, set_matmul_precision
+from .branches import FORKED, ForkAt
 from .callbacks import BestCheckpoint, DivergenceGuard, RunCheckpoint, StopAt, ThroughputMeter, peak_memory
 from .datamodule import TaskDataModule
 from .loggers import build_loggers, define_summaries, finish_loggers, sync_hint
@@ -46,10 +49,12 @@ def _quiet_lightning(quiet: bool) -> None:
 
 def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[Any], quiet: bool,
           writer: bool, attempt: rundir.Attempt, stop_at: Optional[int] = None,
-          best: Optional[Tuple[str, str]] = None) -> Dict[str, Any]:
+          best: Optional[Tuple[str, str]] = None, fork_at: Optional[int] = None) -> Dict[str, Any]:
     """The run's summary; with ``stop_at`` below ``train.max_steps``, a paused run's instead:
     ``{"status": "paused", "step", "rung": the validation metrics there}`` (no test, no summary.json).
-    ``best`` (a validation metric and its goal, min or max): also keep checkpoints/best.ckpt by it."""
+    ``best`` (a validation metric and its goal, min or max): also keep checkpoints/best.ckpt by it.
+    ``fork_at`` (a WSD-S branch's fork, branches.py): checkpoint at that step and return
+    ``{"status": "forked", "step"}``."""
     _quiet_lightning(quiet)
     t = cfg.train
     started = time.time()
@@ -61,9 +66,16 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         return _paused(rundir.checkpoint_history(run_dir), resume_from)
     matmul_precision = set_matmul_precision(t)
 
-    fit = _build(cfg, data, run_dir, callbacks, quiet, writer, attempt, stop_at, best, resume)
+    fork = ForkAt(fork_at) if fork_at is not None else None
+    fit = _build(cfg, data, run_dir, [*callbacks, *([fork] if fork else [])], quiet, writer, attempt, stop_at, best,
+                 resume)
     ckpt_path = str(run_dir / rundir.CHECKPOINT) if resume_from is not None else None
-    fit.trainer.fit(fit.module, datamodule=fit.dm, ckpt_path=ckpt_path)
+    try:
+        fit.trainer.fit(fit.module, datamodule=fit.dm, ckpt_path=ckpt_path)
+    except SIGTERMException:
+        if fork is None or not fork.forked:
+            raise
+        return {"status": FORKED, "step": int(fit.trainer.global_step)}
 
     diverged = fit.module.diverged_at is not None
     if stop_at is not None and not diverged and fit.trainer.global_step < t.max_steps:

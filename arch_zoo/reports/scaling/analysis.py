@@ -20,6 +20,7 @@ from ..stats import BOOTSTRAP_SEED
 from .bootstrap import REPLICATES, Curve, fit_curves, huber_delta
 from .fit import OK, curve as curve_values
 from .multiplier import k_band, k_table
+from .nd import wsds_surfaces
 from .predict import DECISION_COLUMNS, HOLDOUT_COLUMNS, decision_accuracy, decision_line, held_out_fits, \
     holdout_table
 from .points import ARCH_HIDDEN, Ladder, arch_label, draws, ladder_points, resample, seed_noise
@@ -49,6 +50,7 @@ class Scaling:
     holdout: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=HOLDOUT_COLUMNS))
     decisions: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=DECISION_COLUMNS))
     held: Dict[str, Curve] = field(default_factory=dict)  # variant -> its fit without the held-out rung
+    nd: Optional[Any] = None  # a WSD-S ladder's L(N, D) fits (nd.NDScaling): sizes x budgets
 
 
 def is_ladder(runs: pd.DataFrame) -> bool:
@@ -123,7 +125,8 @@ def analyse(runs: pd.DataFrame, table: pd.DataFrame, extrapolate_to: Optional[fl
     return Scaling(metric, baseline, pd.DataFrame(fits.rows, columns=FIT_COLUMNS),
                    pd.DataFrame(k_rows, columns=K_COLUMNS), verdicts, notes, fits.curves, extrapolate_to, ladder,
                    margin=margin, decisions=decisions, held=held,
-                   **({"holdout": holdout} if holdout is not None else {}))
+                   **({"holdout": holdout} if holdout is not None else {}),
+                   nd=wsds_surfaces(kept, table, metric, replicates) if goal == "min" else None)
 
 
 def _margin(table: pd.DataFrame, metric: str) -> float:

@@ -78,17 +78,19 @@ def _bounds(logy: np.ndarray, w: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
-def solve(theta0: np.ndarray, logx: np.ndarray, logy: np.ndarray, w: np.ndarray,
-          delta: float = HUBER_DELTA, max_iter: int = MAX_ITER) -> Fits:
-    """Minimise each problem's Huber objective from ``theta0`` (P, 3); ``logx``, ``logy``, ``w``: (P, R).
-    A problem is done when its projected gradient vanishes or when STALL iterations in a row improve
-    its objective by less than STALL_TOL (relative): the valley of E against A and alpha is flat, and
-    moving along it changes no prediction."""
-    lo, hi = _bounds(logy, w)
+def minimise(theta0: np.ndarray, lo: np.ndarray, hi: np.ndarray, model, logy: np.ndarray, w: np.ndarray,
+             delta: float = HUBER_DELTA, max_iter: int = MAX_ITER) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The batched Levenberg-Marquardt on the Huber objective of log residuals that every fit here
+    uses: ``model(theta, rows)`` gives (log L, d log L / d theta), (p, R) and (p, R, K), for the
+    problems ``rows`` at parameters theta (p, K), bounded by ``lo`` and ``hi`` (P, K). A problem is
+    done when its projected gradient vanishes or when STALL iterations in a row improve its
+    objective by less than STALL_TOL (relative): the valley of E against A and alpha is flat, and
+    moving along it changes no prediction. Returns (theta, objective, done)."""
     theta = np.clip(theta0.astype(float), lo, hi)
-    P = len(theta)
+    P, K = theta.shape
+    objective = lambda th, rows: (w[rows] * huber(model(th, rows)[0] - logy[rows], delta)).sum(axis=1)  # noqa: E731
     lam = np.full(P, 1e-3)
-    f = _objective(theta, logx, logy, w, delta)
+    f = objective(theta, np.arange(P))
     done = np.zeros(P, dtype=bool)
     quiet = np.zeros(P, dtype=int)
     scale = GRAD_TOL * np.maximum(1.0, w.sum(axis=1))
@@ -96,25 +98,22 @@ def solve(theta0: np.ndarray, logx: np.ndarray, logy: np.ndarray, w: np.ndarray,
         act = np.flatnonzero(~done)
         if not len(act):
             break
-        th, lx, ly, wa = theta[act], logx[act], logy[act], w[act]
-        pred = predict(th, lx)
+        th, ly, wa = theta[act], logy[act], w[act]
+        pred, J = model(th, act)
         r = pred - ly
-        # d log L / d theta: 1 / L, the power term's share of L, and -log x times that share
-        share = np.exp(th[:, 1:2] - th[:, 2:3] * lx - pred)
-        J = np.stack([np.exp(-pred), share, -share * lx], axis=2)  # (P, R, 3)
         u = wa * np.minimum(1.0, delta / np.maximum(np.abs(r), 1e-300))  # IRLS weights of the Huber loss
         g = np.einsum("pr,prk->pk", u * r, J)
         held = ((th <= lo[act]) & (g > 0)) | ((th >= hi[act]) & (g < 0))  # a bound holding back the descent
         small = np.linalg.norm(np.where(held, 0.0, g), axis=1) < scale[act]
         H = np.einsum("pr,prk,prl->pkl", u, J, J)
         diag = np.diagonal(H, axis1=1, axis2=2)
-        damp = lam[act, None, None] * np.eye(3) * (diag[:, :, None] + 1e-12)
+        damp = lam[act, None, None] * np.eye(K) * (diag[:, :, None] + 1e-12)
         # a parameter held at its bound leaves the system: the others step as if it were fixed there
         free = (~held).astype(float)
-        system = (H + damp) * free[:, :, None] * free[:, None, :] + np.eye(3) * (1.0 - free)[:, :, None]
+        system = (H + damp) * free[:, :, None] * free[:, None, :] + np.eye(K) * (1.0 - free)[:, :, None]
         step = -np.linalg.solve(system, (g * free)[:, :, None])[:, :, 0]
         trial = np.clip(th + step, lo[act], hi[act])
-        ft = _objective(trial, lx, ly, wa, delta)
+        ft = objective(trial, act)
         better = ft < f[act]
         gain = np.where(better, (f[act] - ft) / np.maximum(f[act], 1e-300), 0.0)
         theta[act] = np.where(better[:, None], trial, th)
@@ -122,6 +121,22 @@ def solve(theta0: np.ndarray, logx: np.ndarray, logy: np.ndarray, w: np.ndarray,
         lam[act] = np.where(better, np.maximum(lam[act] / 3, 1e-12), np.minimum(lam[act] * 4, 1e12))
         quiet[act] = np.where(gain < STALL_TOL, quiet[act] + 1, 0)
         done[act] = small | (quiet[act] >= STALL)
+    return theta, f, done
+
+
+def solve(theta0: np.ndarray, logx: np.ndarray, logy: np.ndarray, w: np.ndarray,
+          delta: float = HUBER_DELTA, max_iter: int = MAX_ITER) -> Fits:
+    """Minimise each problem's Huber objective from ``theta0`` (P, 3); ``logx``, ``logy``, ``w``: (P, R)."""
+    lo, hi = _bounds(logy, w)
+
+    def model(th, rows):
+        lx = logx[rows]
+        pred = predict(th, lx)
+        # d log L / d theta: 1 / L, the power term's share of L, and -log x times that share
+        share = np.exp(th[:, 1:2] - th[:, 2:3] * lx - pred)
+        return pred, np.stack([np.exp(-pred), share, -share * lx], axis=2)  # (P, R, 3)
+
+    theta, f, done = minimise(theta0, lo, hi, model, logy, w, delta, max_iter)
     status = np.where(done, OK, NO_CONVERGENCE).astype(object)
     at_bound = (theta[:, 2] <= 1e-6) | (theta[:, 2] >= ALPHA_MAX - 1e-6)
     status[done & at_bound] = ALPHA_AT_BOUND
@@ -150,11 +165,15 @@ def fit_many(logx: np.ndarray, logy: np.ndarray, w: np.ndarray, extra: Optional[
     grid = starts(logx, logy, w)
     if extra is not None:
         grid = np.concatenate([extra[:, None, :], grid], axis=1)
-    P, K, _ = grid.shape
+    P, K, n = grid.shape
     rep = lambda a: np.repeat(a, K, axis=0)  # noqa: E731
-    fits = solve(grid.reshape(P * K, 3), rep(logx), rep(logy), rep(w), delta)
-    penalty = np.where(fits.status == NO_CONVERGENCE, np.inf, 0.0)
-    score = np.where(np.isinf(penalty), fits.loss + 1e300, fits.loss).reshape(P, K)
+    return best_start(solve(grid.reshape(P * K, n), rep(logx), rep(logy), rep(w), delta), P, K)
+
+
+def best_start(fits: Fits, P: int, K: int) -> Fits:
+    """Of each problem's K fits (rows p * K ... p * K + K - 1), the lowest objective; converged fits
+    beat unconverged ones."""
+    score = np.where(fits.status == NO_CONVERGENCE, fits.loss + 1e300, fits.loss).reshape(P, K)
     best = np.argmin(score, axis=1) + np.arange(P) * K
     return Fits(fits.theta[best], fits.loss[best], fits.status[best], fits.floor_at_bound[best])
 

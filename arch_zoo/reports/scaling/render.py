@@ -10,6 +10,7 @@ import pandas as pd
 
 from ...formatting import number
 from ..frames import write_frames
+from . import render_nd
 from .analysis import Scaling
 from .verdict import k_value
 
@@ -84,7 +85,8 @@ def tables(s: Scaling) -> List[tuple]:
     """(title, display frame) for each table of the section, in order."""
     return [("Fits", fits_display(s)), ("Compute multipliers", k_display(s)),
             ("Held-out rung: predicted from the rungs below", holdout_display(s)),
-            ("Decision accuracy: the order at a smaller rung against the largest rung's", decisions_display(s))]
+            ("Decision accuracy: the order at a smaller rung against the largest rung's", decisions_display(s)),
+            *(render_nd.tables(s.nd) if s.nd is not None else [])]
 
 
 def explanation(s: Scaling) -> List[str]:
@@ -104,7 +106,7 @@ def explanation(s: Scaling) -> List[str]:
     if s.extrapolate_to is not None:
         lines.append(f"The row 'extrapolated' is at {s.extrapolate_to:.3e} FLOPs, beyond every rung: both curves are "
                      "assumed to hold there, which the ladder cannot show.")
-    return lines + list(s.notes)
+    return lines + list(s.notes) + (render_nd.explanation(s.nd) if s.nd is not None else [])
 
 
 def terminal_lines(s: Scaling) -> List[str]:
@@ -151,6 +153,6 @@ def latex(s: Scaling, escape: Callable[[str], str]) -> str:
 def write(s: Scaling, out: Path, formats) -> List[Path]:
     """scaling_fits, compute_multipliers, holdout and decision_accuracy as CSV and Parquet, at full precision."""
     frames = {"scaling_fits": s.fits, "compute_multipliers": s.multipliers, "holdout": s.holdout,
-              "decision_accuracy": s.decisions}
+              "decision_accuracy": s.decisions, **(render_nd.frames(s.nd) if s.nd is not None else {})}
     return write_frames({k: f for k, f in frames.items() if len(f) or k in ("scaling_fits", "compute_multipliers")},
                         out, formats)

@@ -1,0 +1,64 @@
+"""The L(N, D) part of a ladder's scaling section (nd.py), as display tables, text and frames; render.py
+puts them after the L(C) tables."""
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Tuple
+
+import pandas as pd
+
+from ...formatting import number
+from .nd import PARAMS, NDScaling
+
+HEADLINE = "L(N, D) = E + A / N^alpha + B / D^beta, from sizes x WSD-S budgets"
+
+
+def _v(x) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    if isinstance(x, float) and math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return number(float(x), 4)
+
+
+def _ci(row, name: str, low: str = "_low", high: str = "_high") -> str:
+    value = _v(row.get(name))
+    return f"{value} [{_v(row.get(name + low))}, {_v(row.get(name + high))}]" if value else ""
+
+
+def tables(nd: NDScaling) -> List[Tuple[str, pd.DataFrame]]:
+    fits = pd.DataFrame([{"variant": r["variant"], "points": str(r["points"]),
+                          **{f"{p} [95% CI]": _ci(r, p) for p in PARAMS},
+                          "fit": r["status"] + (f": {r['note']}" if isinstance(r.get("note"), str) and r["note"] else "")}
+                         for _, r in nd.fits.iterrows()])
+    best = pd.DataFrame([{"variant": r["variant"], "train FLOPs": f"{r['compute']:.3e}", "N* [95% CI]": _ci(r, "N_opt"),
+                          "D* [95% CI]": _ci(r, "D_opt"), "loss at N*, D* [95% CI]": _ci(r, "loss_opt")}
+                         for _, r in nd.optimum.iterrows()])
+    ks = pd.DataFrame([{"variant": r["variant"], "vs": r["baseline"], "train FLOPs": f"{r['compute']:.3e}",
+                        "k at the optimum [95% CI]": "no finite k" if math.isinf(r["k"]) else _ci(r, "k")}
+                       for _, r in nd.multipliers.iterrows()])
+    held = pd.DataFrame([{"variant": r["variant"], "N": f"{r['N']:.4g}", "D": f"{r['D']:.4g}", "seeds": str(r["seeds"]),
+                          "measured": _v(r["measured"]),
+                          "predicted [95% CI]": _ci({**r, "pred": r.get("predicted")}, "pred"),
+                          "error (nats)": _v(r.get("error")), "error (seed SDs)": _v(r.get("error_sds")),
+                          "inside": "" if pd.isna(r.get("inside")) else ("yes" if r["inside"] else "no"),
+                          "note": r["note"] if isinstance(r.get("note"), str) else ""}
+                         for _, r in nd.holdout.iterrows()])
+    return [("L(N, D) fits", fits), ("Compute-optimal size and data at the largest compute", best),
+            ("Compute multiplier at the compute-optimal point", ks),
+            ("Held-out (N, D) point: the largest size at its largest budget, predicted without it", held)]
+
+
+def explanation(nd: NDScaling) -> List[str]:
+    lines = [f"{HEADLINE}: the same Huber fit on log residuals from a grid of starts and the same paired, "
+             "t-calibrated bootstrap as L(C), through each (size, budget) point's mean over seeds; N: non-embedding "
+             "parameters, D: training tokens (a WSD-S decay branch counts as a run of its own length). N*, D*: the "
+             f"loss's minimum at C = kappa N D (kappa = {_v(nd.points.kappa)}, the ladder's training FLOPs per "
+             "parameter and token); k at the optimum: the compute the baseline's compute-optimal frontier needs to "
+             "reach the variant's optimal loss at C, over C."]
+    return lines + list(nd.notes)
+
+
+def frames(nd: NDScaling) -> Dict[str, pd.DataFrame]:
+    return {"scaling_nd_fits": nd.fits, "scaling_nd_optimum": nd.optimum, "scaling_nd_multipliers": nd.multipliers,
+            "scaling_nd_holdout": nd.holdout}
