@@ -209,7 +209,9 @@ def terminal_table(sweep_dir: Union[str, Path, pd.DataFrame, List[pd.DataFrame]]
     table = sweep_dir if isinstance(sweep_dir, pd.DataFrame) else \
         summarize(load_runs(sweep_dir), metric=metric, baseline=baseline)
     shown = display(table)
-    wide = ("FLOPs/token", "state B/token", "train tokens", "train FLOPs", "peak MB", "notes")
+    wide = ["FLOPs/token", "train tokens", "train FLOPs", "peak MB", "notes"]
+    if "state B/token" in shown.columns and shown["state B/token"].nunique() < 2:
+        wide.append("state B/token")  # shown where variants differ in it: the decoding-memory trade a mixer makes
     keep = [c for c in shown.columns if c not in wide and c not in other_metrics(table)]
     body = tabulate(shown[keep], headers="keys", tablefmt="simple", showindex=False, disable_numparse=True) \
         if len(shown) else "(no runs)"
