@@ -222,6 +222,7 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
         return table
     table = _ranked(table, metric, goal, settings)
     table.attrs.update(table_attrs(runs, settings, metric, goal, base, metrics, table, ci, min_effect))
+    table.attrs["mixer"] = runs.attrs.get("mixer")  # the model's mixer: a layer list's name says it (tables.py)
     table.attrs["notes"] += [clip_note(m, names) for m, names in clipped.items()]
     if rank_note:
         table.attrs["notes"].insert(0, rank_note)
