@@ -7,9 +7,9 @@ as it goes; a sweep reads the record of each run its workers have in hand (worke
 processes, and a file is what a crashed one leaves readable).
 
 On a terminal the lines are redrawn in place below whatever the command prints; elsewhere (a CI log,
-``| tee``) a run gets a plain line at most every ``quiet_s`` seconds (sooner once it has done another
-tenth of its steps, but never within ``first_s`` of its last line): a log shows that a run moves
-without a line per step. A leaf module: the standard library only."""
+``| tee``) a run gets a plain line once it has run ``first_s`` seconds, then one whenever it has done
+another tenth of its steps (``first_s`` apart at least) or ``quiet_s`` seconds have passed: a log shows
+that a run moves without a line per step. A leaf module: the standard library only."""
 from __future__ import annotations
 
 import os

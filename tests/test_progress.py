@@ -32,7 +32,6 @@ def test_plain_lines_come_at_most_every_few_seconds_and_at_least_every_half_minu
     another tenth of its steps (10 s apart at least) or 30 s have passed, whichever is first."""
     out, clock = io.StringIO(), Clock()
     lines = LiveLines(out, terminal=False, clock=clock)
-    shown = []
     for t in range(0, 121):  # a tick a second for two minutes; 1 step a second of 1,000: no tenth is done
         clock.now = float(t)
         lines.show({"a": ("a", {**RECORD, "step": t, "max_steps": 1000})})
