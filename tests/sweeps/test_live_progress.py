@@ -62,3 +62,26 @@ def test_a_record_from_before_the_run_was_handed_out_is_not_shown(tmp_path):
     assert shown[-1] == {"r1": "label of r1  step 41/100  loss 2.5000  900 tok/s  ETA 1:00"}
     live.tick([])  # handed back or ended: gone
     assert shown[-1] == {}
+
+
+def test_on_a_terminal_the_sweep_redraws_its_runs_in_place_and_leaves_only_their_end_lines(tmp_path, monkeypatch):
+    from tests.test_progress import _pty_stream, screen, screen_of
+
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setattr(local, "TICK_S", 0.05)
+    stream, got, reader = _pty_stream()
+    monkeypatch.setattr("sys.stdout", stream)
+    base = {**BASE, "train": {**BASE["train"], "max_steps": STEPS, "val_every": STEPS}}
+    spec = write_spec(tmp_path / "specs", {"name": "live", "grid": {"model.position": ["rope", "alibi"]}}, base)
+    run_sweep(spec, tmp_path / "out", workers=1, progress=True)
+    shown = screen_of(stream, got)
+    stream.close()
+    reader.join(timeout=5)
+    raw = b"".join(got).decode()
+    drawn = [line for line in re.split(r"\r?\n|\x1b\[\d*[FJ]", raw) if re.match(r"position=\w+ s0  step \d+/", line)]
+    assert {line.split()[0] for line in drawn} == {"position=rope", "position=alibi"}  # each run, as it trained
+    assert "\x1b[1F\x1b[J" in raw  # redrawn in place
+    assert not any("  step " in line for line in shown)  # once the sweep ends, only the lines for good stay
+    ends = [line for line in re.split(r"\r?\n|\x1b\[\d*[FJ]", raw) if re.match(r"\[\d/2\]", line)]
+    assert len(ends) == 2 and [line for line in shown if re.match(r"\[\d/2\]", line)] == ends
+    assert screen(raw) == shown
