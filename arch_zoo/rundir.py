@@ -10,6 +10,8 @@
                      metrics over steps (``METRICS_STEPS``); a resumed run continues it from the rows
                      its checkpoint covers
     summary.json     final and best metrics, size, speed, memory, versions, git commit, attempts
+    progress.json    while it trains, rewritten every second or so: step, max_steps, loss, tokens/s, ETA
+                     (``arch_zoo/progress.py``): what a sweep shows of a run in progress
     tokenizer.json   the tokenizer, to decode the model's outputs
     checkpoints/last.ckpt
     checkpoints/best.ckpt  a sweep's runs: the weights at the best validation by the sweep's metric
@@ -43,6 +45,7 @@ from typing import Any, Dict, List, Optional
 
 # a run directory
 CONFIG, STATUS, SUMMARY, METRICS = "config.yaml", "status.json", "summary.json", "metrics.csv"
+PROGRESS = "progress.json"
 CHECKPOINTS = "checkpoints"
 CHECKPOINT = f"{CHECKPOINTS}/last.ckpt"
 BEST_CHECKPOINT = f"{CHECKPOINTS}/best.ckpt"

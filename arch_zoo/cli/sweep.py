@@ -56,7 +56,8 @@ def _sweep(args) -> int:
         slurm = {"partition": args.slurm_partition, "time_limit": args.slurm_time, "gpus": args.slurm_gpus,
                  "extra": args.slurm_extra, "cluster": args.slurm_cluster}
         outcome = run_sweep(spec, args.out, args.workers, args.launcher, args.ray_address, args.retry_failed,
-                            command=command_line(args.argv), on_launch=preload_reports, slurm=slurm)
+                            command=command_line(args.argv), on_launch=preload_reports, slurm=slurm,
+                            progress=True)
     except SweepInterrupted as exc:  # 143 after SIGTERM, 130 after Ctrl-C
         print(f"arch-zoo: {exc.message(command_line(args.argv))}", file=sys.stderr)
         return exc.exit_code

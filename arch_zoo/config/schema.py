@@ -120,7 +120,7 @@ class TrainConfig:
     log_every: int = 10  # steps between training-metric rows in metrics.csv
     attention_diagnostics: bool = False  # per layer attention entropy, largest attention logit and mass on the first token on evaluation batches (val/attn_entropy/layer_0, val/attn_max_logit/layer_0, val/attn_first_token/layer_0, ...; val/attn_first_token: the layers' mean)
     attention_diagnostics_every: int = 0  # with attention_diagnostics, also every N training steps (train/attn_...; N a multiple of log_every); 0: evaluation only
-    progress_bar: bool = True  # Lightning's progress bar
+    progress_bar: bool = True  # `arch-zoo train` shows step/max, loss, tokens/s and ETA as it trains (redrawn on a terminal, a line every 10-30 s elsewhere)
     num_workers: int = 0  # data loader processes (0: in the training process)
 
 

@@ -237,6 +237,7 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
     table = _ranked(table, metric, goal, settings)
     table.attrs.update(table_attrs(runs, settings, metric, goal, base, metrics, table, ci, min_effect))
     table.attrs["claim"] = claim
+    table.attrs["mixer"] = runs.attrs.get("mixer")  # the model's mixer: a layer list's name says it (tables.py)
     table.attrs["notes"] += [clip_note(m, names) for m, names in clipped.items()]
     if claim is not None:
         table.attrs["notes"].append(claim_note(metric, goal, claim, int(table[f"{metric} claim_p"].notna().sum())))

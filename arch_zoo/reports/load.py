@@ -22,7 +22,7 @@ import pandas as pd
 from ..errors import ConfigError
 from ..formatting import plural, si
 from ..metrics import direction, goal_of
-from ..run_names import settings_label
+from ..run_names import DEFAULT_MIXER, settings_label
 from ..rundir import METRICS, RUN_JSON, is_lr_column
 from .grouping import by_task, check_distinct, differing, drop_duplicates, ordered as _ordered
 from .runstore import fill_defaults, is_run_dir, is_sweep_dir, load_sweep, read_runs, scalar
@@ -227,7 +227,7 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
     for r in rows:
         rec = {k: r.get(k) for k in FIXED}
         if rec["variant"] is None:
-            rec["variant"] = settings_label(r["_settings"]) or rec["run_id"]
+            rec["variant"] = settings_label(r["_settings"], _model_mixer(r)) or rec["run_id"]
         if r.get("_samples") and rec["status"] == "completed":
             seed = rec["seed"]
             decoded.append(((0, seed) if isinstance(seed, int) else (1, 0), str(rec["variant"]), r["_samples"]))
@@ -259,10 +259,12 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
     for r, rec in zip(rows, records):
         for split, value in (r.get("_bytes_per_token") or {}).items():
             bytes_per_token.setdefault(str(rec["variant"]), {}).setdefault(split, value)
+    mixers = {_model_mixer(r) for r in rows}
     frame.attrs.update({
         "name": spec.get("name") or ("+".join(dict.fromkeys(str(r["sweep"]) for r in rows if r.get("sweep")))
                                      or (Path(paths[0]).resolve().name if len(paths) == 1 else "compare")),
         "settings": settings_keys, "metrics": metric_keys + _curve_only(frame),
+        "mixer": mixers.pop() if len(mixers) == 1 else DEFAULT_MIXER,  # what layer lists' names call the model's
         "metric": name, "goal": direction(metric.get("goal")) or goal_of(name, goals), "goals": goals,
         "min_effect": metric.get("min_effect"),  # the spec's smallest effect that counts (reports/stats.py)
         "claim": metric.get("claim"),  # the spec's one-sided claim (reports/verdicts.py)
@@ -295,7 +297,7 @@ def _group_labels(rows: List[Dict[str, Any]], settings_keys: List[str]) -> None:
         key = json.dumps(r["_settings"], sort_keys=True, default=str)
         if key not in labels:
             if settings_keys and len(settings_keys) <= MAX_LABEL_SETTINGS:
-                label = settings_label(r["_settings"])
+                label = settings_label(r["_settings"], _model_mixer(r))
             elif r["variant"] is not None:
                 label = f"{r['sweep']}:{r['variant']}"
             else:
@@ -305,6 +307,12 @@ def _group_labels(rows: List[Dict[str, Any]], settings_keys: List[str]) -> None:
                 label += "'"
             labels[key] = label
         r["variant"] = labels[key]
+
+
+def _model_mixer(row: Dict[str, Any]) -> str:
+    """The run's model-wide mixer (config.yaml, flattened): what a layer list's name calls the layers it leaves."""
+    mixer = (row.get("_config") or {}).get("model.mixer")
+    return mixer if isinstance(mixer, str) else DEFAULT_MIXER
 
 
 def _curve_only(frame: pd.DataFrame) -> List[str]:

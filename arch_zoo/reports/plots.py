@@ -111,11 +111,18 @@ def bar_plot(table: pd.DataFrame, metric: str, out_dir: Path, colors: Dict[str, 
     fig = _figure(max(4.0, 0.6 * len(rows) + 2), 4.0)
     ax = fig.add_subplot()
     x = np.arange(len(rows))
-    ax.bar(x, rows[key], yerr=rows[f"{metric} std"].fillna(0.0), capsize=4,
-           color=[colors.get(str(v)) for v in rows["variant"]])
+    bars = ax.bar(x, rows[key], yerr=rows[f"{metric} std"].fillna(0.0), capsize=4,
+                  color=[colors.get(str(v)) for v in rows["variant"]])
     labels = [_text(v) for v in rows["variant"]]
     tilt = len(rows) > 3 or sum(map(len, labels)) > 45
     ax.set_xticks(x, labels, rotation=30 if tilt else 0, ha="right" if tilt else "center", fontsize="small")
+    if _ticks_crowd(ax):
+        # names too long to stand under their bars: a tilted name runs off the figure's side and bottom,
+        # leaving constrained layout no room for the axes ("constrained_layout not applied"); a legend
+        # below, as the other plots have, is sized with the figure
+        ax.set_xticks(x, [str(i + 1) for i in x])
+        for i, (patch, label) in enumerate(zip(bars.patches, labels)):
+            patch.set_label(f"{i + 1}: {label}")
     ax.set_ylabel(_text(f"final {metric} (mean ± std)"))
     low = (rows[key] - rows[f"{metric} std"].fillna(0)).min()
     high = (rows[key] + rows[f"{metric} std"].fillna(0)).max()
@@ -123,7 +130,21 @@ def bar_plot(table: pd.DataFrame, metric: str, out_dir: Path, colors: Dict[str, 
         pad = 0.15 * (high - low)
         ax.set_ylim(max(0.0, low - pad) if low >= 0 else low - pad, high + pad)
     ax.grid(axis="y", alpha=0.3)
+    if any(not p.get_label().startswith("_") for p in bars.patches):
+        _legend(ax, len(rows))
     return _save(fig, out_dir, f"final_{_slug(metric)}")
+
+
+def _ticks_crowd(ax) -> bool:
+    """Whether the x tick labels reach past the figure's width or take half its height."""
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_text()]
+    if not boxes:
+        return False
+    width = max(b.x1 for b in boxes) - min(b.x0 for b in boxes)
+    height = max(b.height for b in boxes)
+    return width > fig.bbox.width or height > fig.bbox.height / 2
 
 
 def state_plot(table: pd.DataFrame, metric: str, out_dir: Path, colors: Dict[str, tuple]) -> Optional[Path]:

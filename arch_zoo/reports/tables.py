@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..formatting import number, setting, si
 from ..metrics import per_layer
-from ..run_names import plain
+from ..run_names import DEFAULT_MIXER, is_layers, plain, shown
 from .aggregate import summarize
 from .load import MAX_LABEL_SETTINGS as MAX_SETTING_COLUMNS, goal_for, load_runs
 from .stats import ALPHA, FLOAT_TOLERANCE, MAX_SEEDS, POWER, SEED_SHARE
@@ -127,7 +127,7 @@ def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
     rows = []
     for _, r in table.iterrows():
         out: Dict[str, str] = {"rank": num(r["rank"])}
-        out.update({short[s]: "null" if r[s] is None else setting(r[s]) for s in settings} if settings
+        out.update({short[s]: _setting_cell(s, r, settings, table.attrs.get("mixer")) for s in settings} if settings
                    else {"variant": str(r["variant"])})
         out["seeds ok"] = seeds_text(r)
         out["params"] = si(r.get("params"))
@@ -167,6 +167,13 @@ def display(table: pd.DataFrame, pm: str = PM) -> pd.DataFrame:
     if frame.empty:
         return frame
     return frame[[c for c in frame.columns if c not in OPTIONAL or frame[c].str.len().gt(0).any()]]
+
+
+def _setting_cell(key: str, row: pd.Series, settings: List[str], mixer: Optional[str]) -> str:
+    """A setting as its column shows it: a layer list by its layout's name (run_names.shown)."""
+    if is_layers(key):
+        return shown(key, row[key], {s: row[s] for s in settings}, mixer or DEFAULT_MIXER)
+    return "null" if row[key] is None else setting(row[key])
 
 
 def main_and_more(table: pd.DataFrame, pm: str = PM) -> tuple:
@@ -248,7 +255,9 @@ def terminal_table(sweep_dir: Union[str, Path, pd.DataFrame, List[pd.DataFrame]]
     table = sweep_dir if isinstance(sweep_dir, pd.DataFrame) else \
         summarize(load_runs(sweep_dir), metric=metric, baseline=baseline)
     shown = display(table)
-    wide = ("FLOPs/token", "state B/token", "train tokens", "train FLOPs", "peak MB", "notes")
+    wide = ["FLOPs/token", "train tokens", "train FLOPs", "peak MB", "notes"]
+    if "state B/token" in shown.columns and shown["state B/token"].nunique() < 2:
+        wide.append("state B/token")  # shown where variants differ in it: the decoding-memory trade a mixer makes
     keep = [c for c in shown.columns if c not in wide and c not in other_metrics(table)]
     body = tabulate(shown[keep], headers="keys", tablefmt="simple", showindex=False, disable_numparse=True) \
         if len(shown) else "(no runs)"

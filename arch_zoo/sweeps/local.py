@@ -28,6 +28,7 @@ STOP_GRACE_S = 30.0  # how long interrupted workers get to record their runs bef
 # after SIGTERM a worker finishes its step and writes a full checkpoint first, which for a large model
 # on a slow disk takes a while; a scheduler that will not wait this long kills everything itself
 TERM_GRACE_S = 120.0
+TICK_S = 1.0  # while runs train, how often ``on_tick`` is called (a sweep's live progress lines)
 
 
 def _worker_main(conn, threads: int) -> None:
@@ -81,6 +82,9 @@ class LocalLauncher:
         self.ready_at: Dict[int, float] = {}  # pid -> time.monotonic() in the worker once its imports were done
         self._start_times: Dict[int, float] = {}
         self._began = time.perf_counter()
+        # called with the busy tasks as runs are handed out and at least every tick_s while they train
+        self.on_tick: Optional[Callable[[List[Task]], None]] = None
+        self.tick_s = TICK_S
 
     def start(self) -> None:
         """Get the workers going now, so their imports overlap the parent's planning. A forkserver
@@ -122,9 +126,12 @@ class LocalLauncher:
                         queue.pending.appendleft(task)
             if not self.workers:
                 raise RuntimeError("no sweep worker is left")
+            if self.on_tick is not None:
+                self.on_tick(self.busy())
             handles = {w.conn: w for w in self.workers}
             handles.update({w.process.sentinel: w for w in self.workers})
-            for w in {id(handles[h]): handles[h] for h in wait(list(handles))}.values():
+            ready = wait(list(handles), timeout=self.tick_s if self.on_tick is not None else None)
+            for w in {id(handles[h]): handles[h] for h in ready}.values():
                 if self._drain(w, queue, on_result) and w.process.is_alive():
                     continue
                 w.process.join(timeout=5)

@@ -193,6 +193,7 @@ def _staged(plan: Plan, spec: SweepSpec, stage: str) -> Plan:
 def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
     names = short_names(spec.axes)
     configs = _Configs(spec, names)
+    names.mixer = configs.base.model.mixer.name  # what a layer list's name calls the layers it leaves
     seeds = spec.seeds if spec.seeds is not None else [configs.base.seed]
     loaded = [configs.load(v) for v in variants]  # every variant checked before anything is built
     baseline = _baseline(spec, variants, names)

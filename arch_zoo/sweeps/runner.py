@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ..formatting import plural
+from ..progress import LiveLines
 from ..rundir import PAUSED, PRUNED
 from .plan import Plan, make_plan
 from .rungs import next_round
@@ -18,6 +19,7 @@ from .stages import second_stage, stage_two_size
 from .plan_checks import comparison_warnings
 from .tune import STAGE_TUNE
 from .invocation import Invocation, utc_now, worker_times
+from .live import SweepProgress
 from .worker import FINISHED, Result, Task
 from ..training.interrupts import SweepInterrupted, sigterm_held, sigterm_raises
 
@@ -89,7 +91,7 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
               log: Callable[[str], None] = print, ray_init: Optional[Dict[str, Any]] = None,
               threads: Optional[int] = None, command: Optional[str] = None,
               on_launch: Optional[Callable[[], None]] = None,
-              slurm: Optional[Dict[str, Any]] = None) -> SweepOutcome:
+              slurm: Optional[Dict[str, Any]] = None, progress: bool = False) -> SweepOutcome:
     """Run (or resume) a sweep; every problem with the spec is raised before any run starts.
     ``threads``: torch threads per local worker (default: the cores divided among the workers).
     Each call that gets past planning records itself in the store's invocations.jsonl as it goes
@@ -97,18 +99,27 @@ def run_sweep(spec: Union[str, Path, SweepSpec], out: Union[str, Path] = DEFAULT
     time at the end), which reports print as the sweep's provenance. ``on_launch`` is
     called once the runs are handed to the launcher, when this process has nothing to do but wait.
     ``slurm``: the Slurm launcher's options (partition, time_limit, gpus, extra, cluster).
+    ``progress``: local workers' runs are shown as they train (``sweeps/live.py``), on stdout, where
+    ``log`` then writes too if it is ``print``.
 
     SIGTERM (a cluster's preemption or time limit) or Ctrl-C stops the sweep as they stop ``train``:
     the signal goes on to every run in progress, which checkpoints (after SIGTERM, at the step it
     was at) and records itself as interrupted; the call records its end and raises
     ``SweepInterrupted`` (exit 143 or 130), and rerunning the same command resumes."""
-    with sigterm_raises():
-        return _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray_init, threads,
-                          command, on_launch, slurm)
+    console = LiveLines() if progress else None
+    if console is not None and log is print:
+        log = console.log
+    try:
+        with sigterm_raises():
+            return _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray_init, threads,
+                              command, on_launch, slurm, console)
+    finally:
+        if console is not None:
+            console.close()
 
 
 def _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray_init, threads, command,
-               on_launch, slurm) -> SweepOutcome:
+               on_launch, slurm, console) -> SweepOutcome:
     began, started_at = time.perf_counter(), utc_now()
     spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
     launch = make_launcher(launcher, workers, ray_address, ray_init, threads, slurm)
@@ -116,6 +127,9 @@ def _run_sweep(spec, out, workers, launcher, ray_address, retry_failed, log, ray
     planned = time.perf_counter()
     call = Invocation(store, command, started_at, launcher, getattr(launch, "n", None), log)
     sweep = _Sweep(SweepOutcome(plan, store), launch, call, log, retry_failed, on_launch, (began, imported, planned))
+    if console is not None and hasattr(launch, "on_tick"):  # local workers: their runs' records are on this disk
+        sweep.live = SweepProgress(console, sweep.label)
+        launch.on_tick = sweep.live.tick
     try:
         sweep.run()
     except BaseException as exc:
@@ -143,6 +157,7 @@ class _Sweep:
         self.received = 0  # a halving run reports once per rung it trains to
         # stage 2's runs, counted in the progress total before stage 1 has chosen them: one counter over both
         self.coming = stage_two_size(outcome.plan) if self.spec.tune is not None else 0
+        self.live: Optional[SweepProgress] = None
 
     @property
     def plan(self) -> Plan:
@@ -229,7 +244,13 @@ class _Sweep:
         self.store.write_index(self.plan)
         self.call.ran(result)
         self.index_s += time.perf_counter() - t
+        if self.live is not None:  # the run's live line goes as its end line comes
+            self.live.tick(self.launch.busy())
         self.log(self._progress(self.runs[task.run_id], result))
+
+    def label(self, run_id: str) -> str:
+        run = self.runs[run_id]
+        return f"{run.variant} s{run.seed}"
 
     def _progress(self, run, result: Result) -> str:
         name = self.spec.metric["name"]

@@ -88,7 +88,10 @@ class Store:
                                       "what its runs share: use a new sweep name or --out, or move the old runs away")
             old = read_json(d / RUN_JSON)
             new = run.record(plan.spec.name)
-            key = next((k for k in IDENTITY if old is not None and old.get(k) != new[k]), None)
+            # a variant's name follows from its settings: one an earlier version wrote (a layer list as
+            # its whole YAML) is renamed by write_plan when the settings agree
+            key = next((k for k in IDENTITY if old is not None and old.get(k) != new[k]
+                        and not (k == "variant" and old.get("settings") == new["settings"])), None)
             if key:
                 raise ConfigError(f"run {run.run_id}", f"{d / RUN_JSON} records {key}={old.get(key)!r}, the spec now "
                                   f"gives {new[key]!r}; use a new sweep name or --out")

@@ -1,7 +1,8 @@
-"""Callbacks: divergence guard, a stop at a rung, throughput meter, checkpoints a rerun resumes from exactly,
-and the best checkpoint by a sweep's metric."""
+"""Callbacks: divergence guard, a stop at a rung, throughput meter, the live progress record, checkpoints a
+rerun resumes from exactly, and the best checkpoint by a sweep's metric."""
 from __future__ import annotations
 
+import math
 import os
 import resource
 import time
@@ -17,7 +18,8 @@ from pytorch_lightning.trainer.states import TrainerFn
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from ..models.flops import FlopCounter
-from ..rundir import BEST_CHECKPOINT, METRICS_STEPS
+from ..progress import REDRAW_S
+from ..rundir import BEST_CHECKPOINT, METRICS_STEPS, write_json
 
 
 class DivergenceGuard(pl.Callback):
@@ -85,6 +87,38 @@ class ThroughputMeter(pl.Callback):
     def train_flops_per_second(self) -> float:
         """Training FLOP/s: 3 x the forward FLOPs (backward costs two forwards) over the time."""
         return 3 * self.flops / self.seconds if self.seconds else 0.0
+
+
+class ProgressRecord(pl.Callback):
+    """The run's progress record (``arch_zoo/progress.py``), rewritten at most every ``every_s`` seconds and
+    at the last step: the optimizer steps done of ``target`` (max_steps, or the rung a halving run stops
+    at), the last training loss logged, the ThroughputMeter's tokens/s and the time left at this attempt's
+    pace. ``show``, given, gets each record too (`arch-zoo train` on the console). Place it after the meter."""
+
+    def __init__(self, path: Path, meter: ThroughputMeter, target: int,
+                 show: Optional[Callable[[Dict[str, Any]], None]] = None, every_s: float = REDRAW_S):
+        self.path, self.meter, self.target, self.show, self.every_s = Path(path), meter, target, show, every_s
+        self._began, self._from, self._last = 0.0, 0, -math.inf
+
+    def on_train_start(self, trainer, pl_module):
+        self._began, self._from, self._last = time.perf_counter(), trainer.global_step, -math.inf
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        now = time.perf_counter()
+        step = trainer.global_step
+        if now - self._last < self.every_s and step < self.target and not trainer.should_stop:
+            return
+        self._last = now
+        done = step - self._from
+        loss = trainer.callback_metrics.get("train/loss")
+        record = {"step": step, "max_steps": self.target, "loss": float(loss) if loss is not None else None,
+                  "tokens_per_s": self.meter.tokens_per_second,
+                  "eta_s": (self.target - step) * (now - self._began) / done if done > 0 else None,
+                  "updated": time.time(), "pid": os.getpid()}
+        if trainer.is_global_zero:
+            write_json(self.path, record)
+            if self.show is not None:
+                self.show(record)
 
 
 def peak_memory(device: torch.device) -> dict:

@@ -19,12 +19,14 @@ from ..metrics import best_metrics, goal_of
 from ..models.flops import FlopCounter, state_bytes_per_token
 from ..models.mfu import mfu_for_run
 from ..models.summary import active_parameters, count_parameters, parameter_breakdown
+from ..progress import LiveLines
 from ..provenance import git_commit
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from .accel import compile_info, sdpa_kernels, set_matmul_precision
 from .branches import FORKED, ForkAt
-from .callbacks import BestCheckpoint, DivergenceGuard, RunCheckpoint, StopAt, ThroughputMeter, peak_memory
+from .callbacks import (BestCheckpoint, DivergenceGuard, ProgressRecord, RunCheckpoint, StopAt, ThroughputMeter,
+                        peak_memory)
 from .datamodule import TaskDataModule
 from .loggers import build_loggers, define_summaries, finish_loggers, sync_hint
 from .module import ArchZooModule
@@ -76,6 +78,9 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
         if fork is None or not fork.forked:
             raise
         return {"status": FORKED, "step": int(fit.trainer.global_step)}
+    finally:
+        if fit.console is not None:
+            fit.console.close()
 
     diverged = fit.module.diverged_at is not None
     if stop_at is not None and not diverged and fit.trainer.global_step < t.max_steps:
@@ -103,6 +108,7 @@ class _Fit:
     meter: ThroughputMeter
     checkpoint: RunCheckpoint
     keep_best: List[BestCheckpoint]
+    console: Optional[LiveLines]  # `arch-zoo train`'s progress line (None: quiet, or a sweep's worker)
 
 
 def _build(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[Any], quiet: bool, writer: bool,
@@ -120,13 +126,16 @@ def _build(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List
     keep_best = [BestCheckpoint(ckpt.parent, *best)] if best else []  # before RunCheckpoint: see its docstring
     loggers = build_loggers(cfg, run_dir, run_dir.name, keep_rows=resume["metrics_rows"] if resume else None,
                             kept_early=bool(resume and resume["validation_early"]))
-    trainer = _trainer(t, run_dir, loggers, quiet, [*keep_best, checkpoint, meter, guard,
-                                                    *([StopAt(stop_at)] if stop_at is not None else []), *callbacks])
+    console = LiveLines() if t.progress_bar and not quiet and writer else None
+    show = (lambda record: console.show({run_dir: (cfg.name, record)})) if console is not None else None
+    progress = ProgressRecord(run_dir / rundir.PROGRESS, meter, stop_at or t.max_steps, show)
+    trainer = _trainer(t, run_dir, loggers, [*keep_best, checkpoint, meter, progress, guard,
+                                             *([StopAt(stop_at)] if stop_at is not None else []), *callbacks])
     dm.consumed = lambda: trainer.global_step * t.accumulate_grad_batches
     names = [f"{s}/{m}" for s in data.eval_splits for m in ("loss", "accuracy", "token_accuracy", "bpc", "bpb")]
     if writer:
         define_summaries(loggers, names + ["val/exact_match", "train/loss", "train/bpb"], goal_of)
-    return _Fit(module, dm, trainer, loggers, meter, checkpoint, keep_best)
+    return _Fit(module, dm, trainer, loggers, meter, checkpoint, keep_best, console)
 
 
 def _evaluate(fit: _Fit) -> None:
@@ -141,16 +150,17 @@ def _evaluate(fit: _Fit) -> None:
     trainer.test(module, datamodule=fit.dm, verbose=False)
 
 
-def _trainer(t: TrainConfig, run_dir: Path, loggers: List[Any], quiet: bool, callbacks: List[Any]) -> pl.Trainer:
+def _trainer(t: TrainConfig, run_dir: Path, loggers: List[Any], callbacks: List[Any]) -> pl.Trainer:
     """Lightning's Trainer for ``train``'s settings: one epoch of max_steps, validation every
-    val_every optimizer steps, no sanity check, the run's own checkpointing (``callbacks``)."""
+    val_every optimizer steps, no sanity check, the run's own checkpointing and progress (``callbacks``;
+    Lightning's bar would flood a log that is no terminal with its redraws)."""
     return pl.Trainer(
         max_steps=t.max_steps, max_epochs=1, accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
         num_nodes=t.num_nodes,
         precision=t.precision, gradient_clip_val=t.grad_clip, accumulate_grad_batches=t.accumulate_grad_batches,
         val_check_interval=t.val_every * t.accumulate_grad_batches, check_val_every_n_epoch=None,
         limit_val_batches=t.val_batches, limit_test_batches=t.val_batches, log_every_n_steps=t.log_every,
-        num_sanity_val_steps=0, use_distributed_sampler=False, enable_progress_bar=t.progress_bar and not quiet,
+        num_sanity_val_steps=0, use_distributed_sampler=False, enable_progress_bar=False,
         enable_model_summary=False, enable_checkpointing=True, logger=loggers, callbacks=callbacks,
         default_root_dir=str(run_dir),
     )

@@ -171,3 +171,29 @@ def test_no_axis_plot_without_a_numeric_setting_of_three_values(tmp_path):
     assert axis_series(flags, "val/acc", exclude=["train.lr"]) is None
     _, written = _plots(write_sweep(tmp_path / "pos"), tmp_path / "plots")  # one categorical axis
     assert not any("_vs_setting_" in p.name for p in written)
+
+
+def test_a_report_with_long_layered_labels_draws_without_a_layout_warning(tmp_path):
+    """Variant names of whole layer lists under the bars ran off the figure, so constrained layout gave
+    up ("constrained_layout not applied") on every such report; the names go into a legend below instead,
+    numbered as the bars are, and the image holds it."""
+    import re
+    import warnings
+
+    import matplotlib.image
+
+    from arch_zoo.reports import write_report
+
+    layered = "[{pattern: [{mixer: gated_deltanet, options: {n_heads: 2}}, {mixer: gated_deltanet}, {mixer: attention}]}]"
+    labels = {"rope": f"rope {layered}", "alibi": f"alibi {layered}"}  # run ids: the first 40 characters
+    root = write_sweep(tmp_path / "pos", labels=labels, status={})
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*constrained_layout", category=UserWarning)
+        out = write_report(root, tmp_path / "report", formats="md,plots")["out_dir"]
+    svg = (out / "plots" / "final_val_loss.svg").read_text()
+    ranked = ["rope", "alibi", "sinusoidal"]  # by mean val/loss (tests/reports/sweeps.py: LOSS)
+    legend = re.findall(r"<!-- (\d): (.*?) -->", svg)
+    assert [(n, text) for n, text in legend] == [
+        (str(i + 1), f"position={labels.get(p, p)}") for i, p in enumerate(ranked)]
+    png = matplotlib.image.imread(out / "plots" / "final_val_loss.png")
+    assert png.shape[1] > 6.4 * 100  # widened to the legend, not cut

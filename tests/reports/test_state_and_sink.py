@@ -195,3 +195,34 @@ def test_per_layer_metrics_take_the_goal_and_range_of_their_kind():
     assert goal_of("val/attn_entropy/layer_0") is None and goal_of("val/attn_max_logit/layer_0") is None
     assert goal_of("val/layer_0") is None and base_name("val/layer_0") == "layer_0"  # a split's own metric
     assert base_name("val@1024/loss") == "loss"
+
+
+def _terminal_column(text: str, heading: str) -> dict:
+    """{position: the cell under ``heading``} of terminal_table's table (tabulate's 'simple' format)."""
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("rank "))
+    rule = lines[head + 1]
+    spans = [(m.start(), m.end()) for m in __import__("re").finditer(r"-+", rule)]
+    names = [lines[head][a:b].strip() for a, b in spans]
+    if heading not in names:
+        return {}
+    rows = {}
+    for line in lines[head + 2:]:
+        if not line[:1].isdigit():  # the footnotes
+            break
+        cells = [line[a:b].strip() for a, b in spans]
+        rows[cells[names.index("position")]] = cells[names.index(heading)]
+    return rows
+
+
+def test_the_console_table_shows_state_bytes_when_the_variants_differ_in_it(tmp_path):
+    """`arch-zoo sweep` and `arch-zoo report` print terminal_table: the state column is there when the
+    variants' decoding states differ (the trade a recurrent mixer makes), left out when they are equal."""
+    from arch_zoo.reports.tables import terminal_table
+
+    state = {"sinusoidal": 256.0, "rope": 256.0, "alibi": 64.0}
+    shown = _terminal_column(terminal_table(_with_state(write_sweep(tmp_path / "differ"), state)), "state B/token")
+    assert {p: float(cell) for p, cell in shown.items()} == state
+    same = _with_state(write_sweep(tmp_path / "same"), {"sinusoidal": 256.0, "rope": 256.0, "alibi": 256.0})
+    assert _terminal_column(terminal_table(same), "state B/token") == {}
+    assert "state B/token" not in terminal_table(same)
