@@ -22,7 +22,7 @@ from ..run_names import plain
 from .load import FIXED, goal_for
 from .table_notes import clip_note, run_notes, table_attrs
 from .sequential_verdicts import apply as sequential_apply
-from .stats import bootstrap_ci, cohens_dz, pair_margin, seeds_needed, tost_p
+from ..stats import bootstrap_ci, cohens_dz, pair_margin, seeds_needed, tost_p
 from .verdicts import claim_note, claim_rows, equivalence_hint, judge_rows
 
 STATUSES = ("completed", "diverged", "failed", "interrupted", "running", "pending")

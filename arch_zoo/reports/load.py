@@ -266,7 +266,7 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
         "settings": settings_keys, "metrics": metric_keys + _curve_only(frame),
         "mixer": mixers.pop() if len(mixers) == 1 else DEFAULT_MIXER,  # what layer lists' names call the model's
         "metric": name, "goal": direction(metric.get("goal")) or goal_of(name, goals), "goals": goals,
-        "min_effect": metric.get("min_effect"),  # the spec's smallest effect that counts (reports/stats.py)
+        "min_effect": metric.get("min_effect"),  # the spec's smallest effect that counts (arch_zoo/stats.py)
         "claim": metric.get("claim"),  # the spec's one-sided claim (reports/verdicts.py)
         "seeds": spec.get("seeds"),  # as written: {start, max, ...} judges by the sequential rule
         "units": units, "bytes_per_token": bytes_per_token,

@@ -20,7 +20,7 @@ from ..errors import ConfigError
 from ..formatting import number, plural
 from .aggregate import summarize
 from .load import load_runs
-from .stats import ALPHA, POWER, seeds_needed, spread_upper
+from ..stats import ALPHA, POWER, seeds_needed, spread_upper
 
 SPREAD_CONFIDENCE = 0.8  # the one-sided level of the spread's upper bound the plan reads
 

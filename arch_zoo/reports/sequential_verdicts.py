@@ -9,8 +9,8 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from ..errors import ConfigError
 from ..sweeps.seed_spec import RULE_NAMES, parse_adaptive
-from .sequential import Design, look
-from .stats import BETTER, EQUIVALENT, INCONCLUSIVE, WORSE
+from ..sequential import Design, look
+from ..stats import BETTER, EQUIVALENT, INCONCLUSIVE, WORSE
 
 
 def adaptive_of(spec_seeds: Any):

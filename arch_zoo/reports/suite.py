@@ -25,7 +25,7 @@ import pandas as pd
 
 from .aggregate import _same, mean_ci, paired
 from .load import goal_for
-from .stats import holm
+from ..stats import holm
 
 
 @dataclass

@@ -18,7 +18,7 @@ from ..metrics import per_layer
 from ..run_names import DEFAULT_MIXER, is_layers, plain, shown
 from .aggregate import summarize
 from .load import MAX_LABEL_SETTINGS as MAX_SETTING_COLUMNS, goal_for, load_runs
-from .stats import ALPHA, FLOAT_TOLERANCE, MAX_SEEDS, POWER, SEED_SHARE
+from ..stats import ALPHA, FLOAT_TOLERANCE, MAX_SEEDS, POWER, SEED_SHARE
 
 RUN_COLUMNS = ["run_id", "variant", "seed", "status", "reason", "step", "params"]
 

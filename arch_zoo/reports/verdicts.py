@@ -15,7 +15,7 @@ import numpy as np
 
 from ..formatting import number
 from .load import goal_for
-from .stats import INCONCLUSIVE, adjusted_level, bootstrap_ci, holm, judge, one_sided, t_interval
+from ..stats import INCONCLUSIVE, adjusted_level, bootstrap_ci, holm, judge, one_sided, t_interval
 
 HOLDS, NOT_SHOWN = "holds", "not shown"
 

@@ -1,7 +1,7 @@
 """Adaptive seeds: after each round, the comparisons still undecided get more seeds, the others none.
 
 A comparison is a variant against its baseline (the baseline variant sharing most of its settings),
-judged on the seeds both completed by ``reports/sequential.look``: decided once its repeated interval
+judged on the seeds both completed by ``sequential.look``: decided once its repeated interval
 excludes 0 or lies inside the margin, at the most at ``seeds.max``. ``next_round`` starts again from
 the run store every time it is called, so a sweep killed at any moment and rerun takes the same
 decisions; the runs a round adds are the full design's runs (same ids, configs and budgets), chosen."""
@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
-from ..reports.sequential import Design, Look, look
-from ..reports.stats import smallest_effect
+from ..sequential import Design, Look, look
+from ..stats import pair_margin
 from ..rundir import STAGE_TUNE, SUMMARY
 from .plan import Plan, RunPlan, make_plan, second_plan
 from .seed_spec import AdaptiveSeeds
@@ -77,8 +77,7 @@ def pairs(plan: Plan, store: Store) -> Tuple[List[Pair], List[str]]:
     for name, base in against.items():
         shared = sorted(set(values[name]) & set(values[base]))
         differences = [values[name][s] - values[base][s] for s in shared]
-        margin = metric.get("min_effect") or smallest_effect([[values[name][s] for s in shared],
-                                                              [values[base][s] for s in shared]])
+        margin = pair_margin(values[name].values(), values[base].values(), metric.get("min_effect"))  # as the report
         seen = look(differences, d, margin) if len(differences) >= 2 else None
         out.append(Pair(name, base, planned[name], seen, margin))
     return out, waiting

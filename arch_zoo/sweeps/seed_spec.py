@@ -1,5 +1,5 @@
 """``seeds: {start, max, step, rule, alpha, first}``: seeds added in rounds to the comparisons still
-undecided (``seed_rounds.py`` plans the rounds; ``reports/sequential.py`` holds the stopping rule).
+undecided (``seed_rounds.py`` plans the rounds; ``arch_zoo/sequential.py`` holds the stopping rule).
 A leaf: the standard library alone, so a spec is read without scipy or torch."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, List, Mapping, Tuple
 
 from ..errors import ConfigError, did_you_mean
 
-RULE_NAMES = {"obrien-fleming": "O'Brien-Fleming", "pocock": "Pocock"}  # reports/sequential.py's spending
+RULE_NAMES = {"obrien-fleming": "O'Brien-Fleming", "pocock": "Pocock"}  # sequential.py's spending
 RULES = tuple(RULE_NAMES)
 KEYS = ("start", "max", "step", "rule", "alpha", "first")
 

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from arch_zoo.reports import load_runs, summarize, write_report
-from arch_zoo.reports.stats import FLOAT_TOLERANCE, SEED_SHARE, judge, smallest_effect, tost_p
+from arch_zoo.stats import FLOAT_TOLERANCE, SEED_SHARE, judge, smallest_effect, tost_p
 from arch_zoo.reports.tables import display
 
 from .sweeps import write_sweep

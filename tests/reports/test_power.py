@@ -13,7 +13,7 @@ from arch_zoo.cli import main
 from arch_zoo.formatting import number
 from arch_zoo.reports import load_runs
 from arch_zoo.reports.power import SPREAD_CONFIDENCE, plan_seeds
-from arch_zoo.reports.stats import seeds_needed, spread_upper
+from arch_zoo.stats import seeds_needed, spread_upper
 
 from .sweeps import write_sweep
 

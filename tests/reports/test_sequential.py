@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from arch_zoo.reports.sequential import Design, boundaries, look, repeated_interval, spent
+from arch_zoo.sequential import Design, boundaries, look, repeated_interval, spent
 
 LOOKS = (3, 4, 5, 6, 7, 8, 9, 10)
 

@@ -11,7 +11,7 @@ from scipy import stats
 
 from arch_zoo.cli import main
 from arch_zoo.reports import load_runs, summarize, write_report
-from arch_zoo.reports.stats import bootstrap_ci, cohens_dz, holm, paired_power, seeds_needed
+from arch_zoo.stats import bootstrap_ci, cohens_dz, holm, paired_power, seeds_needed
 from arch_zoo.reports.tables import display
 from tests.reports.sweeps import LOSS, STATUS, write_sweep
 

@@ -102,7 +102,7 @@ def _check_report(store_dir):
     from scipy import stats
 
     from arch_zoo.reports import load_runs, summarize
-    from arch_zoo.reports.sequential import Design
+    from arch_zoo.sequential import Design
 
     runs = load_runs(store_dir)
     table = summarize(runs).set_index("variant")

@@ -16,7 +16,7 @@ import pandas as pd
 from ...errors import ConfigError
 from ...run_names import short_names
 from ...sweeps.scale import HOLDOUT_FROM, MIN_RUNGS, SIZE_KEY
-from ..stats import BOOTSTRAP_SEED
+from ...stats import BOOTSTRAP_SEED
 from .bootstrap import REPLICATES, Curve, fit_curves, huber_delta
 from .fit import OK, curve as curve_values
 from .multiplier import k_band, k_table

@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import stats
 
 from ...run_names import BUDGET_KEY, short_names
-from ..stats import BOOTSTRAP_SEED
+from ...stats import BOOTSTRAP_SEED
 from .bootstrap import CONFIDENCE, REPLICATES, huber_delta, interval
 from .fit import ALPHA_MAX
 from .fit_nd import frontier, natural, optimum

@@ -12,7 +12,7 @@ import math
 from typing import Optional, Sequence, Tuple
 
 from ...formatting import number
-from ..stats import BETTER, EQUIVALENT, INCONCLUSIVE, WORSE
+from ...stats import BETTER, EQUIVALENT, INCONCLUSIVE, WORSE
 
 UNTESTED = "untested"
 ABOVE, BELOW = "above 1", "below 1"
