@@ -8,7 +8,8 @@ Every mixer's state is a ``DecodingState``: generation never looks inside it, it
 * ``load(eager, seen)``: a *static* state (preallocated, storage fixed from step to step, so one
   compiled step serves every position) takes over an eager state after the prompt's eager pass, which
   fed it ``seen`` columns (None: a cross-attention memory, filled once from column 0);
-* ``nbytes``: what it holds in memory now.
+* ``nbytes``: what it holds in memory now: the bytes its tensors keep alive, since each stored tensor
+  holds its own storage (``owned``; a view of a prefill's buffer would keep the whole buffer).
 
 Two forms cover the built-in mixers. A state that grows with the context, the key/value cache
 (``KVCache`` eager, ``StaticKV`` preallocated, a ring for a sliding window), and a state of fixed
@@ -25,6 +26,14 @@ import torch
 from torch import Tensor
 
 from .masks import AttentionMask
+
+
+def owned(t: Tensor) -> Tensor:
+    """``t`` if its storage holds just it, else a copy that does: a slice of a prefill's convolution
+    input or a head split of a fused qkv projection would otherwise keep the whole buffer alive."""
+    if t.untyped_storage().nbytes() == t.numel() * t.element_size():
+        return t
+    return t.clone(memory_format=torch.contiguous_format)
 
 
 class DecodingState:
@@ -85,8 +94,8 @@ class KVCache(DecodingState):
         if self._k is None or (torch.is_grad_enabled() and (k.requires_grad or v.requires_grad)):
             if self._k is not None:
                 k, v = torch.cat((self.k, k), dim=-2), torch.cat((self.v, v), dim=-2)
-            self._k, self._v, self._start, self._len = k, v, 0, k.shape[-2]  # full: the next append moves it
-            return k, v
+            self._k, self._v, self._start, self._len = owned(k), owned(v), 0, k.shape[-2]  # full: the next append moves it
+            return self._k, self._v
         end = self._len + k.shape[-2]
         if end > self._k.shape[-2]:
             self._k, self._v = self._moved(self._k, k.shape[-2]), self._moved(self._v, k.shape[-2])
@@ -221,7 +230,7 @@ class RecurrentState(DecodingState):
         if self.static:
             self._t[name].copy_(value)
         else:
-            self._t[name] = value
+            self._t[name] = owned(value)
 
     def tensors(self) -> List[Tensor]:
         return list(self._t.values())

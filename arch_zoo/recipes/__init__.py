@@ -6,7 +6,7 @@ Torch only (no Lightning): the registries fill, and ``check_recipe`` registers a
 experiment's ``train``, when the catalog imports them, before any config is read."""
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 import torch
 
@@ -19,7 +19,7 @@ from .optimizers import OPTIMIZERS, Built, OptimizerRecipe, build_optimizer, opt
 from .schedules import SCHEDULES, Schedule
 
 __all__ = ["OPTIMIZERS", "SCHEDULES", "Built", "OptimizerRecipe", "Schedule", "build_optimizer", "build_scheduler",
-           "check_recipe", "recipe_warnings", "schedule_for", "shown_groups"]
+           "check_recipe", "recipe_warnings", "schedule_for", "shown_groups", "warmup_warning"]
 
 
 def schedule_for(train: TrainConfig) -> Schedule:
@@ -33,9 +33,24 @@ def build_scheduler(optimizer: torch.optim.Optimizer, train: TrainConfig) -> tor
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: schedule(step))
 
 
+def warmup_warning(train: TrainConfig, key: str = "train") -> Optional[str]:
+    """A warmup longer than the run, whatever the schedule: the run ends before it reaches train.lr."""
+    w, m = train.warmup_steps, train.max_steps
+    if w <= m:
+        return None
+    name = SCHEDULES.parse(train.schedule, f"{key}.schedule").name
+    return (f"{key}.warmup_steps={w} is longer than the run ({key}.max_steps={m}): it ends in its warmup, at "
+            f"{m / w:.0%} of {key}.lr, and the {name} schedule after it never runs; lower warmup_steps or raise "
+            "max_steps")
+
+
 def recipe_warnings(train: TrainConfig, key: str = "train") -> List[str]:
-    """What the recipe will run differently from what its settings name (a WSD schedule with no stable
-    phase): training prints each at its start and ``sweep --dry-run`` before anything trains."""
+    """What the recipe will run differently from what its settings name (a warmup longer than the run,
+    a WSD schedule with no stable phase): training prints each at its start and ``sweep --dry-run``
+    before anything trains. A warmup longer than the run is said alone: it is why the rest is cut."""
+    warmup = warmup_warning(train, key)
+    if warmup:
+        return [warmup]
     spec = SCHEDULES.parse(train.schedule, f"{key}.schedule")
     line = SCHEDULES.get(spec.name).factory.warning(spec.options, train, f"{key}.schedule")
     return [line] if line else []

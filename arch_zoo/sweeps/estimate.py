@@ -61,7 +61,7 @@ def _stage_one(plan: Plan, p: Probe) -> float:
             evals += alive * (t.validations(step) - t.validations(before))
             launches += alive
             before = step
-        total += t.seconds(p.overhead, steps / n, launches / n, evals / n)
+        total += t.seconds(steps / n, launches / n, evals / n)
     return total
 
 
@@ -87,7 +87,8 @@ def estimate_line(plan: Plan, est: Estimate, workers: Optional[int] = None) -> s
     measured = (f"no start-up or loop overhead (--estimate measures them by a {CALIBRATION_STEPS}-step run through "
                 "the real training path; without them the estimate has read 2-2.6x low)" if o.skipped else
                 f"{duration(o.startup)} start-up per run and {o.per_step * 1000:.1f} ms per step of training-loop "
-                f"overhead, from one {CALIBRATION_STEPS}-step run through the real training path" if o.failed is None
+                f"overhead at most, each shape's own from a {CALIBRATION_STEPS}-step run through the real training "
+                "path" if o.failed is None
                 else f"no start-up or loop overhead (the {CALIBRATION_STEPS}-step timing run failed: {o.failed})")
     return text + (f"  how: the median of {TIMED_STEPS} timed steps for each of {plural(p.shapes, 'model/task shape')} "
                    f"on {plural(p.threads, 'torch thread')} (a local worker's share of this machine's cores, as loaded "

@@ -8,7 +8,7 @@ from ..config.layers import pattern_notes
 from ..config.validation import stacks
 from ..formatting import si
 from ..metrics import per_byte_instead
-from ..recipes import recipe_warnings
+from ..recipes import recipe_warnings, warmup_warning
 from .plan import Plan
 
 
@@ -59,7 +59,9 @@ def run_warnings(plan: Plan) -> List[str]:
     """Each recipe warning the planned runs would print when they start, once, with the runs it is about."""
     runs: Dict[str, List[str]] = {}
     for run in plan.runs:
+        said = warmup_warning(run.config.train) if run.matched.get("train.max_steps") else None  # with its budget
         for line in recipe_warnings(run.config.train):
-            runs.setdefault(line, []).append(run.run_id)
+            if line != said:
+                runs.setdefault(line, []).append(run.run_id)
     return [f"{ids[0] if len(ids) == 1 else f'{len(ids)} of {len(plan.runs)} runs ({ids[0]}, ...)'}: {line}"
             for line, ids in runs.items()]

@@ -6,8 +6,9 @@ the sweep takes before anything is trained.
 The estimate of a run (``Timing.seconds``) is its start-up plus (the probe's median seconds per step +
 the training loop's overhead per step) x its steps, plus its validations priced at a third of a training
 step per evaluation batch (a forward without backward or update). Start-up and the loop's overhead come
-from one short run of the plan's first config through ``run_one`` (``overhead``), in a temporary
-directory removed after; nothing else is written."""
+from a short run of each distinct model and task shape through ``run_one`` (``overhead``), in a temporary
+directory removed after; nothing else is written. Each shape's own: a mixer whose real training path
+costs more than its bare step (or a model slower to build) would be priced at another's."""
 from __future__ import annotations
 
 import contextlib
@@ -44,15 +45,15 @@ class Timing:
     eval_steps: float  # one validation in training steps: EVAL_FRACTION x batches x eval/train batch x val splits
     max_steps: int
     val_every: int
+    overhead: Overhead = Overhead()  # its own shape's start-up and loop overhead
 
     def validations(self, steps: int) -> int:
         return steps // self.val_every + (1 if steps % self.val_every else 0)
 
-    def seconds(self, overhead: Overhead, steps: Optional[int] = None, launches: int = 1,
-                validations: Optional[int] = None) -> float:
+    def seconds(self, steps: Optional[int] = None, launches: int = 1, validations: Optional[int] = None) -> float:
         """Wall seconds of ``steps`` (default: the run's own) trained over ``launches`` starts (a halved run
         resumes at each rung it is promoted past) with ``validations`` (default: every val_every)."""
-        steps = self.max_steps if steps is None else steps
+        overhead, steps = self.overhead, self.max_steps if steps is None else steps
         evals = self.validations(steps) if validations is None else validations
         return (launches * overhead.startup + steps * (self.per_step + overhead.per_step)
                 + evals * self.eval_steps * self.per_step)
@@ -62,11 +63,18 @@ class Timing:
 class Probe:
     timings: Dict[str, Timing]  # by run id
     threads: int  # the torch threads the steps were timed on
-    overhead: Overhead
     shapes: int  # distinct model and task shapes probed
 
     def seconds(self, run_id: str) -> float:
-        return self.timings[run_id].seconds(self.overhead)
+        return self.timings[run_id].seconds()
+
+    @property
+    def overhead(self) -> Overhead:
+        """The shapes' overheads in one: the largest start-up and loop overhead, the first failure."""
+        each = list({id(t.overhead): t.overhead for t in self.timings.values()}.values()) or [Overhead(skipped=True)]
+        failed = next((o.failed for o in each if o.failed is not None), None)
+        return Overhead(max(o.startup for o in each), max(o.per_step for o in each), failed,
+                        all(o.skipped for o in each))
 
 
 def step_seconds(cfg, data, timed: int = TIMED_STEPS) -> float:
@@ -152,8 +160,8 @@ def overhead(cfg, per_step: float, steps: int = CALIBRATION_STEPS) -> Overhead:
 
 def probe_plan(plan, threads: int = 1, calibrate: bool = True) -> Probe:
     """Each run of ``plan`` timed: each distinct model and task shape (the seed, lr and schedule aside)
-    probed once, each distinct task's data prepared once, and the start-up and loop overhead measured once
-    on the first run, on ``threads`` torch threads (a local worker's share of the cores: what each run will
+    probed once, and its start-up and loop overhead measured once (``calibrate``), each distinct task's data
+    prepared once, on ``threads`` torch threads (a local worker's share of the cores: what each run will
     get), never more than this process uses."""
     import torch
 
@@ -171,6 +179,7 @@ def _probe(plan, threads: int, calibrate: bool = True) -> Probe:
 
     data: Dict[str, Any] = {}
     per_step: Dict[str, float] = {}
+    loops: Dict[str, Overhead] = {}
     out: Dict[str, Timing] = {}
     for run in plan.runs:
         cfg = run.config
@@ -181,15 +190,15 @@ def _probe(plan, threads: int, calibrate: bool = True) -> Probe:
         model_key = json.dumps([to_dict(cfg.model), train, task_key], sort_keys=True, default=str)
         if model_key not in per_step:
             per_step[model_key] = step_seconds(cfg, data[task_key])
-        out[run.run_id] = _timing(cfg, data[task_key], per_step[model_key])
-    first = plan.runs[0]
-    loop = overhead(first.config, out[first.run_id].per_step) if calibrate else Overhead(skipped=True)
-    return Probe(out, threads, loop, len(per_step))
+            loops[model_key] = overhead(cfg, per_step[model_key]) if calibrate else Overhead(skipped=True)
+        out[run.run_id] = _timing(cfg, data[task_key], per_step[model_key], loops[model_key])
+    return Probe(out, threads, len(per_step))
 
 
-def _timing(cfg, data, per_step: float) -> Timing:
+def _timing(cfg, data, per_step: float, loop: Overhead) -> Timing:
     t = cfg.train
     eval_batch = t.eval_batch_size or t.batch_size
     batches = t.val_batches if t.val_batches is not None else math.ceil(len(data.splits["val"]) / eval_batch)
     splits = sum(1 for k in data.splits if k == "val" or k.startswith("val@"))  # each eval length: a pass
-    return Timing(per_step, splits * batches * EVAL_FRACTION * eval_batch / t.batch_size, t.max_steps, t.val_every)
+    return Timing(per_step, splits * batches * EVAL_FRACTION * eval_batch / t.batch_size, t.max_steps, t.val_every,
+                  loop)

@@ -1,9 +1,12 @@
 """Decoding-state bytes per token, as describe prints them, against counts by hand: a K/V cache's two
 tensors of kv_heads x head_dim per key (MHA, GQA, MQA; a sliding window keeps window - 1 keys), MLA's
-latent and shared rope key, and a recurrent mixer's fixed state spread over the context."""
+latent and shared rope key, and a recurrent mixer's fixed state spread over the context; and what
+every state reports against the storage its tensors keep alive."""
 import pytest
 import torch
 
+from arch_zoo import testing
+from arch_zoo.components.mixers import MIXERS
 from arch_zoo.config import ExperimentConfig
 from arch_zoo.config.loading import model_config
 from arch_zoo.describe import _fmt, describe_text
@@ -68,3 +71,44 @@ def test_a_run_s_summary_and_its_report_row_carry_the_bytes_per_token(tmp_path):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["state_bytes_per_token"] == (12 + 4) * F32 * 2  # two layers, whatever the length
     assert read_run(tmp_path / "run", "s")["state_bytes_per_token"] == summary["state_bytes_per_token"]
+
+
+def _kept_alive(state) -> int:
+    """Bytes of the distinct storages a state's tensors hold: what stays allocated while it lives."""
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in state.tensors()}
+    return sum(storages.values())
+
+
+BUILT_IN = [e.name for e in MIXERS.entries() if e.factory.__module__.startswith("arch_zoo.")]
+KINDS = [({"mixer": {"name": n, **testing.example_options("mixers", n)}}, n) for n in BUILT_IN] + [
+    ({"position": "rope"}, "attention, rope"),  # rotated keys are fresh tensors, the values still a view
+    ({"position": "rope", "mixer": {"name": "mla", **testing.example_options("mixers", "mla")}}, "mla, rope"),
+    ({"attention": {"name": "sliding_window", "window": 3}}, "sliding window (eager trim, static ring)"),
+    ({"kind": "encoder_decoder", "layers": [{"stack": "decoder", "mixer": "gated_deltanet"}]},
+     "cross-attention K/V beside a recurrent mixer")]
+
+
+@pytest.mark.parametrize("changes", [c for c, _ in KINDS], ids=[i for _, i in KINDS])
+def test_a_state_reports_the_bytes_its_tensors_keep_alive(changes):
+    """Every built-in mixer's eager state (and its static form, and a cross-attention cache) reports in
+    ``nbytes`` exactly the storage it keeps alive, right after a prefill and after a decoding step: a
+    convolution state sliced from the prefill's input, or K/V split from a fused projection, would
+    keep the whole prefill buffer (4 MB where nbytes said 11 KB at 4,096 tokens)."""
+    model = build_model(tiny(d_model=16, n_heads=2, max_seq_len=64, **changes), 11).eval()
+    n, ids, cache = 40, torch.randint(1, 11, (1, 40)), model.new_cache()
+    if changes.get("kind") == "encoder_decoder":
+        memory = model.encode(ids)
+        feed = lambda tokens: model.decode(tokens, memory, cache=cache)  # noqa: E731
+    else:
+        feed = lambda tokens: model(tokens, cache=cache)  # noqa: E731
+    with torch.no_grad():
+        feed(ids)
+        states = [s for layer in cache.layers for s in (layer.mixer, layer.cross)]
+        static = [layer.mixer.sublayer.static_state(1, 64, torch.float32, ids.device, torch.zeros(1, dtype=torch.long))
+                  for layer in model.decoder.layers]
+        for layer, state in zip(cache.layers, static):
+            state.load(layer.mixer, n)
+        assert sum(s.nbytes for s in states) > 0
+        assert [s.nbytes for s in states + static] == [_kept_alive(s) for s in states + static]
+        feed(ids[:, :1])
+        assert [s.nbytes for s in states] == [_kept_alive(s) for s in states]

@@ -2,6 +2,7 @@
 checked against the known curves the synthetic ladders are drawn from (the rung means sit on the curves:
 each rung's seed offsets sum to 0) and against scipy for the seed-noise part of the interval."""
 import html
+import json
 import math
 
 import numpy as np
@@ -123,3 +124,42 @@ def test_the_report_shows_the_held_out_rung_and_decision_accuracy_in_every_forma
     assert "Held-out rung: predicted from the rungs below" in page and "k predicted [95\\%]" in tex
     assert "Held-out rung: predicted from the rungs below:" in md and "Decision accuracy: the order" in md
     assert (out / "plots" / "scaling_decision_accuracy.png").is_file()
+
+
+def test_a_smallest_rung_that_did_not_train_leaves_a_reason_and_the_rung_means(tmp_path):
+    """relu's smallest rung ends above the unigram loss: its hold-out fit has 2 rungs, too few, so its row says
+    why there is no prediction; decision accuracy still orders the variants by the rung means at the rungs every
+    variant trained (2 and 3), which need no fit, and the verdicts cite the smallest of them."""
+    curves = {"relu": BASE, "swiglu": VARIANT, "gelu": CROSSING}
+    root = write_ladder(tmp_path / "lad", curves, offsets={k: OFFSETS for k in curves},
+                        losses={("relu", 0, s): 9.0 for s in range(3)})
+    for summary in root.glob("runs/*/summary.json"):
+        record = json.loads(summary.read_text())
+        record["task"] = {"unigram_loss": 5.0}
+        summary.write_text(json.dumps(record))
+    runs = load_runs(root)
+    s = analyse(runs, summarize(runs), replicates=100)
+    held = s.holdout.set_index("variant")
+    assert pd.isna(held.loc["ffn=relu", "predicted"])
+    why = ("no prediction: 2 rungs with completed runs; a curve of 3 parameters needs at least 3 (no rung 1 to "
+           "fit: it did not train or did not complete)")
+    assert held.loc["ffn=relu", "note"] == why and pd.isna(held.loc["ffn=swiglu", "note"])
+    assert f"held-out rung: no prediction for ffn=relu: {why.removeprefix('no prediction: ')}" in s.notes
+    assert not pd.isna(held.loc["ffn=swiglu", "predicted"])  # its 3 rungs below still predict
+
+    names = list(curves)
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    top = COMPUTE[-1]
+    means = s.decisions[s.decisions["by"] == "rung means"].set_index("rung")
+    assert list(means.index) == [2, 3] and (means["pairs"] == 3).all()
+    for rung in (2, 3):
+        c = COMPUTE[rung - 1]
+        expected = np.mean([np.sign(loss(curves[a], c) - loss(curves[b], c)) == np.sign(loss(curves[a], top)
+                                                                                       - loss(curves[b], top))
+                            for a, b in pairs])
+        assert means.loc[rung, "accuracy"] == pytest.approx(expected, abs=1e-12)
+    assert not (s.decisions["by"] != "rung means").any()  # 2 shared rungs below the largest: no fit of 3
+    r = means.loc[2]
+    assert s.verdicts["ffn=swiglu"].endswith(f"decision accuracy: the smallest trained rung's (rung 2) order matches "
+                                             f"the largest's for {r['accuracy']:.0%} [{r['ci_low']:.0%}, "
+                                             f"{r['ci_high']:.0%}] of 3 variant pairs")

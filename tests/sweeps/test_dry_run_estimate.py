@@ -7,6 +7,7 @@ import math
 import pytest
 
 from arch_zoo.cli import main
+from arch_zoo.config.validation import layer_models
 from arch_zoo.sweeps import load_spec, make_plan, probe
 from arch_zoo.sweeps.estimate import duration
 from arch_zoo.sweeps.probe import Overhead
@@ -58,7 +59,8 @@ def test_a_plain_grid_prints_its_estimate_one_after_another_and_over_workers(spe
     assert len(plan.runs) == 8 and len(probed) == 2  # lr and seed share a probe: one per width
     assert f"estimated wall time: {duration(total)} for 8 runs one after another; with --workers 3, about " \
            f"{duration(total / 3)}\n" in out
-    assert "for each of 2 model/task shapes" in out and f"{STARTUP:.1f} s start-up per run and 10.0 ms per step" in out
+    assert "for each of 2 model/task shapes" in out and f"{STARTUP:.1f} s start-up per run and 10.0 ms per step of " \
+        "training-loop overhead at most, each shape's own from a 6-step run through the real training path" in out
     assert "left out: worker processes' start-up" in out
 
 
@@ -101,3 +103,34 @@ def test_the_overhead_is_measured_through_the_real_training_path(spec_dir):
     cfg = make_plan(load_spec(write_spec(spec_dir, {"seeds": [0]}))).runs[0].config
     o = probe.overhead(cfg, 0.0, steps=3)
     assert o.failed is None and o.startup > 0 and o.per_step > 0  # a zero probe step: the loop's whole pace
+
+
+def test_each_variant_is_probed_and_calibrated_with_its_own_mixers(spec_dir, tmp_path, capsys, monkeypatch):
+    """An attention and a Gated DeltaNet variant: each one's bare step and its run through the real training path
+    (start-up, the loop's pace) are its own, so a mixer slower in the real loop than in a bare step (or slower
+    to start) is priced at its own cost, not at the first run's (issue 55: 71 s estimated, 190 s measured)."""
+    steps, loops = {"attention": 0.1, "gated_deltanet": 0.4}, {"attention": (2.0, 0.01), "gated_deltanet": (9.0, 0.3)}
+    probed, calibrated = [], []
+
+    def mixers(cfg):
+        return tuple(layer.mixer.name for layer in layer_models(cfg.model, "decoder", cfg.model.n_layers))
+
+    def step_seconds(cfg, data, timed=probe.TIMED_STEPS):
+        probed.append(mixers(cfg))
+        return steps[cfg.model.mixer.name]
+
+    def overhead(cfg, per_step, steps=probe.CALIBRATION_STEPS):
+        calibrated.append(mixers(cfg))
+        return Overhead(*loops[cfg.model.mixer.name])
+
+    monkeypatch.setattr(probe, "step_seconds", step_seconds)
+    monkeypatch.setattr(probe, "overhead", overhead)
+    spec = {"grid": {"model.mixer": ["attention", "gated_deltanet"]}, "seeds": [0, 1]}
+    plan, out = _dry(spec_dir, tmp_path, capsys, spec, {**BASE, "model": {**BASE["model"], "position": "none"}})
+    own = [("attention",), ("gated_deltanet",)]
+    assert probed == own and calibrated == own  # once per shape, each with its own mixer
+    t = plan.runs[0].config.train
+    evals = math.ceil(t.max_steps / t.val_every) * t.val_batches * (t.eval_batch_size or t.batch_size) / t.batch_size / 3
+    by_hand = sum(loops[m][0] + t.max_steps * (steps[m] + loops[m][1]) + evals * steps[m]
+                  for m in ("attention", "gated_deltanet") for _ in range(2))
+    assert f"estimated wall time: {duration(by_hand)} for 4 runs one after another" in out

@@ -28,7 +28,7 @@ from .points import Ladder
 
 HOLDOUT_COLUMNS = ["variant", "rung", "size", "compute", "seeds", "measured", "seed_sd", "predicted", "pred_low",
                    "pred_high", "error", "error_sds", "inside", "k_predicted", "k_low", "k_high", "k_all_rungs",
-                   "k_inside"]
+                   "k_inside", "note"]
 DECISION_COLUMNS = ["rung", "size", "by", "pairs", "accuracy", "ci_low", "ci_high"]
 Drawn = Dict[str, Tuple[np.ndarray, np.ndarray]]
 
@@ -66,7 +66,9 @@ def holdout_table(ladder: Ladder, held: Dict[str, Curve], full: Dict[str, Curve]
         sd = float(np.std(seeds, ddof=1)) if len(seeds) > 1 else math.nan
         row = {"variant": v, "rung": top.number, "size": cell.size, "compute": cell.compute, "seeds": len(seeds),
                "measured": cell.mean(), "seed_sd": sd}
-        if c.ok:
+        if not c.ok:
+            row["note"] = _no_prediction(c, top.number)
+        else:
             mid, low, high = _prediction(c, cell.compute, seeds, confidence)
             error = cell.mean() - mid
             row.update(predicted=mid, pred_low=low, pred_high=high, error=error,
@@ -81,7 +83,8 @@ def holdout_table(ladder: Ladder, held: Dict[str, Curve], full: Dict[str, Curve]
     frame = pd.DataFrame(rows, columns=HOLDOUT_COLUMNS)
     for col in ("inside", "k_inside"):
         frame[col] = frame[col].astype("boolean")  # yes / no / not known, and a parquet column of one type
-    lines = []
+    lines = [f"held-out rung: no prediction for {r['variant']}: {r['note'].removeprefix('no prediction: ')}"
+             for _, r in frame.iterrows() if isinstance(r["note"], str)]
     done = frame.dropna(subset=["predicted"])
     if len(done) >= 2:
         predicted, measured = done.loc[done["predicted"].idxmin(), "variant"], done.loc[done["measured"].idxmin(),
@@ -95,6 +98,14 @@ def holdout_table(ladder: Ladder, held: Dict[str, Curve], full: Dict[str, Curve]
     return frame, lines
 
 
+def _no_prediction(c: Curve, held_out: int) -> str:
+    """Why the rungs below the held-out one give no prediction, naming the rungs left out of the fits."""
+    missing = [str(n) for n in range(1, held_out) if n not in c.numbers]
+    left = (f" (no rung {', '.join(missing)} to fit: {'it' if len(missing) == 1 else 'they'} did not train or did "
+            "not complete)") if missing else ""
+    return f"no prediction: {c.note}{left}"
+
+
 def _span(values: pd.Series, unit: str) -> str:
     return f"{values.abs().max():.3g} {unit} at most" if len(values) > 1 else f"{values.iloc[0]:+.3g} {unit}"
 
@@ -106,35 +117,54 @@ def _share(order: np.ndarray, truth: np.ndarray) -> np.ndarray:
 
 def decision_accuracy(ladder: Ladder, drawn: Drawn, x_ref: float, delta: float, confidence: float = 0.95
                       ) -> pd.DataFrame:
-    """The share of variant pairs whose order at each smaller rung (its means, and the fit of the rungs up to
-    it where there are 3 or more) matches the largest rung's measured order, with its interval."""
-    variants = [v for v in drawn if _top(ladder, v) is not None
-                and [r.number for r in ladder.rungs[v]] == list(range(1, ladder.planned + 1))]
-    if len(variants) < 2 or ladder.planned < 2:
+    """The share of variant pairs whose order at each smaller rung (its means, and the fit of the trained rungs
+    up to it where there are 3 or more) matches the largest rung's measured order, with its interval. The rungs
+    are those every variant with a largest rung trained: a rung that did not train (left out of the fits)
+    leaves the others their rung means, which need no fit."""
+    variants = [v for v in drawn if _top(ladder, v) is not None]
+    shared = sorted(set.intersection(*({r.number for r in ladder.rungs[v]} for v in variants))) if variants else []
+    below = [n for n in shared if n < ladder.planned]
+    if len(variants) < 2 or not below:
         return pd.DataFrame(columns=DECISION_COLUMNS)
     pairs = list(combinations(variants, 2))
-    means = {v: np.array([r.best().mean() for r in ladder.rungs[v]]) for v in variants}
-    ys = {v: drawn[v][1] for v in variants}
-    top = ladder.planned - 1
+    column = {v: {r.number: i for i, r in enumerate(ladder.rungs[v])} for v in variants}
+    means = {v: {r.number: r.best().mean() for r in ladder.rungs[v]} for v in variants}
+
+    def reps(v: str, n: int) -> np.ndarray:
+        return drawn[v][1][:, column[v][n]]
+
+    top = ladder.planned
     truth = np.array([[means[a][top] - means[b][top] for a, b in pairs]])
-    truth_reps = np.stack([ys[a][:, top] - ys[b][:, top] for a, b in pairs], axis=1)
+    truth_reps = np.stack([reps(a, top) - reps(b, top) for a, b in pairs], axis=1)
     rows = []
-    for j in range(top):
-        size = ladder.rungs[variants[0]][j].best().size
-        point = _share(np.array([[means[a][j] - means[b][j] for a, b in pairs]]), truth)[0]
-        reps = _share(np.stack([ys[a][:, j] - ys[b][:, j] for a, b in pairs], axis=1), truth_reps)
-        low, high = interval(reps[np.all(np.isfinite(truth_reps), axis=1)], confidence)
-        rows.append({"rung": j + 1, "size": size, "by": "rung means", "pairs": len(pairs), "accuracy": point,
+    for n in below:
+        size = ladder.rungs[variants[0]][column[variants[0]][n]].best().size
+        point = _share(np.array([[means[a][n] - means[b][n] for a, b in pairs]]), truth)[0]
+        shares = _share(np.stack([reps(a, n) - reps(b, n) for a, b in pairs], axis=1), truth_reps)
+        low, high = interval(shares[np.all(np.isfinite(truth_reps), axis=1)], confidence)
+        rows.append({"rung": n, "size": size, "by": "rung means", "pairs": len(pairs), "accuracy": point,
                      "ci_low": low, "ci_high": high})
-        if j + 1 >= MIN_RUNGS:
-            rows.append(_by_fit(ladder, drawn, variants, pairs, j + 1, x_ref, delta, truth, truth_reps, confidence))
+        upto = [m for m in below if m <= n]
+        if len(upto) >= MIN_RUNGS:
+            rows.append(_by_fit(ladder, drawn, variants, pairs, upto, column, x_ref, delta, truth, truth_reps,
+                                confidence))
     return pd.DataFrame(rows, columns=DECISION_COLUMNS)
 
 
-def _by_fit(ladder, drawn, variants, pairs, upto, x_ref, delta, truth, truth_reps, confidence) -> dict:
-    items = [(v, ladder.rungs[v][:upto], (drawn[v][0][:, :upto], drawn[v][1][:, :upto])) for v in variants]
+def _rung_list(numbers: List[int]) -> str:
+    """'1-3' for consecutive rungs, else '2, 3, 5'."""
+    if numbers == list(range(numbers[0], numbers[-1] + 1)):
+        return f"{numbers[0]}-{numbers[-1]}"
+    return ", ".join(map(str, numbers))
+
+
+def _by_fit(ladder, drawn, variants, pairs, upto, column, x_ref, delta, truth, truth_reps, confidence) -> dict:
+    items = []
+    for v in variants:
+        cols = [column[v][n] for n in upto]
+        items.append((v, [ladder.rungs[v][c] for c in cols], (drawn[v][0][:, cols], drawn[v][1][:, cols])))
     fits = {c.variant: c for c in fit_curves(items, x_ref, delta)}
-    row = {"rung": upto, "size": ladder.rungs[variants[0]][upto - 1].best().size, "by": f"fit of rungs 1-{upto}",
+    row = {"rung": upto[-1], "size": items[0][1][-1].best().size, "by": f"fit of rungs {_rung_list(upto)}",
            "pairs": len(pairs), "accuracy": math.nan, "ci_low": math.nan, "ci_high": math.nan}
     if not all(c.ok for c in fits.values()):
         return row
@@ -150,10 +180,11 @@ def _by_fit(ladder, drawn, variants, pairs, upto, x_ref, delta, truth, truth_rep
 
 def decision_line(decisions: pd.DataFrame) -> Optional[str]:
     """What the smallest rung would have told you: the line the verdicts cite."""
-    first = decisions[(decisions["rung"] == 1) & (decisions["by"] == "rung means")]
-    if not len(first):
+    means = decisions[decisions["by"] == "rung means"]
+    if not len(means):
         return None
-    r = first.iloc[0]
+    r = means.loc[means["rung"].idxmin()]
     pairs = int(r["pairs"])
-    return (f"decision accuracy: the smallest rung's order matches the largest's for {r['accuracy']:.0%} "
+    smallest = "the smallest rung's" if r["rung"] == 1 else f"the smallest trained rung's (rung {int(r['rung'])})"
+    return (f"decision accuracy: {smallest} order matches the largest's for {r['accuracy']:.0%} "
             f"[{r['ci_low']:.0%}, {r['ci_high']:.0%}] of {pairs} variant pair{'s' * (pairs != 1)}")

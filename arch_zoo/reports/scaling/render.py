@@ -62,7 +62,7 @@ def holdout_display(s: Scaling) -> pd.DataFrame:
                      "measured": _v(r["measured"]), "predicted [95%]": _ci_of(r, "predicted", "pred_low", "pred_high"),
                      "error (nats)": _v(r["error"]), "error (seed sds)": _v(r["error_sds"]),
                      "inside": _yes(r["inside"]), "k predicted [95%]": k, "k from every rung": _v(r["k_all_rungs"]),
-                     "k inside": _yes(r["k_inside"])})
+                     "k inside": _yes(r["k_inside"]), "note": r["note"] if isinstance(r["note"], str) else ""})
     return pd.DataFrame(rows)
 
 
