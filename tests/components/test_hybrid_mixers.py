@@ -1,14 +1,16 @@
-"""The mixers of the 2025-26 hybrids (LFM2's ``short_conv``, Griffin's ``rg_lru``): each equals
+"""The mixers of the 2025-26 hybrids (LFM2's ``short_conv``, Griffin's ``rg_lru``, xLSTM's ``mlstm``): each equals
 transformers' own module for the layer on its weights (and maps back to them), equals a float64 loop
 of its paper's recurrence written here (with a left-padded row), decodes after a prefill at every split
 point as one full forward does, keeps alive the bytes it reports, and passes the invariant grid."""
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from arch_zoo import testing
 from arch_zoo.components.masks import AttentionMask
-from arch_zoo.components.mixers import MIXERS, MixerInputs, rg_lru, short_conv
+from arch_zoo.components.mixers import MIXERS, MixerInputs, mlstm, rg_lru, short_conv
 from arch_zoo.config.loading import model_config
 from arch_zoo.errors import ConfigError
 from arch_zoo.models import build_model
@@ -16,13 +18,16 @@ from arch_zoo.models.flops import decoding_state_bytes
 from tests.conftest import tiny
 
 L, D = 11, 13  # odd sizes: nothing lines up by accident
-NAMES = ["short_conv", "rg_lru"]
+NAMES = ["short_conv", "rg_lru", "mlstm"]
 OPTIONS = {"short_conv": {"conv_size": 4, "bias": True}, "rg_lru": {"width": 15, "n_heads": 3, "conv_size": 3,
-                                                                   "chunk_size": 4}}
+                                                                   "chunk_size": 4},
+           "mlstm": {"n_heads": 3, "chunk_size": 4, "bias": True, "gate_soft_cap": 2.0}}
+WIDTH = {"mlstm": 18}  # 3 heads: q, k 3 wide, v 6 wide (a capped gate: the cap's wiring shows)
 
 
 def build(name, n_heads=1, **options):
-    cfg = model_config(tiny(d_model=D, n_heads=n_heads, mixer={"name": name, **OPTIONS[name], **options}))
+    d = WIDTH.get(name, D)
+    cfg = model_config(tiny(d_model=d, n_heads=n_heads, mixer={"name": name, **OPTIONS[name], **options}))
     mixer = MIXERS.build(cfg.mixer, cfg, None).double().eval()
     with torch.no_grad():  # the init leaves biases at zero: random ones test their wiring too
         for p in mixer.parameters():
@@ -30,8 +35,8 @@ def build(name, n_heads=1, **options):
     return mixer
 
 
-def _inputs(batch=2):
-    x = torch.randn(batch, L, D, dtype=torch.float64)
+def _inputs(batch=2, d=D):
+    x = torch.randn(batch, L, d, dtype=torch.float64)
     tokens = torch.ones(batch, L, dtype=torch.bool)
     tokens[1, :3] = False  # a left-padded row
     return x, tokens
@@ -60,6 +65,16 @@ def hf_rg_lru():
     cfg = RecurrentGemmaConfig(hidden_size=D, lru_width=15, num_attention_heads=3, conv1d_width=3,
                                num_hidden_layers=1, intermediate_size=16, vocab_size=11)
     return RecurrentGemmaRecurrentBlock(cfg, 0).double().eval()
+
+
+def hf_mlstm(bias):
+    from transformers import xLSTMConfig
+    from transformers.models.xlstm.modeling_xlstm import xLSTMLayer
+
+    # inference mode, a chunk longer than the sequence: its recurrent kernel (states in float32 at best)
+    cfg = xLSTMConfig(hidden_size=18, num_heads=3, use_bias=bias, gate_soft_cap=2.0, weight_mode="single",
+                      mode="inference", chunk_size=64, num_hidden_layers=1, vocab_size=11)
+    return xLSTMLayer(cfg).double().eval()
 
 
 def _randomise(module):
@@ -99,6 +114,21 @@ def test_rg_lru_equals_transformers_recurrent_gemma_recurrent_block():
     back = rg_lru.to_hf_layer(mixer)
     assert back.keys() == hf.state_dict().keys()
     assert all(torch.equal(back[k], v) for k, v in hf.state_dict().items())
+
+
+def test_mlstm_equals_transformers_xlstm_layer():
+    """transformers keeps the recurrent state in float32 even in float64: 1e-5."""
+    for bias in (True, False):
+        hf = hf_mlstm(bias)
+        _randomise(hf)
+        mixer = build("mlstm", bias=bias)
+        mixer.load_state_dict(mlstm.from_hf_layer(hf))
+        x, _ = _inputs(d=18)
+        with torch.no_grad():
+            torch.testing.assert_close(_run(mixer, x), hf(x)[0], rtol=0, atol=1e-5)
+        back = mlstm.to_hf_layer(mixer)
+        assert back.keys() == hf.state_dict().keys()
+        assert all(torch.equal(back[k], v) for k, v in hf.state_dict().items())
 
 
 # ---- float64 loops of the papers' recurrences, one row, padding skipped
@@ -144,7 +174,32 @@ def rg_lru_loop(m, x, keep):
     return torch.stack(out)
 
 
-LOOPS = {"short_conv": short_conv_loop, "rg_lru": rg_lru_loop}
+def mlstm_loop(m, x, keep):
+    """Beck et al. 2025 (xLSTM-7B), the stabilised mLSTM per head: m = max(log sigma(f) + m, i),
+    C = exp(log sigma(f) + m_old - m) C + exp(i - m) k v^T, n likewise, h = C^T q / (max(|n.q|, exp(-m)) + eps);
+    layer norm per head, times sigma(o), out_proj. Padding skips the update."""
+    H, dk, dv = m.h, m.dk, m.dv
+    cap = lambda u: m.cap * torch.tanh(u / m.cap)  # noqa: E731
+    C, n, M = torch.zeros(H, dk, dv, dtype=x.dtype), torch.zeros(H, dk, dtype=x.dtype), torch.zeros(H, dtype=x.dtype)
+    out = []
+    for t in range(len(x)):
+        q, k, v = m.q(x[t]).view(H, dk) / math.sqrt(dk), m.k(x[t]).view(H, dk), m.v(x[t]).view(H, dv)
+        i, f = cap(m.igate_preact(x[t])), F.logsigmoid(cap(m.fgate_preact(x[t])))
+        heads = []
+        for h in range(H):
+            if keep[t]:
+                M_new = torch.maximum(f[h] + M[h], i[h])
+                C[h] = torch.exp(f[h] + M[h] - M_new) * C[h] + torch.exp(i[h] - M_new) * torch.outer(k[h], v[h])
+                n[h] = torch.exp(f[h] + M[h] - M_new) * n[h] + torch.exp(i[h] - M_new) * k[h]
+                M[h] = M_new
+            o = C[h].T @ q[h] / (torch.maximum((n[h] @ q[h]).abs(), torch.exp(-M[h])) + m.eps)
+            heads.append((o - o.mean()) / torch.sqrt(o.var(unbiased=False) + m.norm_eps))
+        normed = torch.cat(heads) * m.multihead_norm.weight + m.multihead_norm.bias
+        out.append(m.out(torch.sigmoid(m.ogate_preact(x[t])) * normed))
+    return torch.stack(out)
+
+
+LOOPS = {"short_conv": short_conv_loop, "rg_lru": rg_lru_loop, "mlstm": mlstm_loop}
 
 
 def _loop(mixer, name, x, tokens):
@@ -155,7 +210,7 @@ def _loop(mixer, name, x, tokens):
 @pytest.mark.parametrize("name", NAMES)
 def test_the_parallel_form_equals_a_float64_loop_of_the_recurrence(name):
     mixer = build(name)
-    x, tokens = _inputs()
+    x, tokens = _inputs(d=WIDTH.get(name, D))
     got, want = _run(mixer, x, tokens), _loop(mixer, name, x, tokens)
     torch.testing.assert_close(got[tokens], want[tokens], rtol=0, atol=1e-10)
 
@@ -165,7 +220,7 @@ def test_a_prefill_then_steps_equal_one_full_forward_at_every_split(name):
     """Prefill positions [0, s) (the left-padded row's first s may all be padding), then one position at a
     time; also through the static state a compiled step writes in place."""
     mixer = build(name)
-    x, tokens = _inputs()
+    x, tokens = _inputs(d=WIDTH.get(name, D))
     full = _run(mixer, x, tokens)
     for s in range(1, L):
         state = mixer.new_state()
@@ -187,7 +242,7 @@ def test_the_state_keeps_alive_the_bytes_it_reports_after_a_prefill(name):
     mixer = build(name)
     for length in (1, L):
         state = mixer.new_state()
-        _run(mixer, torch.randn(3, length, D, dtype=torch.float64), None, state)
+        _run(mixer, torch.randn(3, length, WIDTH.get(name, D), dtype=torch.float64), None, state)
         storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in state.tensors()}
         assert state.nbytes == sum(storages.values()) == 3 * 8 * mixer.state_elements(length)
 
@@ -199,25 +254,28 @@ COUNTS = {
     # the window of 2 inputs over the 15 channels, h, one "started" flag; conv 3 taps, 2 gates of 3 blocks of
     # 5 x 5, the recurrence a * h + b
     "rg_lru": lambda d: (15 * 2 + 15 + 1, 2 * 15 * 3 + 2 * 2 * 3 * 5 * 5 + 2 * 15),
+    # 3 heads of C (3 x 6), n (3) and m (1); per head decay, write and read C (5 x 3 x 6) and n (5 x 3)
+    "mlstm": lambda d: (3 * (3 * 6 + 3 + 1), 3 * (5 * 3 * 6 + 5 * 3)),
 }
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_state_elements_and_flops_are_hand_counts(name):
     mixer = build(name)
-    elements, per_token = COUNTS[name](D)
+    d = WIDTH.get(name, D)
+    elements, per_token = COUNTS[name](d)
     for length in (1, 7, 64):
         assert mixer.state_elements(length) == elements
         assert mixer.mixing_flops(length, True) == length * per_token
         assert mixer.step_mixing_flops(length) == per_token
-    model = build_model(tiny(d_model=D, n_layers=2, n_heads=1, mixer={"name": name, **OPTIONS[name]}), 11)
+    model = build_model(tiny(d_model=d, n_layers=2, n_heads=1, mixer={"name": name, **OPTIONS[name]}), 11)
     assert decoding_state_bytes(model, 9) == 2 * 4 * elements  # two layers, float32
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_invariant_grid_passes(name):
     ran = testing.check_component("mixers", name)
-    assert "cache_parity [decoder]" in ran and "padding_invariance (left) [decoder]" in ran and "trains [decoder]" in ran
+    assert {"cache_parity [decoder]", "padding_invariance (left) [decoder]", "trains [decoder]"} <= set(ran)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -69,7 +69,8 @@ class RGLRU(RecurrentMixer):
     def check(cls, options, cfg, key):
         resolved = options.resolved(cfg)
         if resolved.width % resolved.n_heads:
-            raise ConfigError(f"{key}.mixer.width", f"{resolved.width} must be a multiple of n_heads ({resolved.n_heads})")
+            raise ConfigError(f"{key}.mixer.width",
+                              f"{resolved.width} must be a multiple of n_heads ({resolved.n_heads})")
 
     def __init__(self, options: RGLRUOptions, cfg, ctx=None):
         super().__init__()
