@@ -209,10 +209,29 @@ def _loop(mixer, name, x, tokens):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_parallel_form_equals_a_float64_loop_of_the_recurrence(name):
-    mixer = build(name)
+    """At every chunk size that matters: one position, chunks that do not divide L, the whole sequence."""
+    for chunk in ((1, 2, 3, 4, L) if "chunk_size" in OPTIONS[name] else (None,)):
+        mixer = build(name, **({} if chunk is None else {"chunk_size": chunk}))
+        x, tokens = _inputs(d=WIDTH.get(name, D))
+        got, want = _run(mixer, x, tokens), _loop(mixer, name, x, tokens)
+        torch.testing.assert_close(got[tokens], want[tokens], rtol=0, atol=1e-10, msg=f"chunk {chunk}")
+
+
+@pytest.mark.parametrize("name", ["rg_lru", "mlstm"])
+def test_chunked_gradients_equal_the_one_position_chunks(name):
+    """Training runs the chunked form's backward: with a padded row, every parameter's gradient is the
+    one of chunks of one position (the recurrence step by step), in float64."""
     x, tokens = _inputs(d=WIDTH.get(name, D))
-    got, want = _run(mixer, x, tokens), _loop(mixer, name, x, tokens)
-    torch.testing.assert_close(got[tokens], want[tokens], rtol=0, atol=1e-10)
+    weights = torch.randn(x.shape[0], L, x.shape[-1], dtype=torch.float64) * tokens.unsqueeze(-1)
+    grads, weights_of = [], build(name).state_dict()
+    for chunk in (4, 1):
+        mixer = build(name, chunk_size=chunk).train()
+        mixer.load_state_dict(weights_of)
+        (mixer(x, MixerInputs(AttentionMask(None, True), tokens=tokens)) * weights).sum().backward()
+        grads.append({n: p.grad for n, p in mixer.named_parameters()})
+    for n, g in grads[0].items():
+        assert torch.isfinite(g).all(), n
+        torch.testing.assert_close(g, grads[1][n], rtol=1e-9, atol=1e-10, msg=n)
 
 
 @pytest.mark.parametrize("name", NAMES)
