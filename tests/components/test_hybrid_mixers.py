@@ -131,6 +131,28 @@ def test_mlstm_equals_transformers_xlstm_layer():
         assert all(torch.equal(back[k], v) for k, v in hf.state_dict().items())
 
 
+HF = {  # name: (transformers' module, the weight map, its forward over unpadded rows)
+    "short_conv": (lambda: hf_short_conv(True), short_conv.from_hf_layer, lambda hf, x: hf(x)),
+    "rg_lru": (hf_rg_lru, rg_lru.from_hf_layer,
+               lambda hf, x: hf(x, torch.arange(x.shape[1]).expand(x.shape[0], -1), None, use_cache=False)[0]),
+    "mlstm": (lambda: hf_mlstm(True), mlstm.from_hf_layer, lambda hf, x: hf(x)[0]),
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_left_padded_row_gets_what_transformers_gives_the_row_unpadded(name):
+    """Padding never reaches the state: the real positions of a left-padded row equal transformers' module
+    run on those positions alone (the families' left-padding parity rests on it)."""
+    make, mapping, call = HF[name]
+    hf = make()
+    _randomise(hf)
+    mixer = build(name)
+    mixer.load_state_dict(mapping(hf))
+    x, tokens = _inputs(d=WIDTH.get(name, D))
+    with torch.no_grad():
+        torch.testing.assert_close(_run(mixer, x, tokens)[1, 3:], call(hf, x[1:, 3:])[0], rtol=0, atol=1e-5)
+
+
 # ---- float64 loops of the papers' recurrences, one row, padding skipped
 
 def conv_loop(conv, xs, keep):
