@@ -28,9 +28,8 @@ from torch import Tensor, nn
 from ...errors import ConfigError
 from ..init import mark_residual_out
 from .base import MIXERS, MixerInputs
-from .recurrent import RecurrentMixer, keep_mask, read, wide, write
+from .recurrent import RecurrentMixer, keep_mask, read, renamed, wide, write
 from .scan import _chunks
-from .short_conv import renamed
 
 HF_NAMES = {"out": "out_proj"}
 

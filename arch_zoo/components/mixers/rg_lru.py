@@ -28,9 +28,8 @@ from ...errors import ConfigError
 from ..init import mark_residual_out
 from .base import MIXERS, MixerInputs
 from .conv import ShortConv
-from .recurrent import RecurrentMixer, initialised, keep_mask, read, wide, write
+from .recurrent import RecurrentMixer, initialised, keep_mask, read, renamed, wide, write
 from .scan import decay_scan
-from .short_conv import renamed
 
 C = 8.0  # Griffin's fixed scale of the log-decay
 HF_NAMES = {"conv.conv": "conv_1d", "out": "linear_out", "": "rg_lru"}  # "": the RG-LRU's own parameters

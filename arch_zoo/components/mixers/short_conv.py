@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from ..init import mark_residual_out
 from .base import MIXERS, MixerInputs
 from .conv import ShortConv
-from .recurrent import RecurrentMixer, keep_mask, read, write
+from .recurrent import RecurrentMixer, keep_mask, read, renamed, write
 
 # this mixer's parameter names -> transformers' in Lfm2ShortConv
 HF_NAMES = {"in_proj": "in_proj", "conv.conv": "conv", "out": "out_proj"}
@@ -80,13 +80,3 @@ def to_hf_layer(mixer: GatedShortConv) -> Dict[str, Tensor]:
     """An ``Lfm2ShortConv``'s state dict from this mixer."""
     return renamed(mixer.state_dict(), HF_NAMES)
 
-
-def renamed(state: Dict[str, Tensor], prefixes: Dict[str, str]) -> Dict[str, Tensor]:
-    """``state`` with each key's module prefix (the part before the last dot, "" for none) mapped by
-    ``prefixes`` (a prefix not in it kept)."""
-    out = {}
-    for key, value in state.items():
-        module, _, leaf = key.rpartition(".")
-        module = prefixes.get(module, module)
-        out[f"{module}.{leaf}" if module else leaf] = value
-    return out
