@@ -12,11 +12,12 @@ from torch import Tensor, nn
 class ShortConv(nn.Module):
     """silu(causal depthwise conv1d(x)) over (B, L, C); ``prefix`` (B, C, size - 1) is the inputs before
     x (None: zeros, a sequence's start). Padded inputs are zeroed first (``keep`` (B, L, 1)), so a
-    left-padded row convolves as if it began at its first real token."""
+    left-padded row convolves as if it began at its first real token. ``silu=False``: the convolution
+    alone (LFM2's gated short convolution, Griffin's recurrent block)."""
 
-    def __init__(self, channels: int, size: int, bias: bool):
+    def __init__(self, channels: int, size: int, bias: bool, silu: bool = True):
         super().__init__()
-        self.size = size
+        self.size, self.silu = size, silu
         self.conv = nn.Conv1d(channels, channels, size, groups=channels, bias=bias)
 
     def forward(self, x: Tensor, keep: Optional[Tensor], prefix: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
@@ -27,7 +28,8 @@ class ShortConv(nn.Module):
         if prefix is None:
             prefix = x.new_zeros(x.shape[0], x.shape[1], self.size - 1)
         x = torch.cat((prefix.to(x.dtype), x), dim=-1)
-        return F.silu(self.conv(x)).transpose(1, 2), x[..., x.shape[-1] - (self.size - 1):]
+        out = self.conv(x)
+        return (F.silu(out) if self.silu else out).transpose(1, 2), x[..., x.shape[-1] - (self.size - 1):]
 
     def flops(self) -> int:
         """Per token: a multiply-add per channel and tap."""

@@ -71,3 +71,14 @@ def check_kernel(kernel: str, module: str, package: str) -> None:
         raise ConfigError("kernel", f"'{kernel}' needs the {package} package (pip install {package}, GPU only); "
                                     f"kernel: torch runs everywhere")
     raise ConfigError("kernel", f"'{kernel}' is not wired into arch_zoo yet; kernel: torch computes the same function")
+
+
+def renamed(state: Dict[str, Tensor], prefixes: Dict[str, str]) -> Dict[str, Tensor]:
+    """The state dict ``state`` (a Hugging Face layer's, say) with each key's module prefix (the part
+    before the last dot, "" for none) mapped by ``prefixes`` (a prefix not in it kept)."""
+    out = {}
+    for key, value in state.items():
+        module, _, leaf = key.rpartition(".")
+        module = prefixes.get(module, module)
+        out[f"{module}.{leaf}" if module else leaf] = value
+    return out
