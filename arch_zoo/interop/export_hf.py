@@ -19,6 +19,7 @@ from torch import Tensor
 from ..coerce import to_dict
 from ..config.loading import model_config
 from ..errors import ConfigError
+from ..generation.prompts import decoder_start_id
 from .checkpoint import CheckpointError, WeightMap
 from .hf import _strip
 from .export_family import mixer_layout, takes_mixers
@@ -255,8 +256,9 @@ def to_hf(model, tokenizer=None):
 
 def build_hf(model, raw: Dict[str, Any], tokenizer=None):
     ids = special_ids(tokenizer)
-    if raw["model_type"] == "t5":  # arch_zoo starts a decoder with the tokenizer's BOS, else with pad (as T5)
-        ids["decoder_start_token_id"] = tokenizer.bos_id if tokenizer is not None else model.config.pad_token_id
+    if raw["model_type"] == "t5":  # the decoder starts where arch_zoo starts it: an imported checkpoint's own
+        # start token (T5's <pad>), else the tokenizer's BOS; without a tokenizer, pad (as T5)
+        ids["decoder_start_token_id"] = decoder_start_id(tokenizer) if tokenizer is not None else model.config.pad_token_id
     raw = {**raw, **ids}
     state = hf_state(model, raw)
     hf = _hf_class(raw)(_hf_config(raw))

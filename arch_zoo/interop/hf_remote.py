@@ -13,6 +13,7 @@ from typing import Optional
 from .. import rundir
 from ..coerce import to_dict
 from ..errors import ConfigError
+from ..generation.prompts import decoder_start_id
 
 CLASSES = {"AutoModelForCausalLM": "ArchZooForCausalLM", "AutoModelForMaskedLM": "ArchZooForMaskedLM",
            "AutoModelForSeq2SeqLM": "ArchZooForSeq2SeqLM"}
@@ -60,8 +61,9 @@ def write_remote(model, tokenizer, cfg, out: Path, auto_class: str, max_shard_si
         is_encoder_decoder=model.config.kind == "encoder_decoder", architectures=[name],
         auto_map={"AutoConfig": f"{MODELING[:-3]}.ArchZooConfig", auto_class: f"{MODELING[:-3]}.{name}"},
         **special_ids(tokenizer),
-        # arch_zoo starts a decoder with the tokenizer's BOS (training, generate), else with pad (as T5)
-        **({"decoder_start_token_id": tokenizer.bos_id if tokenizer is not None else model.config.pad_token_id}
+        # the decoder starts where arch_zoo starts it (generation.prompts.decoder_start_id), else with pad (as T5)
+        **({"decoder_start_token_id": decoder_start_id(tokenizer) if tokenizer is not None
+            else model.config.pad_token_id}
            if model.config.kind == "encoder_decoder" else {}))
     hf = getattr(code, name)(config)
     hf.model.load_state_dict(model.state_dict())

@@ -246,6 +246,7 @@ def summarize(runs: pd.DataFrame, metric: Optional[str] = None, baseline: Baseli
     if rank_note:
         table.attrs["notes"].insert(0, rank_note)
     table.attrs["notes"] += sequential
+    table.attrs["sequential"] = bool(sequential)  # the Δ interval is each pair's repeated interval (tables.py)
     pairing = _pairing_note(rows, ambiguous)
     if pairing:
         table.attrs["notes"].append(pairing)

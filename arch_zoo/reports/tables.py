@@ -207,7 +207,9 @@ def footnotes(table: pd.DataFrame) -> List[str]:
                      "p (Holm): Holm-Bonferroni adjusted over every variant-vs-baseline test of this metric; "
                      f"Δ's interval is adjusted for the same comparisons: at CI level 1 - {ALPHA:g} x p / p (Holm) "
                      "(its Holm step's level), so it excludes 0 exactly when p (Holm) < "
-                     f"{ALPHA:g} (the unadjusted 95% CI is delta_ci_low/high in the CSV); "
+                     f"{ALPHA:g} (the unadjusted 95% CI is delta_ci_low/high in the CSV)"
+                     + ("; with adaptive seeds, the repeated confidence interval of each pair's last look instead "
+                        "(the seeds note below)" if table.attrs.get("sequential") else "") + "; "
                      "d_z = mean Δ / std of the paired differences (same sign as Δ).")
         lines.append(margin_note(table))
         effect = (f"a difference of {table.attrs['min_effect']:g}" if table.attrs.get("min_effect")

@@ -70,7 +70,13 @@ def test_export_writes_every_row_back_and_the_tokenizer_as_it_was(imported, tmp_
     assert main(["export", str(run), "--to", "hf", "--out", str(tmp_path / "back")]) == 0
     theirs, ours = load_file(padded.dir / "model.safetensors"), load_file(tmp_path / "back" / "model.safetensors")
     assert set(theirs) == set(ours) and all(torch.equal(theirs[k], ours[k]) for k in theirs)
-    assert json.loads((tmp_path / "back" / "config.json").read_text())["vocab_size"] == padded.rows
+    config = json.loads((tmp_path / "back" / "config.json").read_text())
+    assert config["vocab_size"] == padded.rows
+    original = json.loads((padded.dir / "config.json").read_text())
+    if "decoder_start_token_id" in original:  # T5 starts its decoder from <pad>, and so does the export
+        assert config["decoder_start_token_id"] == original["decoder_start_token_id"]
+        generation = json.loads((tmp_path / "back" / "generation_config.json").read_text())
+        assert generation["decoder_start_token_id"] == original["decoder_start_token_id"]
     a, b = (tf.AutoTokenizer.from_pretrained(d) for d in (padded.dir, tmp_path / "back"))
     assert len(a) == len(b) == padded.tokens
     assert all(a.encode(text) == b.encode(text) for text in PROMPTS)

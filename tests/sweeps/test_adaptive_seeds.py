@@ -120,6 +120,9 @@ def _check_report(store_dir):
     notes = " ".join(table.attrs["notes"])
     assert "O'Brien-Fleming alpha spending" in notes and "Runs: 8 of the fixed design's 12 (4 saved)" in notes
     assert "lr=1.0e-05,attention_kernel=sdpa: looks at 2, 3 seeds, decided at 3" in notes
+    from arch_zoo.reports.tables import footnotes
+
+    assert "with adaptive seeds, the repeated confidence interval of each pair's last look" in footnotes(table)[0]
 
 
 @pytest.mark.parametrize("seeds, expected", [

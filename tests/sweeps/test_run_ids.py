@@ -49,13 +49,13 @@ def test_a_sweep_store_an_earlier_version_wrote_keeps_its_run_ids(tmp_path):
 
 GDN = {"mixer": "gated_deltanet"}
 LAYOUTS = {"model.layers": [[{"pattern": [GDN, GDN, GDN, {}]}], [{"pattern": [GDN, {}]}], None]}
-TWO_LAYERS = {**BASE, "model": {**BASE["model"], "n_layers": 2, "position": "none"},
+FOUR_LAYERS = {**BASE, "model": {**BASE["model"], "n_layers": 4, "position": "none"},
               "train": {**BASE["train"], "max_steps": 2, "val_every": 2}}
 
 
 def test_a_layer_list_names_its_variant_and_its_run_id_by_its_layout(tmp_path):
     """Not the whole YAML list in every table and legend, nor a run id cut to layers-patternmixergated_de."""
-    plan = make_plan(load_spec(write_spec(tmp_path, {"name": "hy", "zip": LAYOUTS, "seeds": [0]}, TWO_LAYERS)))
+    plan = make_plan(load_spec(write_spec(tmp_path, {"name": "hy", "zip": LAYOUTS, "seeds": [0]}, FOUR_LAYERS)))
     got = [(r.variant, r.run_id) for r in plan.runs]
     digests = [_digest({"model.layers": v}, 0) for v in LAYOUTS["model.layers"]]
     assert got == [("layers=gated_deltanet x3 + attention", f"layers-gated_deltanetx3+attention-s0-{digests[0]}"),
@@ -90,7 +90,7 @@ def test_a_store_that_named_layer_lists_by_their_yaml_resumes_and_reports_the_la
 
     spec = {"name": "hy", "zip": {"model.layers": [[{"pattern": [GDN, {}]}], None]}, "seeds": [0],
             "baseline": {"model.layers": None}}
-    path, out = write_spec(tmp_path, spec, TWO_LAYERS), tmp_path / "out"
+    path, out = write_spec(tmp_path, spec, FOUR_LAYERS), tmp_path / "out"
     first = run_sweep(load_spec(path), out, log=lambda line: None)
     runs, old_ids = out / "hy" / "runs", {}
     index = (out / "hy" / "index.csv").read_text()
