@@ -17,6 +17,8 @@ from arch_zoo.models import build_model
 from arch_zoo.models.flops import decoding_state_bytes
 from tests.conftest import tiny
 
+from .test_mixers_numerics import conv_loop
+
 L, D = 11, 13  # odd sizes: nothing lines up by accident
 NAMES = ["short_conv", "rg_lru", "mlstm"]
 OPTIONS = {"short_conv": {"conv_size": 4, "bias": True}, "rg_lru": {"width": 15, "n_heads": 3, "conv_size": 3,
@@ -155,25 +157,10 @@ def test_a_left_padded_row_gets_what_transformers_gives_the_row_unpadded(name):
 
 # ---- float64 loops of the papers' recurrences, one row, padding skipped
 
-def conv_loop(conv, xs, keep):
-    """The causal depthwise convolution (no activation) position by position, padding zeroed first."""
-    w = conv.conv.weight[:, 0]
-    K = w.shape[1]
-    xs = [x * k for x, k in zip(xs, keep)]
-    out = []
-    for t in range(len(xs)):
-        acc = conv.conv.bias.clone() if conv.conv.bias is not None else torch.zeros_like(xs[0])
-        for j in range(K):
-            if t - (K - 1) + j >= 0:
-                acc = acc + w[:, j] * xs[t - (K - 1) + j]
-        out.append(acc)
-    return out
-
-
 def short_conv_loop(m, x, keep):
     """LFM2: B, C, h = in_proj(x); y = C * conv(B * h); out_proj(y)."""
     proj = [m.in_proj(x[t]).split(D) for t in range(len(x))]
-    conv = conv_loop(m.conv, [b * h for b, _, h in proj], keep)
+    conv = conv_loop(m.conv, [b * h for b, _, h in proj], keep, silu=False)
     return torch.stack([m.out(c * y) for (_, c, _), y in zip(proj, conv)])
 
 
@@ -181,7 +168,7 @@ def rg_lru_loop(m, x, keep):
     """De et al. 2024, eq. (3)-(6): r = sigma(W_a u + b_a), i = sigma(W_x u + b_x), a = exp(-8 r softplus(L)),
     h = a h + sqrt(1 - a^2) (i u), unnormalised at the row's first real token; times gelu(W_y x)."""
     H, bw = m.h, m.w // m.h
-    u = conv_loop(m.conv, [m.linear_x(x[t]) for t in range(len(x))], keep)
+    u = conv_loop(m.conv, [m.linear_x(x[t]) for t in range(len(x))], keep, silu=False)
     h = torch.zeros(m.w, dtype=x.dtype)
     seen, out = False, []
     for t in range(len(x)):

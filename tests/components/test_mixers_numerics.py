@@ -26,8 +26,8 @@ def build(name, **options):
     return mixer
 
 
-def conv_loop(conv, xs, keep):
-    """silu of the causal depthwise conv, position by position, padding zeroed first."""
+def conv_loop(conv, xs, keep, silu=True):
+    """(silu of) the causal depthwise conv, position by position, padding zeroed first."""
     w = conv.conv.weight[:, 0]  # (C, K)
     K = w.shape[1]
     xs = [x * k for x, k in zip(xs, keep)]
@@ -38,7 +38,7 @@ def conv_loop(conv, xs, keep):
             s = t - (K - 1) + j
             if s >= 0:
                 acc = acc + w[:, j] * xs[s]
-        out.append(F.silu(acc))
+        out.append(F.silu(acc) if silu else acc)
     return out
 
 

@@ -8,21 +8,13 @@ from typing import Callable, List
 
 import pandas as pd
 
-from ...formatting import number
 from ..frames import write_frames
 from . import render_nd
+from .render_nd import cell as _v
 from .analysis import Scaling
 from .verdict import k_value
 
 HEADLINE = "Scaling: loss against training compute, L(C) = E + A * C^-alpha"
-
-
-def _v(x) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return ""
-    if isinstance(x, float) and math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return number(float(x), 4)
 
 
 def _ci(row, name: str) -> str:

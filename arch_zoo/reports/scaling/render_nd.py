@@ -13,7 +13,8 @@ from .nd import PARAMS, NDScaling
 HEADLINE = "L(N, D) = E + A / N^alpha + B / D^beta, from sizes x WSD-S budgets"
 
 
-def _v(x) -> str:
+def cell(x) -> str:
+    """A number as a table cell: blank for none, inf spelled out, 4 significant digits."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return ""
     if isinstance(x, float) and math.isinf(x):
@@ -22,8 +23,8 @@ def _v(x) -> str:
 
 
 def _ci(row, name: str, low: str = "_low", high: str = "_high") -> str:
-    value = _v(row.get(name))
-    return f"{value} [{_v(row.get(name + low))}, {_v(row.get(name + high))}]" if value else ""
+    value = cell(row.get(name))
+    return f"{value} [{cell(row.get(name + low))}, {cell(row.get(name + high))}]" if value else ""
 
 
 def tables(nd: NDScaling) -> List[Tuple[str, pd.DataFrame]]:
@@ -38,9 +39,9 @@ def tables(nd: NDScaling) -> List[Tuple[str, pd.DataFrame]]:
                         "k at the optimum [95% CI]": "no finite k" if math.isinf(r["k"]) else _ci(r, "k")}
                        for _, r in nd.multipliers.iterrows()])
     held = pd.DataFrame([{"variant": r["variant"], "N": f"{r['N']:.4g}", "D": f"{r['D']:.4g}", "seeds": str(r["seeds"]),
-                          "measured": _v(r["measured"]),
+                          "measured": cell(r["measured"]),
                           "predicted [95% CI]": _ci({**r, "pred": r.get("predicted")}, "pred"),
-                          "error (nats)": _v(r.get("error")), "error (seed SDs)": _v(r.get("error_sds")),
+                          "error (nats)": cell(r.get("error")), "error (seed SDs)": cell(r.get("error_sds")),
                           "inside": "" if pd.isna(r.get("inside")) else ("yes" if r["inside"] else "no"),
                           "note": r["note"] if isinstance(r.get("note"), str) else ""}
                          for _, r in nd.holdout.iterrows()])
@@ -53,7 +54,7 @@ def explanation(nd: NDScaling) -> List[str]:
     lines = [f"{HEADLINE}: the same Huber fit on log residuals from a grid of starts and the same paired, "
              "t-calibrated bootstrap as L(C), through each (size, budget) point's mean over seeds; N: non-embedding "
              "parameters, D: training tokens (a WSD-S decay branch counts as a run of its own length). N*, D*: the "
-             f"loss's minimum at C = kappa N D (kappa = {_v(nd.points.kappa)}, the ladder's training FLOPs per "
+             f"loss's minimum at C = kappa N D (kappa = {cell(nd.points.kappa)}, the ladder's training FLOPs per "
              "parameter and token); k at the optimum: the compute the baseline's compute-optimal frontier needs to "
              "reach the variant's optimal loss at C, over C."]
     return lines + list(nd.notes)
