@@ -11,6 +11,7 @@ import pytest
 import yaml
 from scipy.optimize import brentq, least_squares, minimize_scalar
 
+from arch_zoo.formatting import number
 from arch_zoo.reports import load_runs, write_report
 from arch_zoo.reports.scaling.bootstrap import huber_delta, interval
 from arch_zoo.reports.scaling.fit import OK, huber
@@ -234,3 +235,11 @@ def test_the_report_of_a_wsds_ladder_carries_the_l_n_d_section(tmp_path):
     k_brute = brentq(lambda c: brute_optimum(BASE, c)[1] - target, TOP, 1e3 * TOP, xtol=1e-6 * TOP) / TOP
     assert (k["variant"], k["baseline"]) == ("ffn=swiglu", "ffn=relu") and k["k"] == pytest.approx(k_brute, rel=1e-4)
     assert result["groups"][0]["scaling"].nd is not None
+    # the console says the same numbers: each variant's fit, its optimum and k, as `arch-zoo report` prints them
+    from arch_zoo.reports.scaling.render import terminal_lines
+
+    lines = "\n".join(terminal_lines(result["groups"][0]["scaling"]))
+    assert "L(N, D) = E + A / N^alpha + B / D^beta" in lines
+    relu = next(line for line in lines.splitlines() if line.startswith("  ffn=relu: "))
+    assert f"N* {number(best['N_opt'], 4)} [" in relu and f"E {number(BASE[0], 4)} [" in relu
+    assert f"k vs ffn=relu {number(k['k'], 4)} [" in lines and "held out ffn=" in lines

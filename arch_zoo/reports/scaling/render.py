@@ -104,7 +104,8 @@ def explanation(s: Scaling) -> List[str]:
 def terminal_lines(s: Scaling) -> List[str]:
     out = [f"{HEADLINE}; verdicts vs {s.baseline or '(no baseline)'}:"]
     out += [f"  {v}: {line}" for v, line in s.verdicts.items()]
-    return out + [f"  {n}" if n.startswith("warning") else f"  note: {n}" for n in s.notes]
+    out += [f"  {n}" if n.startswith("warning") else f"  note: {n}" for n in s.notes]
+    return out + (render_nd.terminal_lines(s.nd) if s.nd is not None else [])
 
 
 def markdown(s: Scaling, table: Callable[[pd.DataFrame], str], esc: Callable[[str], str],

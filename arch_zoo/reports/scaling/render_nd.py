@@ -60,6 +60,31 @@ def explanation(nd: NDScaling) -> List[str]:
     return lines + list(nd.notes)
 
 
+def terminal_lines(nd: NDScaling) -> List[str]:
+    """What `arch-zoo report` prints of the section: each variant's fit, its compute-optimal point and
+    multiplier, the held-out point, and the notes (a ladder that resolves no E or exponent says so)."""
+    out = [f"{HEADLINE}:"]
+    optimum = {r["variant"]: r for _, r in nd.optimum.iterrows()}
+    ks = {r["variant"]: r for _, r in nd.multipliers.iterrows()}
+    for _, r in nd.fits.iterrows():
+        line = f"  {r['variant']}: " + ", ".join(f"{p} {_ci(r, p)}" for p in PARAMS if _ci(r, p)) or r["status"]
+        best = optimum.get(r["variant"])
+        if best is not None and _ci(best, "N_opt"):
+            line += (f"; at {best['compute']:.3e} FLOPs N* {_ci(best, 'N_opt')}, D* {_ci(best, 'D_opt')}, "
+                     f"loss {_ci(best, 'loss_opt')}")
+        k = ks.get(r["variant"])
+        if k is not None:
+            line += f"; k vs {k['baseline']} " + ("no finite k" if math.isinf(k["k"]) else _ci(k, "k"))
+        out.append(line)
+    for _, r in nd.holdout.iterrows():
+        out.append(f"  held out {r['variant']} at N {r['N']:.4g}, D {r['D']:.4g}: measured {cell(r['measured'])}, "
+                   f"predicted {_ci({**r, 'pred': r.get('predicted')}, 'pred') or 'none'}"
+                   + (f", error {cell(r.get('error'))} nats" if cell(r.get("error")) else "")
+                   + (f" ({cell(r.get('error_sds'))} seed SDs)" if cell(r.get("error_sds")) else "")
+                   + (f" ({r['note']})" if isinstance(r.get("note"), str) and r["note"] else ""))
+    return out + [f"  note: {n}" for n in nd.notes]
+
+
 def frames(nd: NDScaling) -> Dict[str, pd.DataFrame]:
     return {"scaling_nd_fits": nd.fits, "scaling_nd_optimum": nd.optimum, "scaling_nd_multipliers": nd.multipliers,
             "scaling_nd_holdout": nd.holdout}
