@@ -10,7 +10,7 @@ from arch_zoo.models import build_model
 from tests.conftest import tiny
 
 REFERENCE_PRESETS = ["vaswani", "bert", "gpt2", "llama", "t5", "t5-v1_1", "pythia", "bloom"]
-REFERENCE_PRESETS += ["qwen3", "mistral", "mixtral", "gemma2"]
+REFERENCE_PRESETS += ["qwen3", "mistral", "mixtral", "gemma2", "lfm2"]
 
 
 def test_every_reference_preset_comes_with_a_tiny_size():
@@ -43,6 +43,7 @@ REFERENCE_SIZES = [
     ("pythia", 50304, 162_322_944, "fraction=0.25"),  # EleutherAI/pythia-160m
     ("bloom", 250880, 559_214_592, "alibi"),  # bigscience/bloom-560m
     ("gemma2", 256000, 2_614_341_888, "22, 24: attention=sliding_window(window=4096)"),  # google/gemma-2-2b
+    ("lfm2", 65536, 1_170_340_608, "mixer=short_conv(conv_size=3, bias=False)"),  # LiquidAI/LFM2-1.2B
 ]
 
 

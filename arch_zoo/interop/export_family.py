@@ -17,6 +17,7 @@ from ..config.validation import ATTENTION_KEYS, layer_configs, stacks
 
 # the mixers a family's layers take, by writer name; every other family's layers take attention only
 FAMILY_MIXERS = {"mamba2": ("mamba2",), "qwen3_next": ("gated_deltanet", "attention"),
+                 "lfm2": ("short_conv", "attention"),
                  "diffllama": ("differential_attention",), "deepseek_v3": ("mla",)}
 HEAD_KEYS = ("n_heads", "n_kv_heads", "head_dim")
 

@@ -29,7 +29,7 @@ from .hf_registry import architecture
 NAMES = {"gpt2": "GPT-2", "llama": "Llama", "mistral": "Mistral", "qwen3": "Qwen3", "mixtral": "Mixtral",
          "gemma2": "Gemma 2", "gpt_neox": "GPT-NeoX", "bloom": "BLOOM", "bert": "BERT", "t5": "T5",
          "mamba2": "Mamba-2", "qwen3_next": "Qwen3-Next", "diffllama": "DiffLlama", "deepseek_v3": "DeepSeek-V3",
-         "gpt_oss": "gpt-oss"}
+         "gpt_oss": "gpt-oss", "lfm2": "LFM2"}
 
 
 @dataclass

@@ -18,7 +18,7 @@ from ..config import ModelConfig
 from . import hf_bert, hf_gpt2, hf_llama, hf_t5  # noqa: F401  (each registers its architecture)
 from . import hf_llama_variants  # noqa: F401  (Qwen3, Mistral, Mixtral)
 from . import hf_bloom, hf_gemma2, hf_mamba2, hf_neox  # noqa: F401  (GPT-NeoX, BLOOM, Gemma 2, Mamba-2)
-from . import hf_qwen3_next  # noqa: F401  (Qwen3-Next)
+from . import hf_lfm2, hf_qwen3_next  # noqa: F401  (LFM2, Qwen3-Next)
 from . import hf_deepseek_v3, hf_diffllama  # noqa: F401  (DeepSeek-V3, DiffLlama)
 from . import hf_gpt_oss  # noqa: F401  (gpt-oss)
 from .checkpoint import ConfigLike, WeightMap, read_checkpoint_config, read_checkpoint_weights, resolve_config

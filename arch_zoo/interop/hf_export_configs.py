@@ -295,7 +295,21 @@ def qwen3_next(m: ModelConfig, d: dict) -> Dict[str, Any]:
     return out
 
 
-
+def lfm2(m: ModelConfig, d: dict) -> Dict[str, Any]:
+    """Inverse of ``hf_lfm2``: d_ff written as the actual width (``block_auto_adjust_ff_dim`` off)."""
+    layers = layer_configs(m, "decoder", m.decoder_layers)
+    convs = [layer.mixer.options.resolved(layer) for layer in layers if layer.mixer.name == "short_conv"]
+    if len({(o.conv_size, o.bias) for o in convs}) > 1:
+        raise NotExpressible(f"short_conv options differing between layers {sorted({str(o) for o in convs})}")
+    position = _spec(d, "position")
+    eps = _spec(d, "norm").get("eps", 1e-5)
+    return {**_common(m, d), "model_type": "lfm2", "architectures": ["Lfm2ForCausalLM"],
+            "hidden_size": m.d_model, "num_hidden_layers": m.n_layers, "num_attention_heads": m.n_heads,
+            "num_key_value_heads": m.kv_heads, "intermediate_size": m.d_ff, "block_auto_adjust_ff_dim": False,
+            "max_position_embeddings": m.max_seq_len, "norm_eps": eps,
+            "rope_parameters": {"rope_type": "default", "rope_theta": position.get("base", 1_000_000.0)},
+            "layer_types": ["conv" if layer.mixer.name == "short_conv" else "full_attention" for layer in layers],
+            "conv_L_cache": convs[0].conv_size if convs else 3, "conv_bias": bool(convs and convs[0].bias)}
 
 
 def diffllama(m: ModelConfig, d: dict) -> Dict[str, Any]:
@@ -367,7 +381,7 @@ def gpt_oss(m: ModelConfig, d: dict) -> Dict[str, Any]:
 # by model kind, in the order tried: the first family whose importer gives the model back is written
 WRITERS: Dict[str, List[Callable[[ModelConfig, dict], Dict[str, Any]]]] = {
     "decoder": [gpt2, llama, mistral, qwen3, mixtral, gemma2, gpt_neox, bloom,
-                mamba2, qwen3_next, diffllama, deepseek_v3, gpt_oss],
+                mamba2, qwen3_next, lfm2, diffllama, deepseek_v3, gpt_oss],
     "encoder": [bert],
     "encoder_decoder": [t5],
 }
