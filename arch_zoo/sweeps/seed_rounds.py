@@ -91,7 +91,9 @@ def full_plan(plan: Plan, store: Store) -> Plan:
         return make_plan(spec)
     from .stages import stage_one
 
-    _, chosen, _ = stage_one(plan, store)
+    # stage 1's runs only: stage 2's runs (the chosen value on other seeds) are no tuning evidence
+    tuning = [r for r in plan.runs if r.tune.get("stage") == STAGE_TUNE]
+    _, chosen, _ = stage_one(dataclasses.replace(plan, runs=tuning), store)
     return second_plan(spec, chosen)
 
 

@@ -177,3 +177,28 @@ def test_a_sweep_killed_between_rounds_resumes_to_the_same_runs(spec_dir, tmp_pa
     assert done == sorted([f"lr-0.01__attention_kernel-sdpa-s{s}" for s in (0, 1, 2)]
                           + [f"lr-1.0e05__attention_kernel-sdpa-s{s}" for s in (0, 1, 2)]
                           + [f"lr-0.01__attention_kernel-explicit-s{s}" for s in (0, 1)])
+
+
+def test_a_tuned_sweep_adds_seeds_at_each_variants_chosen_value(spec_dir, tmp_path):
+    """A round after stage 2 plans the design's runs from stage 1's choices, read from stage 1's runs
+    only: stage 2's own runs (at the chosen value, on other seeds) are no tuning evidence."""
+    from arch_zoo.sweeps.plan import Plan
+    from arch_zoo.sweeps.stages import second_stage
+
+    tuned = {"name": "tuned", "grid": {"model.attention_kernel": ["sdpa", "explicit"]},
+             "baseline": {"model.attention_kernel": "sdpa"}, "seeds": {"start": 2, "max": 3},
+             "tune": {"key": "train.lr", "values": [1.0e-3, 1.0e-2, 3.0e-2], "seeds": [100], "select": "val/loss"}}
+    spec = load_spec(write_spec(spec_dir, tuned))
+    plan = make_plan(spec)
+    store = Store(tmp_path / "tuned")
+    for run in plan.runs:  # stage 1: the middle value wins for both variants
+        _finish(store, run, 3.0 - (0.5 if run.settings["train.lr"] == 1.0e-2 else 0.0))
+    second = second_stage(plan, store, print)
+    assert {r.settings["train.lr"] for r in second.runs} == {1.0e-2}
+    for run in second.runs:  # stage 2 at seeds 0, 1: undecided (one pair of seeds disagrees in sign)
+        _finish(store, run, 2.5 + (0.01 * (-1) ** run.seed if run.settings["model.attention_kernel"] == "explicit"
+                                   else 0.0))
+    both = Plan(spec, plan.runs + second.runs, second.axes, second.names)
+    more = next_round(both, store, print)
+    assert sorted((r.settings["model.attention_kernel"], r.settings["train.lr"], r.seed) for r in more) == [
+        ("explicit", 1.0e-2, 2), ("sdpa", 1.0e-2, 2)]
