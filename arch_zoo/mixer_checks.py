@@ -64,7 +64,8 @@ class Oracle:
 
     def fail(self, check: str, what: str) -> AssertionError:
         return AssertionError(f"mixer '{self.name}' fails {check}: {what} "
-                              f"({self.dtype}, tolerance {self.tol:g}; options {self.options or 'none'})")
+                              f"({self.dtype}, tolerance {self.tol:g}; options "
+                              f"{', '.join(f'{k}={v}' for k, v in self.options.items()) or 'none'})")
 
     def close(self, got: Tensor, want: Tensor, check: str, what: str) -> None:
         diff = (got - want).abs().max().item() if got.shape == want.shape else None

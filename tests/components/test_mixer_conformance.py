@@ -2,7 +2,9 @@
 over every built-in mixer the registry holds (a new one is covered by registering it), and against
 plugin mixers broken the ways users report: a decode path that drops the state, a chunked form that
 depends on the chunk size, a state that keeps its prefill's buffer alive, a state size overstated."""
+import contextlib
 import dataclasses
+import re
 
 import pytest
 import torch
@@ -77,13 +79,20 @@ BROKEN = {
 }
 
 
+@contextlib.contextmanager
+def registered(name, cls, options):
+    MIXERS.register(name, options, cls.__doc__ or name)(cls)
+    try:
+        yield name
+    finally:
+        MIXERS.unregister(name)  # later tests see the built-ins only
+
+
 @pytest.fixture
 def broken(request):
     cls, options, message = BROKEN[request.param]
-    name = f"test_{request.param}"
-    MIXERS.register(name, options, cls.__doc__)(cls)
-    yield name, message
-    MIXERS.unregister(name)  # later tests see the built-ins only
+    with registered(f"test_{request.param}", cls, options) as name:
+        yield name, message
 
 
 @pytest.mark.parametrize("broken", list(BROKEN), indirect=True)
@@ -99,7 +108,7 @@ def test_the_public_tester_runs_the_oracle_after_the_grid(broken):
     """The invariant grid cannot see a state size stated wrong; check_component now does."""
     name, message = broken
     with pytest.raises(AssertionError, match=message):
-        testing.check_component("mixers", name)
+        testing.check_component("mixers", name, kinds=["decoder"])
 
 
 def test_kept_alive_counts_each_storage_once_and_the_whole_of_it():
@@ -107,3 +116,30 @@ def test_kept_alive_counts_each_storage_once_and_the_whole_of_it():
     state = RecurrentState()
     state._t.update(a=buffer[:2], b=buffer[5:], c=torch.zeros(3))
     assert kept_alive(state) == (40 + 3) * 4
+
+
+def test_the_own_mixer_page_quotes_the_message_a_broken_plugin_gets():
+    from tests.test_docs import DOCS
+
+    page = " ".join((DOCS / "how-to" / "own-mixer.md").read_text().split())
+    quoted = re.search(r"`(mixer 'my_mixer' fails [^`]+)`", page).group(1)
+    with registered("my_mixer", DropsState, ShortConvOptions), pytest.raises(AssertionError) as err:
+        check_mixer("my_mixer")
+    number = r"\|diff\| [0-9.e+-]+"  # the one figure the page rounds as the oracle prints it
+    assert re.sub(number, "", str(err.value)) == re.sub(number, "", quoted)
+    assert float(re.search(number, quoted).group(0).split()[-1]) == pytest.approx(
+        float(re.search(number, str(err.value)).group(0).split()[-1]), rel=0.05)
+
+
+class Float32Only(GatedShortConv):
+    def forward(self, x, inputs, state=None):
+        if x.dtype == torch.float64:
+            raise TypeError("this kernel takes float32 only")
+        return super().forward(x, inputs, state)
+
+
+def test_a_mixer_without_float64_is_checked_in_float32_at_the_stated_tolerance():
+    with registered("test_float32_only", Float32Only, ShortConvOptions) as name:
+        oracle = Oracle(name, {"conv_size": 3}, {})
+        assert (oracle.dtype, oracle.tol) == (torch.float32, 1e-4)
+        assert "prefill_then_decode [splits 0-7]" in check_mixer(name)
