@@ -15,6 +15,11 @@ failed test under pytest. The checks, one function each:
 * ``kernels_agree``: every attention kernel gives the same function (to 1e-5);
 * ``trains``: every parameter gets a finite gradient and a few Adam steps cut the loss by 25%.
 
+A mixer (``check_component("mixers", name)``) then meets the conformance oracle (``mixer_checks``):
+chunked form = recurrent form at chunk sizes 1, 2, 3 and the sequence length, prefill then decode =
+one full forward at every split, the bytes its state keeps alive = its ``nbytes``, and describe's
+state bytes = the state's tensors.
+
 A component that needs options to be built, or to act at all in these checks' sequences (5 to 13
 tokens: a sliding window must be shorter), declares them for tests as ``example_options`` (a dict)
 on its class; ``check_component`` uses them when given none.
@@ -39,6 +44,7 @@ from .coerce import field_family
 from .config.loading import model_config
 from .errors import ConfigError
 from .generation import generate, left_pad
+from .mixer_checks import check_mixer
 from .models import build_model
 from .optimizer_checks import check_optimizer, optimizer_resumes, optimizer_survives_ddp, optimizer_trains  # noqa: F401
 from .plugin_interfaces import INTERFACES, Interface, check_interface, interface  # noqa: F401
@@ -282,7 +288,11 @@ def check_component(family: str, name: str, options: Optional[Mapping[str, Any]]
     ``options`` (default: its ``example_options``) in tiny models of each kind it fits, other keys
     at their defaults or as ``changes`` set them. Raises AssertionError on the first broken
     invariant; returns the names of the checks that ran. The component must first fit its family's
-    interface (``check_interface``: base class, constructor arguments)."""
+    interface (``check_interface``: base class, constructor arguments). A mixer then meets the
+    conformance oracle (``mixer_checks.check_mixer``), in a decoder whatever ``kinds`` says."""
     all_registries()[family].get(name)  # an unknown name is a clear error, not an empty run
     check_interface(family, name)
-    return check_model(config_for(family, name, options, **changes), kinds)
+    ran = check_model(config_for(family, name, options, **changes), kinds)
+    if family == "mixers":
+        ran += check_mixer(name, options, **{k: v for k, v in changes.items() if k != "kind"})
+    return ran
