@@ -214,29 +214,39 @@ def load_groups(path: Union[str, Path, Sequence[Union[str, Path]]]) -> List[pd.D
 
 def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, Any]],
            single_sweep: bool) -> pd.DataFrame:
-    if single_sweep:
-        settings_keys = _ordered(k for r in rows for k in r["_settings"])
-    else:
-        settings_keys = differing([r["_config"] for r in rows if r["_config"]])
-        for r in rows:
-            source = r["_config"] or r["_settings"]  # a planned run has no config yet: its sweep settings
-            r["_settings"] = {k: scalar(source.get(k)) for k in settings_keys}
-        _group_labels(rows, settings_keys)
+    settings_keys = _settings_keys(rows, single_sweep)
     metric_keys = _ordered(k for r in rows for k in r["_metrics"])
-    records, decoded, not_evaluated = [], [], {}
-    for r in rows:
-        rec = {k: r.get(k) for k in FIXED}
-        if rec["variant"] is None:
-            rec["variant"] = settings_label(r["_settings"], _model_mixer(r)) or rec["run_id"]
-        if r.get("_samples") and rec["status"] == "completed":
-            seed = rec["seed"]
-            decoded.append(((0, seed) if isinstance(seed, int) else (1, 0), str(rec["variant"]), r["_samples"]))
-        if r.get("_not_evaluated"):
-            not_evaluated.setdefault(str(rec["variant"]), r["_not_evaluated"])
-        rec.update({k: r["_settings"].get(k) for k in settings_keys})
-        rec.update({k: r["_metrics"].get(k, math.nan) for k in metric_keys})
-        records.append(rec)
+    records = [_record(r, settings_keys, metric_keys) for r in rows]
     check_distinct(rows, records)
+    frame = _typed_frame(records, settings_keys, metric_keys)
+    frame.attrs.update(_attrs(frame, rows, records, paths, specs[0] if single_sweep else {}, settings_keys,
+                              metric_keys))
+    return frame
+
+
+def _settings_keys(rows: List[Dict[str, Any]], single_sweep: bool) -> List[str]:
+    """The settings columns: one sweep's own axes; across inputs, the config keys whose values differ,
+    each run's ``_settings`` and variant label then taken from them."""
+    if single_sweep:
+        return _ordered(k for r in rows for k in r["_settings"])
+    settings_keys = differing([r["_config"] for r in rows if r["_config"]])
+    for r in rows:
+        source = r["_config"] or r["_settings"]  # a planned run has no config yet: its sweep settings
+        r["_settings"] = {k: scalar(source.get(k)) for k in settings_keys}
+    _group_labels(rows, settings_keys)
+    return settings_keys
+
+
+def _record(row: Dict[str, Any], settings_keys: List[str], metric_keys: List[str]) -> Dict[str, Any]:
+    rec = {k: row.get(k) for k in FIXED}
+    if rec["variant"] is None:
+        rec["variant"] = settings_label(row["_settings"], _model_mixer(row)) or rec["run_id"]
+    rec.update({k: row["_settings"].get(k) for k in settings_keys})
+    rec.update({k: row["_metrics"].get(k, math.nan) for k in metric_keys})
+    return rec
+
+
+def _typed_frame(records: List[Dict[str, Any]], settings_keys: List[str], metric_keys: List[str]) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(records, columns=FIXED + settings_keys + metric_keys)
     for col in ("params", "flops_per_token", "state_bytes_per_token", "train_tokens", "train_flops", "train_tokens_per_s",
                 "train_bytes_per_s", "mfu",
@@ -245,22 +255,19 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
     frame["seed"] = pd.to_numeric(frame["seed"], errors="coerce").astype("Int64")
     for key in settings_keys:  # keep 4 an int and 'auto' a string: no float upcast around a missing value
         frame[key] = pd.Series([r.get(key) for r in records], dtype=object)
-    samples: Dict[str, list] = {}
-    for _, variant, decodings in sorted(decoded, key=lambda d: d[0]):
-        samples.setdefault(variant, decodings)  # each variant's lowest completed seed
-    spec = specs[0] if single_sweep else {}
+    return frame
+
+
+def _attrs(frame: pd.DataFrame, rows: List[Dict[str, Any]], records: List[Dict[str, Any]], paths: List[Path],
+           spec: Dict[str, Any], settings_keys: List[str], metric_keys: List[str]) -> Dict[str, Any]:
+    """``frame.attrs``: what the frame alone cannot say (``spec``: the single sweep's, else {})."""
     metric = spec.get("metric") or {}
     if isinstance(metric, str):
         metric = {"name": metric}
     name = metric.get("name") or DEFAULT_METRIC["name"]
     goals = {k: v for r in rows for k, v in (r.get("_goals") or {}).items()}
-    units = {k: v for r in rows for k, v in (r.get("_units") or {}).items()}
-    bytes_per_token: Dict[str, Dict[str, float]] = {}  # variant -> split -> its runs' (one corpus, one tokenizer)
-    for r, rec in zip(rows, records):
-        for split, value in (r.get("_bytes_per_token") or {}).items():
-            bytes_per_token.setdefault(str(rec["variant"]), {}).setdefault(split, value)
     mixers = {_model_mixer(r) for r in rows}
-    frame.attrs.update({
+    return {
         "name": spec.get("name") or ("+".join(dict.fromkeys(str(r["sweep"]) for r in rows if r.get("sweep")))
                                      or (Path(paths[0]).resolve().name if len(paths) == 1 else "compare")),
         "settings": settings_keys, "metrics": metric_keys + _curve_only(frame),
@@ -269,17 +276,45 @@ def _frame(rows: List[Dict[str, Any]], paths: List[Path], specs: List[Dict[str, 
         "min_effect": metric.get("min_effect"),  # the spec's smallest effect that counts (arch_zoo/stats.py)
         "claim": metric.get("claim"),  # the spec's one-sided claim (reports/verdicts.py)
         "seeds": spec.get("seeds"),  # as written: {start, max, ...} judges by the sequential rule
-        "units": units, "bytes_per_token": bytes_per_token,
+        "units": {k: v for r in rows for k, v in (r.get("_units") or {}).items()},
+        "bytes_per_token": _bytes_per_token(rows, records),
         "baseline": {str(k): v for k, v in (spec.get("baseline") or {}).items()},
         "description": spec.get("description") or "",
-        "samples": samples,
-        "not_evaluated": not_evaluated,
+        "samples": _samples(rows, records),
+        "not_evaluated": _not_evaluated(rows, records),
         "commits": sorted({r["_commit"] for r in rows if r.get("_commit")}),
         "invocations": spec.get("invocations") or [],
         "scale": {r["run_id"]: r["_scale"] for r in rows if r.get("_scale")},  # a ladder's rungs, by run id
         "suite": {r["run_id"]: r["_suite"] for r in rows if r.get("_suite")},  # a probe suite's entries, by run id
-    })
-    return frame
+    }
+
+
+def _samples(rows: List[Dict[str, Any]], records: List[Dict[str, Any]]) -> Dict[str, list]:
+    """Each variant's decoded samples from its lowest completed seed."""
+    decoded = [((0, rec["seed"]) if isinstance(rec["seed"], int) else (1, 0), str(rec["variant"]), r["_samples"])
+               for r, rec in zip(rows, records) if r.get("_samples") and rec["status"] == "completed"]
+    samples: Dict[str, list] = {}
+    for _, variant, decodings in sorted(decoded, key=lambda d: d[0]):
+        samples.setdefault(variant, decodings)
+    return samples
+
+
+def _not_evaluated(rows: List[Dict[str, Any]], records: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Each variant's eval splits left out, and why (its first run that says)."""
+    out: Dict[str, Any] = {}
+    for r, rec in zip(rows, records):
+        if r.get("_not_evaluated"):
+            out.setdefault(str(rec["variant"]), r["_not_evaluated"])
+    return out
+
+
+def _bytes_per_token(rows: List[Dict[str, Any]], records: List[Dict[str, Any]]) -> Dict[str, Dict[str, float]]:
+    """Variant -> split -> its runs' bytes per token (one corpus, one tokenizer)."""
+    out: Dict[str, Dict[str, float]] = {}
+    for r, rec in zip(rows, records):
+        for split, value in (r.get("_bytes_per_token") or {}).items():
+            out.setdefault(str(rec["variant"]), {}).setdefault(split, value)
+    return out
 
 
 def _stale_note(spec: Dict[str, Any]) -> str:

@@ -1,5 +1,5 @@
 """What a run spends: tokens per optimizer step, the steps that spend a reference's tokens or bytes,
-and analytic training FLOPs (plan.py, scale_plan.py)."""
+and analytic training FLOPs (matching.py, scale_plan.py)."""
 from __future__ import annotations
 
 from typing import Optional

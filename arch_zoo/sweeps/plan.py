@@ -15,8 +15,8 @@ from typing import Any, Dict, List, Optional
 from ..config import ExperimentConfig
 from ..config.loading import load
 from ..errors import ConfigError
-from .costs import matched_steps, step_bytes, tokens_per_step, training_flops
 from .halving import check_budgets
+from .matching import Reference, matched_config, reference, run_budget
 from .sizer import Sizer
 from .scale import FLOPS_KEY, SIZE_KEY, size_overrides, transfer_lookup, with_sizes
 from .scale_plan import check_increasing, check_transfer, ladder_steps, references, scale_record, size_blame, \
@@ -190,6 +190,26 @@ def _staged(plan: Plan, spec: SweepSpec, stage: str) -> Plan:
     return plan
 
 
+@dataclass
+class _Planning:
+    """What every run of a plan is built from: the variants, their loaded configs and, for each, the
+    index of the variant its budget is matched against (``refs``)."""
+    spec: SweepSpec
+    configs: _Configs
+    names: Dict[str, str]
+    sizer: Sizer
+    variants: List[Variant]
+    loaded: List[ExperimentConfig]
+    baseline: List[int]
+    refs: List[int]
+
+    def blame(self, variant: Variant):
+        return lambda exc: self.configs.error(exc, variant)
+
+    def name(self, variant: Variant) -> str:
+        return variant_name(variant.settings, self.names)
+
+
 def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
     names = short_names(spec.axes)
     configs = _Configs(spec, names)
@@ -198,106 +218,70 @@ def _make_plan(spec: SweepSpec, variants: List[Variant]) -> Plan:
     loaded = [configs.load(v) for v in variants]  # every variant checked before anything is built
     baseline = _baseline(spec, variants, names)
     refs = references(variants, baseline)  # each variant's reference: its rung's baseline variant
-    sizer = Sizer()
-    if spec.suite is None:
-        sizer.vocab_size(configs.base, configs.base_error)  # the task's own problems are the base's
-        if spec.tune is not None:
-            known_metric(spec.tune.select, sizer.val_metrics(configs.base, configs.base_error))
-    else:  # each entry's task is the suite's: its problems are the entry's, and so is what it measures
-        for v, cfg in zip(variants, loaded):
-            blame = lambda exc, v=v: configs.error(exc, v)  # noqa: E731
-            sizer.vocab_size(cfg, blame)
-            if spec.tune is not None:
-                try:
-                    known_metric(spec.tune.select, sizer.val_metrics(cfg, blame))
-                except ConfigError as exc:
-                    raise ConfigError(exc.key, f"{exc.message} (suite entry {v.settings[SUITE_KEY]})") from None
+    p = _Planning(spec, configs, names, Sizer(), variants, loaded, baseline, refs)
+    _check_tasks(p)
     if spec.scale is not None:
-        check_transfer(spec.scale, list(zip(variants, loaded)))
-        steps = {j: ladder_steps(spec.scale, variants[j], loaded[j], sizer, lambda exc, v=variants[j]:
-                                 configs.error(exc, v)) for j in sorted(set(refs))}
-        loaded = [configs.load(v, steps=steps[refs[i]]) if steps[refs[i]] is not None else cfg
-                  for i, (v, cfg) in enumerate(zip(variants, loaded))]
-        check_increasing(spec.scale, variants, loaded, sizer, configs.error, names)
-    runs: List[RunPlan] = []
-    for seed in seeds:
-        ref_flops: Dict[int, float] = {}
-        ref_spend: Dict[int, float] = {}  # budget tokens / bytes: the reference's training tokens or bytes
-        targets: Dict[int, int] = {}
-        for j in sorted(set(refs)):
-            ref_cfg = dataclasses.replace(loaded[j], seed=seed)
-            ref_blame = lambda exc, v=variants[j]: configs.error(exc, v)  # noqa: E731
-            if spec.match_params is not None:
-                targets[j] = sizer.count(ref_cfg, ref_blame)
-            ref_flops[j] = training_flops(ref_cfg.train.max_steps, sizer.tokens_per_step(ref_cfg, ref_blame),
-                                          sizer.flops_per_token(ref_cfg, ref_blame))
-            if _sets_steps(spec):
-                ref_spend[j] = ref_cfg.train.max_steps * _per_step(spec, ref_cfg, sizer, ref_blame,
-                                                                   variant_name(variants[j].settings, names))
-        for i, (variant, cfg) in enumerate(zip(variants, loaded)):
-            blame = lambda exc, v=variant: configs.error(exc, v)  # noqa: E731
-            cfg = dataclasses.replace(cfg, seed=seed)
-            steps_now = cfg.train.max_steps if spec.scale is not None and spec.scale.budget != "steps" else None
-            matched: Dict[str, int] = {}
-            if spec.match_params is not None and i != refs[i]:
-                key = "budget" if "budget" in spec.raw else "match_params"
-                d_ff = _match(cfg, targets[refs[i]], spec.match_params, sizer, blame,
-                              variant_name(variant.settings, names), key)
-                cfg = dataclasses.replace(configs.load(variant, d_ff, steps_now), seed=seed)
-                matched = {"model.d_ff": d_ff}
-            if _sets_steps(spec) and i != refs[i]:  # tokens or bytes per step differ: steps make up for it
-                steps_now = matched_steps(ref_spend[refs[i]], _per_step(spec, cfg, sizer, blame,
-                                                                         variant_name(variant.settings, names)))
-                if steps_now != cfg.train.max_steps:
-                    cfg = dataclasses.replace(configs.load(variant, matched.get("model.d_ff"), steps_now), seed=seed)
-                    matched["train.max_steps"] = steps_now
-            if spec.budget == "flops" and i != refs[i]:
-                per_step = training_flops(1, sizer.tokens_per_step(cfg, blame), sizer.flops_per_token(cfg, blame))
-                steps_now = max(1, round(ref_flops[refs[i]] / per_step))
-                cfg = dataclasses.replace(configs.load(variant, steps=steps_now), seed=seed)
-                matched = {"train.max_steps": steps_now}
-            run = RunPlan(run_id(variant.settings, names, seed), variant_name(variant.settings, names), seed,
-                          {k: recorded(v) for k, v in variant.settings.items()}, i in baseline,
-                          sizer.count(cfg, blame), matched, cfg, _budget(spec, cfg, sizer, blame, ref_flops[refs[i]]))
-            if spec.scale is not None:
-                run.scale = scale_record(spec.scale, variant.settings, cfg, sizer, blame)
-            if spec.suite is not None:
-                tuned = spec.tune.keys if spec.tune is not None else ()
-                run.suite = suite_record(spec.suite, variant.settings,
-                                         variant_name(arch_settings(variant.settings, tuned), names))
-            runs.append(run)
+        p.loaded = _ladder_configs(p)
+    runs = [run for seed in seeds for run in _seed_runs(p, seed)]
     if spec.scale is not None:  # whole rungs (every seed) first: a ladder stopped part way has rungs to compare
         runs.sort(key=lambda r: r.scale["rung"])
     return Plan(spec, runs, spec.axes, names)
 
 
-def _sets_steps(spec: SweepSpec) -> bool:
-    """Tokens and bytes budgets set each variant's steps, except where a ladder's sizes or a suite's
-    entries (each its own task) own them."""
-    return spec.budget in ("tokens", "bytes") and spec.scale is None and spec.suite is None
+def _check_tasks(p: _Planning) -> None:
+    """The task's problems (its vocabulary) and, in a tuned sweep, that it measures ``tune.select``."""
+    spec, configs, sizer = p.spec, p.configs, p.sizer
+    if spec.suite is None:
+        sizer.vocab_size(configs.base, configs.base_error)  # the task's own problems are the base's
+        if spec.tune is not None:
+            known_metric(spec.tune.select, sizer.val_metrics(configs.base, configs.base_error))
+        return
+    # each entry's task is the suite's: its problems are the entry's, and so is what it measures
+    for v, cfg in zip(p.variants, p.loaded):
+        blame = p.blame(v)
+        sizer.vocab_size(cfg, blame)
+        if spec.tune is not None:
+            try:
+                known_metric(spec.tune.select, sizer.val_metrics(cfg, blame))
+            except ConfigError as exc:
+                raise ConfigError(exc.key, f"{exc.message} (suite entry {v.settings[SUITE_KEY]})") from None
 
 
-def _per_step(spec: SweepSpec, cfg: ExperimentConfig, sizer: Sizer, blame, name: str) -> float:
-    """What one step of ``cfg`` spends in the budget's unit: training tokens, or bytes of text."""
-    tokens = sizer.tokens_per_step(cfg, blame)
-    return step_bytes(tokens, sizer.bytes_per_token(cfg, blame), name) if spec.budget == "bytes" else tokens
+def _ladder_configs(p: _Planning) -> List[ExperimentConfig]:
+    """Each variant's config at the steps its rung trains (the rung's reference sets them)."""
+    spec, variants, loaded = p.spec, p.variants, p.loaded
+    check_transfer(spec.scale, list(zip(variants, loaded)))
+    steps = {j: ladder_steps(spec.scale, variants[j], loaded[j], p.sizer, p.blame(variants[j]))
+             for j in sorted(set(p.refs))}
+    loaded = [p.configs.load(v, steps=steps[p.refs[i]]) if steps[p.refs[i]] is not None else cfg
+              for i, (v, cfg) in enumerate(zip(variants, loaded))]
+    check_increasing(spec.scale, variants, loaded, p.sizer, p.configs.error, p.names)
+    return loaded
 
 
-def _budget(spec: SweepSpec, cfg: ExperimentConfig, sizer: Sizer, blame, ref_flops: float) -> Dict[str, Any]:
-    """What this run will spend, as recorded in run.json and shown by --dry-run and the report;
-    ``flops_vs_baseline`` is the relative mismatch left by whole steps; ``bytes``: the text its
-    training tokens cover (text tasks)."""
-    steps, tokens = cfg.train.max_steps, tokens_per_step(cfg, sizer.tokens_per_example(cfg, blame))
-    flops = training_flops(steps, tokens, sizer.flops_per_token(cfg, blame))
-    out = {"match": spec.budget, "steps": steps, "tokens": steps * tokens, "tokens_per_step": tokens,
-           "params": sizer.count(cfg, blame), "flops": flops,
-           "flops_vs_baseline": flops / ref_flops - 1 if ref_flops else None,
-           "flops_counted_at": sizer.lengths(cfg, blame)[1]}
-    per_token = sizer.bytes_per_token(cfg, blame)
-    if per_token:
-        out.update(bytes=steps * tokens * per_token, bytes_per_token=per_token,
-                   val_bytes_per_token=sizer.bytes_per_token(cfg, blame, "val"))
-    return out
+def _seed_runs(p: _Planning, seed: int) -> List[RunPlan]:
+    """Every variant's run at ``seed``, each brought to its reference's budget at that seed."""
+    refs = {j: reference(p.spec, dataclasses.replace(p.loaded[j], seed=seed), p.sizer, p.blame(p.variants[j]),
+                         p.name(p.variants[j])) for j in sorted(set(p.refs))}
+    return [_run(p, i, seed, refs[p.refs[i]]) for i in range(len(p.variants))]
+
+
+def _run(p: _Planning, i: int, seed: int, ref: Reference) -> RunPlan:
+    spec, sizer, variant = p.spec, p.sizer, p.variants[i]
+    blame, name = p.blame(variant), p.name(variant)
+    cfg, matched = dataclasses.replace(p.loaded[i], seed=seed), {}
+    if i != p.refs[i]:
+        cfg, matched = matched_config(spec, p.configs, variant, cfg, seed, ref, sizer, blame, name)
+    run = RunPlan(run_id(variant.settings, p.names, seed), name, seed,
+                  {k: recorded(v) for k, v in variant.settings.items()}, i in p.baseline,
+                  sizer.count(cfg, blame), matched, cfg, run_budget(spec, cfg, sizer, blame, ref.flops))
+    if spec.scale is not None:
+        run.scale = scale_record(spec.scale, variant.settings, cfg, sizer, blame)
+    if spec.suite is not None:
+        tuned = spec.tune.keys if spec.tune is not None else ()
+        run.suite = suite_record(spec.suite, variant.settings, variant_name(arch_settings(variant.settings, tuned),
+                                                                            p.names))
+    return run
 
 
 def _baseline(spec: SweepSpec, variants: List[Variant], names: Dict[str, str]) -> List[int]:
@@ -311,25 +295,3 @@ def _baseline(spec: SweepSpec, variants: List[Variant], names: Dict[str, str]) -
         choices = sorted({variant_name({k: v.settings[k] for k in spec.baseline}, names) for v in variants})
         raise ConfigError("baseline", f"{shown} matches no variant; the variants have: {'; '.join(choices)}")
     return hits
-
-
-def _match(cfg: ExperimentConfig, target: int, tolerance: float, sizer: Sizer, blame, name: str,
-           key: str = "match_params") -> int:
-    """The d_ff that brings this variant's parameter count nearest to ``target``. Parameters are
-    affine in d_ff for every feed-forward kind (gated ones just have a steeper slope), so two
-    counts give the line and one more checks the answer."""
-    d0 = cfg.model.d_ff
-    p0 = sizer.count(cfg, blame)
-    p1 = sizer.count(_with_d_ff(cfg, 2 * d0), blame)
-    slope = (p1 - p0) / d0
-    d_ff = max(1, round(d0 + (target - p0) / slope)) if slope > 0 else d0
-    got = sizer.count(_with_d_ff(cfg, d_ff), blame)
-    if abs(got - target) > tolerance * target:
-        raise ConfigError(key, f"variant {name} cannot be brought "
-                          f"within {tolerance:.0%} of the baseline's {target:,} parameters by changing model.d_ff "
-                          f"(best: d_ff={d_ff} gives {got:,}); compare smaller differences or a larger model")
-    return d_ff
-
-
-def _with_d_ff(cfg: ExperimentConfig, d_ff: int) -> ExperimentConfig:
-    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, d_ff=d_ff))

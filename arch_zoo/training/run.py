@@ -172,36 +172,16 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
              stop_at: Optional[int], best: Optional[Tuple[str, str]]) -> RunResult:
     _needs_task(cfg)  # the config's own mistake first, before comparing it with the run dir's
     _check_same_config(cfg, run_dir)
-    status = rundir.read_json(run_dir / rundir.STATUS) or {}
-    if status.get("status") in rundir.FINISHED:
-        return RunResult(run_dir, status["status"], rundir.read_json(run_dir / rundir.SUMMARY) or {},
-                         status.get("reason"), skipped=True)
-    if rundir.stopped_by(status, stop_at):
-        return RunResult(run_dir, status["status"], _rung_summary(status, int(status["step"])), status.get("reason"),
-                         skipped=True)
+    done = _already_done(run_dir, stop_at)
+    if done is not None:
+        return done
     data = prepare(cfg, quiet)  # user errors surface here, before the run dir exists
     _check_checkpoint(run_dir)
-    from .accel import _wants_cuda, check_compiler, check_precision, check_strategy, oversubscribed
-    from .eval_decoding import check_compiled_decoding
-
-    check_strategy(cfg.train)
-    check_compiler(cfg.train, cfg.train.accelerator)
-    check_compiled_decoding(cfg.train, _wants_cuda(cfg.train.accelerator))
-    check_precision(cfg.train, cfg.train.accelerator)
     writer = _is_rank_zero()
-    crowded = oversubscribed(cfg.train)
-    if crowded and writer:
-        print(f"arch-zoo: warning: {crowded}", file=sys.stderr)
+    _check_machine(cfg, writer)
     if writer:
         _notices(cfg, data, quiet)
-    if writer:
-        (run_dir / rundir.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
-        save(cfg, run_dir / rundir.CONFIG)
-        data.tokenizer.save(run_dir)
-        plugins = plugin_records(cfg.plugins)
-        rundir.keep_plugins(run_dir, plugins)
-        rundir.set_status(run_dir, "running", started=rundir.now(), pid=os.getpid(), reason=None,
-                          plugins=plugins, metrics_steps=rundir.METRICS_STEPS)  # a failed run is traceable to its code too
+        _start(cfg, run_dir, data)
     attempt = rundir.Attempt(run_dir, writer)
     try:
         from .branches import train_trunk
@@ -216,16 +196,63 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
             rundir.set_status(run_dir, "interrupted", reason=f"interrupted by {name}", step=attempt.step)
         raise RunInterrupted(name, run_dir, attempt.step) from None
     except Exception as exc:  # a crash is data: record it, let the caller (a sweep) go on
-        reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        attempt.update(outcome="failed")
-        if writer:
-            (run_dir / "error.txt").write_text(traceback.format_exc())
-            rundir.set_status(run_dir, "failed", reason=reason)
-        return RunResult(run_dir, "failed", {}, reason)
+        return _failed(run_dir, exc, attempt, writer)
     if summary["status"] == rundir.PAUSED:
         return _pause(run_dir, summary, attempt, writer)
     if branches(cfg.train):  # before the run is recorded as finished: a rerun then resumes its branches
         summary["branches"] = _branches(cfg, run_dir, attempt, writer, callbacks, quiet, best)
+    return _finish(run_dir, summary, attempt, writer)
+
+
+def _already_done(run_dir: Path, stop_at: Optional[int]) -> Optional[RunResult]:
+    """A finished run as it is, or a paused one already at ``stop_at``; None: there is training to do."""
+    status = rundir.read_json(run_dir / rundir.STATUS) or {}
+    if status.get("status") in rundir.FINISHED:
+        return RunResult(run_dir, status["status"], rundir.read_json(run_dir / rundir.SUMMARY) or {},
+                         status.get("reason"), skipped=True)
+    if rundir.stopped_by(status, stop_at):
+        return RunResult(run_dir, status["status"], _rung_summary(status, int(status["step"])), status.get("reason"),
+                         skipped=True)
+    return None
+
+
+def _check_machine(cfg: ExperimentConfig, writer: bool) -> None:
+    """What the strategy, compiler and precision need of this machine; a warning when CPU processes crowd it."""
+    from .accel import _wants_cuda, check_compiler, check_precision, check_strategy, oversubscribed
+    from .eval_decoding import check_compiled_decoding
+
+    check_strategy(cfg.train)
+    check_compiler(cfg.train, cfg.train.accelerator)
+    check_compiled_decoding(cfg.train, _wants_cuda(cfg.train.accelerator))
+    check_precision(cfg.train, cfg.train.accelerator)
+    crowded = oversubscribed(cfg.train)
+    if crowded and writer:
+        print(f"arch-zoo: warning: {crowded}", file=sys.stderr)
+
+
+def _start(cfg: ExperimentConfig, run_dir: Path, data: TaskData) -> None:
+    """The run dir as a run starts it: config, tokenizer, plugins, status ``running``."""
+    (run_dir / rundir.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
+    save(cfg, run_dir / rundir.CONFIG)
+    data.tokenizer.save(run_dir)
+    plugins = plugin_records(cfg.plugins)
+    rundir.keep_plugins(run_dir, plugins)
+    rundir.set_status(run_dir, "running", started=rundir.now(), pid=os.getpid(), reason=None,
+                      plugins=plugins, metrics_steps=rundir.METRICS_STEPS)  # a failed run is traceable to its code too
+
+
+def _failed(run_dir: Path, exc: Exception, attempt: rundir.Attempt, writer: bool) -> RunResult:
+    """Called inside the ``except``: error.txt holds the traceback being handled."""
+    reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    attempt.update(outcome="failed")
+    if writer:
+        (run_dir / "error.txt").write_text(traceback.format_exc())
+        rundir.set_status(run_dir, "failed", reason=reason)
+    return RunResult(run_dir, "failed", {}, reason)
+
+
+def _finish(run_dir: Path, summary: Dict[str, Any], attempt: rundir.Attempt, writer: bool) -> RunResult:
+    """A completed or diverged run: its attempts and their wall time in summary.json, status finished."""
     summary["attempts"] = attempt.update(summary["step"], summary["status"]) or summary.get("attempts", [])
     summary["wall_time_s"] = rundir.total_wall_time(summary["attempts"]) or summary["wall_time_s"]
     if writer:
