@@ -59,8 +59,8 @@ def hf_kda():
 
     cfg = KimiLinearConfig(hidden_size=D, num_hidden_layers=1, vocab_size=11, intermediate_size=16,
                            num_attention_heads=1, num_key_value_heads=1, pad_token_id=0, bos_token_id=1,
-                           eos_token_id=2, linear_attn_config={"num_heads": 3, "head_dim": 5, "short_conv_kernel_size": 3,
-                                                               "kda_layers": [1], "full_attn_layers": []})
+                           eos_token_id=2, linear_attn_config={"num_heads": 3, "head_dim": 5, "kda_layers": [1],
+                                                               "short_conv_kernel_size": 3, "full_attn_layers": []})
     hf = KimiLinearDeltaAttention(cfg, 0).double().eval()
     with torch.no_grad():
         for p in hf.parameters():
@@ -85,7 +85,10 @@ def test_kda_equals_transformers_kimi_linear_delta_attention():
         S = torch.randn(2, 3, 5, 5, dtype=torch.float64)
         want, want_S = recurrent_kimi_delta_attention(q, k, v, g=-g.abs(), beta=beta[..., 0].sigmoid(), initial_state=S,
                                                       output_final_state=True, use_qk_l2norm_in_kernel=True)
-    back = kda.to_hf_layer(mixer)
+        # in float32 both ways: the same to 1e-5
+        torch.testing.assert_close(_run(mixer.float(), x.float()), hf.float()(x.float()), rtol=0, atol=1e-5)
+    back = kda.to_hf_layer(mixer.double())
+    hf.double()
     assert back.keys() == hf.state_dict().keys()
     assert all(torch.equal(back[k], v) for k, v in hf.state_dict().items())
     # transformers' decoding step = this module's step form on the same q, k, v, g, b
@@ -169,17 +172,20 @@ def gated_deltaproduct_loop(m, x, keep):
         ks = F.normalize(ks.view(n, H, dk), dim=-1, eps=1e-6).repeat_interleave(Hv // H, 1)
         vs = vs.view(n, Hv, dv)
         ba = m.ba_proj(x[t])
-        b, decay = torch.sigmoid(ba[:n * Hv]).view(n, Hv), torch.exp(-m.A_log.exp() * F.softplus(ba[n * Hv:] + m.dt_bias))
+        b = torch.sigmoid(ba[:n * Hv]).view(n, Hv)
+        decay = torch.exp(-m.A_log.exp() * F.softplus(ba[n * Hv:] + m.dt_bias))
         o = []
         for h in range(Hv):
             if keep[t]:
                 S[h] = decay[h] * S[h]
                 for j in range(n):
                     k = ks[j, h]
-                    S[h] = (torch.eye(dk, dtype=x.dtype) - b[j, h] * torch.outer(k, k)) @ S[h] + b[j, h] * torch.outer(k, vs[j, h])
+                    S[h] = (torch.eye(dk, dtype=x.dtype) - b[j, h] * torch.outer(k, k)) @ S[h] \
+                        + b[j, h] * torch.outer(k, vs[j, h])
             o.append(S[h].T @ q[h])
         o, z = torch.stack(o), proj[t][(1 + n) * key + n * value:].view(Hv, dv)
-        out.append(m.out((o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + m.norm.eps) * m.norm.weight * F.silu(z)).flatten()))
+        normed = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + m.norm.eps) * m.norm.weight * F.silu(z)
+        out.append(m.out(normed.flatten()))
     return torch.stack(out)
 
 

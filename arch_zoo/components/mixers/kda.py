@@ -49,7 +49,8 @@ class KDAOptions:
                 raise ValueError(f"{name} must be positive, got {value}")
 
     def resolved(self, cfg) -> "KDAOptions":
-        return dataclasses.replace(self, n_heads=self.n_heads or cfg.n_heads, head_dim=self.head_dim or cfg.dim_per_head)
+        return dataclasses.replace(self, n_heads=self.n_heads or cfg.n_heads,
+                                   head_dim=self.head_dim or cfg.dim_per_head)
 
 
 def unit(x: Tensor, how: str) -> Tensor:
@@ -86,7 +87,8 @@ class KimiDeltaAttention(RecurrentMixer):
         self.out = mark_residual_out(nn.Linear(width, d, bias=cfg.bias))
 
     def state_shapes(self, batch):
-        return {"ssm": (batch, self.h, self.dk, self.dk), "conv": (batch, self.conv.conv.in_channels, self.conv.size - 1)}
+        return {"ssm": (batch, self.h, self.dk, self.dk),
+                "conv": (batch, self.conv.conv.in_channels, self.conv.size - 1)}
 
     def forward(self, x: Tensor, inputs: MixerInputs, state=None) -> Tensor:
         keep = keep_mask(inputs, x)
