@@ -5,12 +5,15 @@ chunk size that matters); Gated DeltaProduct with one step is Gated DeltaNet; ea
 prefill at every split as one full forward does, keeps alive the bytes it reports, generates the same
 greedy tokens cached and uncached inside a hybrid, and refuses a bad option in one line."""
 import math
+import re
 
 import pytest
 import torch
 import torch.nn.functional as F
+import yaml
 
 from arch_zoo import testing
+from arch_zoo.cli import main
 from arch_zoo.components.masks import AttentionMask
 from arch_zoo.components.mixers import MIXERS, MixerInputs, kda
 from arch_zoo.config.loading import model_config
@@ -299,8 +302,13 @@ def test_the_invariant_grid_passes(name):
     ("rwkv7", {"decay_rank": 0}, r"model\.mixer.*decay_rank must be positive, got 0"),
     ("gated_deltaproduct", {"n_householder": 0}, r"model\.mixer.*n_householder must be positive, got 0"),
 ])
-def test_a_bad_option_is_one_config_error_naming_it(name, option, message):
+def test_a_bad_option_is_one_line_naming_it_and_exit_2(name, option, message, tmp_path, capsys):
     with pytest.raises(ConfigError, match=message):
         model_config(tiny(mixer={"name": name, **option}))
     with pytest.raises(ConfigError, match=f"mixer '{name}' cannot serve a bidirectional encoder"):
         model_config(tiny(kind="encoder", mixer=name))
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(tiny(mixer={"name": name, **option})))
+    assert main(["describe", str(path), "--vocab-size", "11"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("arch-zoo: error: ") and re.search(message, err)
