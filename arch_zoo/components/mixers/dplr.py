@@ -22,13 +22,17 @@ from torch import Tensor
 from .scan import _chunks, _zeros
 
 
-def _pairs(x: Tensor, y: Tensor, gx: Tensor, gy: Tensor, strict: bool) -> Tensor:
-    """(..., c, c): sum_d x_td y_sd exp(gx_td - gy_sd) where s < t (strict) or s <= t, else 0. The
-    exponent is masked before exp, so nothing above the diagonal overflows (or sends a NaN back)."""
-    c = x.shape[-2]
-    upper = torch.ones(c, c, dtype=torch.bool, device=x.device).triu(1 if not strict else 0)
-    diff = (gx.unsqueeze(-2) - gy.unsqueeze(-3)).masked_fill(upper.unsqueeze(-1), float("-inf"))
-    return (x.unsqueeze(-2) * y.unsqueeze(-3) * diff.exp()).sum(-1)
+def _decays(gx: Tensor, gy: Tensor, strict: bool) -> Tensor:
+    """(..., c, c, D): exp(gx_td - gy_sd) where s < t (strict) or s <= t, else 0. The exponent is masked
+    before exp, so nothing above the diagonal overflows (or sends a NaN back)."""
+    c = gx.shape[-2]
+    upper = torch.ones(c, c, dtype=torch.bool, device=gx.device).triu(0 if strict else 1)
+    return (gx.unsqueeze(-2) - gy.unsqueeze(-3)).masked_fill(upper.unsqueeze(-1), float("-inf")).exp()
+
+
+def _pairs(x: Tensor, y: Tensor, decays: Tensor) -> Tensor:
+    """(..., c, c): sum_d x_td y_sd decays[t, s, d]."""
+    return (x.unsqueeze(-2) * y.unsqueeze(-3) * decays).sum(-1)
 
 
 def dplr_scan(q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, g: Tensor, state: Optional[Tensor] = None,
@@ -42,11 +46,11 @@ def dplr_scan(q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, g: Tensor, 
     Gx = G - g
     last = G[..., -1:, :]
     # I - P_ba: a unit-triangular solve reads only the strict lower triangle (see delta_scan)
-    system = -_pairs(b, a, Gx, G, strict=True)
+    before, upto = _decays(Gx, G, strict=True), _decays(G, G, strict=False)  # each shared by two pairs
     w, u = torch.linalg.solve_triangular(
-        system, torch.cat((b * Gx.exp(), _pairs(b, k, Gx, G, strict=True) @ v), dim=-1), upper=False,
+        -_pairs(b, a, before), torch.cat((b * Gx.exp(), _pairs(b, k, before) @ v), dim=-1), upper=False,
         unitriangular=True).split((k.shape[-1], v.shape[-1]), dim=-1)
-    qg, qa, qkv = q * G.exp(), _pairs(q, a, G, G, strict=False), _pairs(q, k, G, G, strict=False) @ v
+    qg, qa, qkv = q * G.exp(), _pairs(q, a, upto), _pairs(q, k, upto) @ v
     tail = (last - G).exp()
     adec, kv = (a * tail).transpose(-1, -2), (k * tail).transpose(-1, -2) @ v
     decay = last.exp().transpose(-1, -2)  # (..., Dk, 1)
