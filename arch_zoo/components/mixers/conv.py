@@ -2,7 +2,7 @@
 as decoding state, and the gated RMSNorm on their output."""
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -38,22 +38,23 @@ class ShortConv(nn.Module):
 
 class GatedRMSNorm(nn.Module):
     """RMSNorm(x) * weight * silu(z) over groups of ``group`` features (Gated DeltaNet, Mamba-2);
-    ``gate_first``: silu(z) multiplies x before the norm (Mamba-2) rather than after (Gated DeltaNet)."""
+    ``gate_first``: silu(z) multiplies x before the norm (Mamba-2) rather than after (Gated DeltaNet);
+    ``gate``: the gate's activation (Kimi Delta Attention's is a sigmoid)."""
 
-    def __init__(self, dim: int, group: int, eps: float, gate_first: bool):
+    def __init__(self, dim: int, group: int, eps: float, gate_first: bool, gate: Callable[[Tensor], Tensor] = F.silu):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
-        self.group, self.eps, self.gate_first = group, eps, gate_first
+        self.group, self.eps, self.gate_first, self.gate = group, eps, gate_first, gate
 
     def forward(self, x: Tensor, z: Tensor) -> Tensor:
         dtype = x.dtype
         wide = torch.promote_types(dtype, torch.float32)  # float32 at least, float64 kept
         x, z = x.to(wide), z.to(wide)
         if self.gate_first:
-            x = x * F.silu(z)
+            x = x * self.gate(z)
         h = x.unflatten(-1, (-1, self.group))
         h = (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)).flatten(-2)
         h = h * self.weight.to(wide)
         if not self.gate_first:
-            h = h * F.silu(z)
+            h = h * self.gate(z)
         return h.to(dtype)

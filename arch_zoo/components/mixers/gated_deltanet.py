@@ -71,10 +71,12 @@ class GatedDeltaNet(RecurrentMixer):
         if self.hv % self.h:
             raise ValueError(f"n_v_heads ({self.hv}) must be a multiple of n_heads ({self.h})")
         self.chunk, self.l2norm = options.chunk_size, options.l2norm
+        # Gated DeltaProduct's delta steps per token (its options add n_householder); one here
+        n = self.n = getattr(options, "n_householder", 1)
         key, value = self.h * self.dk, self.hv * self.dv
-        self.in_proj = nn.Linear(cfg.d_model, 2 * key + 2 * value, bias=cfg.bias)  # q, k, v, z
-        self.ba_proj = nn.Linear(cfg.d_model, 2 * self.hv, bias=cfg.bias)  # b, a
-        self.conv = ShortConv(2 * key + value, options.conv_size, bias=False)
+        self.in_proj = nn.Linear(cfg.d_model, (1 + n) * key + (n + 1) * value, bias=cfg.bias)  # q, n k, n v, z
+        self.ba_proj = nn.Linear(cfg.d_model, (n + 1) * self.hv, bias=cfg.bias)  # n b, a
+        self.conv = ShortConv((1 + n) * key + n * value, options.conv_size, bias=False)
         self.dt_bias = nn.Parameter(torch.ones(self.hv))
         self.A_log = initialised(self.hv, lambda: torch.empty(self.hv, device="cpu").uniform_(1e-4, 16).log())
         self.norm = GatedRMSNorm(self.dv, self.dv, options.norm_eps, gate_first=False)
@@ -84,27 +86,29 @@ class GatedDeltaNet(RecurrentMixer):
         return {"ssm": (batch, self.hv, self.dk, self.dv), "conv": (batch, self.conv.conv.in_channels, self.conv.size - 1)}
 
     def forward(self, x: Tensor, inputs: MixerInputs, state=None) -> Tensor:
-        key, value = self.h * self.dk, self.hv * self.dv
-        qkv, z = self.in_proj(x).split((2 * key + value, value), dim=-1)
+        key, value, n = self.h * self.dk, self.hv * self.dv, self.n
+        qkv, z = self.in_proj(x).split(((1 + n) * key + n * value, value), dim=-1)
         keep = keep_mask(inputs, x)
         qkv, prefix = self.conv(qkv, keep, read(state, "conv"))
         write(state, "conv", prefix)
-        q, k, v = qkv.split((key, key, value), dim=-1)
-        q, k = (t.unflatten(-1, (self.h, self.dk)).transpose(1, 2) for t in (q, k))
-        v = v.unflatten(-1, (self.hv, self.dv)).transpose(1, 2)
-        q, k = self.unit(q) / math.sqrt(self.dk), self.unit(k)
+        q, k, v = qkv.split((key, n * key, n * value), dim=-1)
+        q = q.unflatten(-1, (self.h, self.dk)).transpose(1, 2)
+        k, v = _steps(k, n, self.h), _steps(v, n, self.hv)  # (B, H, L n, D): step j of token t at t n + j
+        q, k = _last_step(self.unit(q) / math.sqrt(self.dk), n), self.unit(k)
         if self.hv != self.h:
             q, k = (t.repeat_interleave(self.hv // self.h, dim=1) for t in (q, k))
-        b, a = wide(self.ba_proj(x)).split(self.hv, dim=-1)
+        b, a = wide(self.ba_proj(x)).split((n * self.hv, self.hv), dim=-1)
         beta, g = b.sigmoid(), -wide(self.A_log).exp() * F.softplus(a + wide(self.dt_bias))
         if keep is not None:
             beta, g = beta * wide(keep), g * wide(keep)
-        beta, g = beta.transpose(1, 2), g.transpose(1, 2)  # (B, Hv, L)
+        beta = _steps(beta, n, self.hv).squeeze(-1)  # (B, Hv, L n)
+        g = F.pad(g.transpose(1, 2).unsqueeze(-1), (0, n - 1)).flatten(-2)  # decays before a token's first step
         S = read(state, "ssm")
         scan = delta_step if state is not None and x.shape[1] == 1 else delta_scan
         o, S = scan(wide(q), wide(k), wide(v), g, beta, None if S is None else wide(S),
                     **({} if scan is delta_step else {"chunk": self.chunk}))
         write(state, "ssm", S)
+        o = o[..., n - 1::n, :]  # each token reads the state after its last step
         o = self.norm(o.transpose(1, 2).to(x.dtype), z.unflatten(-1, (self.hv, self.dv)))
         return self.out(o.flatten(2))
 
@@ -122,5 +126,16 @@ class GatedDeltaNet(RecurrentMixer):
     def _per_token(self) -> float:
         """The short conv, and per value head what the recurrent form does to its Dk x Dv state: the
         decay (a multiply per entry), then k^T S, the rank-one write and q^T S (a multiply-add per entry
-        each, 2 FLOPs): 7 Dk Dv."""
-        return self.conv.flops() + 7 * self.hv * self.dk * self.dv
+        each, 2 FLOPs): 7 Dk Dv; each further delta step of a token (Gated DeltaProduct) reads and writes
+        again: 4 Dk Dv."""
+        return self.conv.flops() + (7 + 4 * (self.n - 1)) * self.hv * self.dk * self.dv
+
+
+def _steps(t: Tensor, n: int, heads: int) -> Tensor:
+    """(B, L, n heads D), step-major, -> (B, heads, L n, D), step j of token t at position t n + j."""
+    return t.unflatten(-1, (n, heads, -1)).permute(0, 3, 1, 2, 4).flatten(2, 3)
+
+
+def _last_step(q: Tensor, n: int) -> Tensor:
+    """(B, H, L, D) -> (B, H, L n, D): each token's query at its last step, zeros before (read nowhere)."""
+    return q if n == 1 else F.pad(q.unsqueeze(-2), (0, 0, n - 1, 0)).flatten(2, 3)
