@@ -308,3 +308,15 @@ def test_the_lightning_names_kept_as_data_are_the_installed_lightning_s():
     assert sorted(PRECISIONS) == sorted({*typing.get_args(connector._PRECISION_INPUT_STR),
                                          *typing.get_args(connector._PRECISION_INPUT_STR_ALIAS)})
     assert sorted(STRATEGIES) == sorted({"auto", *StrategyRegistry.available_strategies()})
+
+
+def test_interop_depends_on_nothing_above_models_and_data():
+    """Issue 57 §2: interop (converters, export writer, families) sits below sweeps and training; what
+    reads run directories to export one (``training.export``) sits above it."""
+    edges = _import_graph()
+    above = ("arch_zoo.sweeps", "arch_zoo.reports", "arch_zoo.dashboards", "arch_zoo.cli", "arch_zoo.training")
+    interop = [m for m in edges if m == "arch_zoo.interop" or m.startswith("arch_zoo.interop.")]
+    assert "arch_zoo.interop.families.llama" in interop  # the graph sees the family modules too
+    climbing = sorted(f"{mod} -> {dep}" for mod in interop for dep in edges[mod]
+                      if dep.startswith(tuple(p + "." for p in above)) or dep in above)
+    assert not climbing, climbing

@@ -15,7 +15,7 @@ def _import(args) -> int:
 
 def export_hf(args) -> int:
     """``arch-zoo export RUN --to hf --out DIR``: called by ``export`` when --to is hf."""
-    from ..interop.export_dir import export_run
+    from ..training.export import export_run
 
     if args.to != ["hf"]:
         raise ConfigError("--to", "hf writes a model directory: give it alone (--to hf --out DIR)")

@@ -18,7 +18,7 @@ shapes when only the shape is wrong). Importing this package needs torch alone.
 """
 from .checkpoint import CheckpointError, CheckpointMismatchError, load_checked, read_checkpoint_dir
 from .hf import convert, from_hf, load_hf_checkpoint, model_config_from_hf
-from .hf_registry import ARCHITECTURES
+from .family import ARCHITECTURES
 from .torch_nn import from_torch_transformer, torch_transformer_config
 
 

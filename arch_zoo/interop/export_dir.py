@@ -4,12 +4,12 @@ DIR holds config.json, model.safetensors (sharded with model.safetensors.index.j
 ``max_shard_size``), generation_config.json, the tokenizer (tokenizer.json, tokenizer_config.json,
 special_tokens_map.json) and a model card (README.md). A model a Hugging Face family expresses is
 written as that family's class; any other as arch_zoo remote code (``hf_remote``). Everything is
-checked before anything is written, and DIR appears whole or not at all."""
+checked before anything is written, and DIR appears whole or not at all. Choosing and restoring the
+run's checkpoint reads run directories, above interop: ``training.export.export_run``."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Optional
 
 from .. import rundir
 from ..errors import ConfigError
@@ -19,13 +19,6 @@ AUTO_CLASSES = {"decoder": "AutoModelForCausalLM", "encoder": "AutoModelForMaske
                 "encoder_decoder": "AutoModelForSeq2SeqLM"}
 DEFAULT_SHARD = "5GB"
 REMOTE_FORM = "written as arch_zoo remote code"
-
-
-@dataclass
-class Exported:
-    source: Path  # the checkpoint written
-    out: Path
-    form: str  # "written as LlamaForCausalLM" or "written as arch_zoo remote code: <why>"
 
 
 def check_auto_class(kind: str, auto_class: Optional[str], where: str) -> str:
@@ -38,24 +31,6 @@ def check_auto_class(kind: str, auto_class: Optional[str], where: str) -> str:
                           f"{', '.join(AUTO_CLASSES.values())}")
     raise ConfigError("--auto-class", f"{where} is a model of kind '{kind}', which cannot be loaded as {auto_class}; "
                       f"it exports as {natural}")
-
-
-def _checkpoint(run, best: bool) -> Tuple[Path, str]:
-    """The checkpoint to export and how the model card names it."""
-    from ..sweeps.best import best_run
-
-    if best:
-        chosen = best_run(run)
-        at = f" at step {chosen.step}" if chosen.step is not None else " (its final value; no best checkpoint kept)"
-        return chosen.checkpoint, (f"`{chosen.checkpoint.name}`, the best of {chosen.among} completed runs of the sweep "
-                                   f"by {chosen.metric} ({chosen.goal}): {chosen.value:.6g}{at}")
-    path = Path(run)
-    if not path.exists():
-        raise ConfigError("run", f"{path} does not exist")
-    ckpt = path / rundir.CHECKPOINT if path.is_dir() else path
-    if not ckpt.is_file():
-        raise ConfigError("run", f"{path} has no checkpoint ({rundir.CHECKPOINT}): nothing to export")
-    return ckpt, f"`{ckpt.name}`"
 
 
 def model_card(run_dir: Optional[Path], cfg, form: str, auto_class: str, checkpoint: Optional[str] = None) -> str:
@@ -120,28 +95,3 @@ def save_hf(model, tokenizer, out, cfg=None, run_dir: Optional[Path] = None, for
             write_hf_tokenizer(tokenizer, tmp, model.config.max_seq_len)
         (tmp / "README.md").write_text(model_card(run_dir, cfg, form, auto_class, checkpoint))
     return form
-
-
-def export_run(run, out, best: bool = False, force: bool = False, max_shard_size: str = DEFAULT_SHARD,
-               auto_class: Optional[str] = None) -> Exported:
-    """``arch-zoo export RUN --to hf --out DIR`` as a function."""
-    from ..training.restore import restore
-
-    ckpt, which = _checkpoint(run, best)
-    run_dir = ckpt.parent.parent
-    check_out(out, force)
-    check_auto_class(_kind(run_dir), auto_class, str(run))
-    cfg, model, tokenizer = restore(ckpt)
-    form = save_hf(model, tokenizer, out, cfg, run_dir, force, max_shard_size, auto_class, which)
-    return Exported(ckpt, Path(out), form)
-
-
-def _kind(run_dir: Path) -> str:
-    """The model kind from config.yaml, before the model is loaded."""
-    import yaml
-
-    try:
-        model = (yaml.safe_load((run_dir / rundir.CONFIG).read_text()) or {}).get("model") or {}
-    except (OSError, yaml.YAMLError, AttributeError):
-        return "decoder"  # restore says what is wrong with the file
-    return str(model.get("kind", "decoder")) if isinstance(model, dict) else "decoder"

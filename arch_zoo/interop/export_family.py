@@ -14,11 +14,8 @@ from ..components.mixers import MIXERS
 from ..components.positions import POSITIONS
 from ..config import ModelConfig
 from ..config.validation import ATTENTION_KEYS, layer_configs, stacks
+from .family import HFFamily
 
-# the mixers a family's layers take, by writer name; every other family's layers take attention only
-FAMILY_MIXERS = {"mamba2": ("mamba2",), "qwen3_next": ("gated_deltanet", "attention"),
-                 "lfm2": ("short_conv", "attention"),
-                 "diffllama": ("differential_attention",), "deepseek_v3": ("mla",)}
 HEAD_KEYS = ("n_heads", "n_kv_heads", "head_dim")
 
 
@@ -35,9 +32,9 @@ def mixer_layout(m: ModelConfig) -> str:
     return " + ".join(name if n == 1 else f"{name} x{n}" for name, n in counts.items())
 
 
-def takes_mixers(family: str, m: ModelConfig) -> bool:
-    """Whether ``family``'s layers (a writer's name) can take every mixer of ``m``'s layers."""
-    return set(_mixers(m)) <= set(FAMILY_MIXERS.get(family, ("attention",)))
+def takes_mixers(family: HFFamily, m: ModelConfig) -> bool:
+    """Whether ``family``'s layers can take every mixer of ``m``'s layers (``HFFamily.mixers``)."""
+    return set(_mixers(m)) <= set(family.mixers)
 
 
 def unread_keys(layer: ModelConfig, cross_attention: bool) -> Set[str]:

@@ -1,6 +1,6 @@
 """arch_zoo models -> Hugging Face models: ``to_hf(model)``, the inverse of ``from_hf``.
 
-The family is decided from the config's fields: each family's writer (``hf_export_configs``) turns
+The family is decided from the config's fields: each family's writer (``families/<model_type>.py``) turns
 the config into a ``config.json``, and the family is kept only when its own importer reads that
 back as the same function. The tensors are the importer's mapping run backwards: the importer's
 weight function is run against a recorder that notes each (arch_zoo name <- Hugging Face names,
@@ -23,13 +23,9 @@ from ..generation.prompts import decoder_start_id
 from .checkpoint import CheckpointError, WeightMap
 from .hf import _strip
 from .export_family import mixer_layout, takes_mixers
-from .hf_export_configs import WRITERS, NotExpressible, count_differences, first_difference, function_view
-from .hf_registry import architecture
-
-NAMES = {"gpt2": "GPT-2", "llama": "Llama", "mistral": "Mistral", "qwen3": "Qwen3", "mixtral": "Mixtral",
-         "gemma2": "Gemma 2", "gpt_neox": "GPT-NeoX", "bloom": "BLOOM", "bert": "BERT", "t5": "T5",
-         "mamba2": "Mamba-2", "qwen3_next": "Qwen3-Next", "diffllama": "DiffLlama", "deepseek_v3": "DeepSeek-V3",
-         "gpt_oss": "gpt-oss", "lfm2": "LFM2"}
+from .family import FAMILIES, architecture, exporters
+from .function_view import count_differences, first_difference, function_view
+from .mapping import NotExpressible
 
 
 @dataclass
@@ -67,11 +63,12 @@ def native_config(cfg) -> FamilyChoice:
     d = to_dict(cfg)
     layout = mixer_layout(cfg)
     reasons: List[Tuple[float, str, str]] = []  # (distance, family, why): the nearest family's is reported
-    fitting = [w for w in WRITERS.get(cfg.kind, []) if takes_mixers(w.__name__, cfg)]
-    for writer in fitting:
-        family = NAMES.get(writer.__name__, writer.__name__)
+    candidates = exporters(cfg.kind)
+    fitting = [f for f in candidates if takes_mixers(f, cfg)]
+    for candidate in fitting:
+        family = candidate.name
         try:
-            raw = writer(cfg, d)
+            raw = candidate.write(cfg, d)
             hf = _hf_config(raw).to_dict()
             arch = architecture(hf)
             got = function_view(model_config(arch.config(dict(hf), _Names(_meta_state(raw, arch.prefix)))))
@@ -86,7 +83,7 @@ def native_config(cfg) -> FamilyChoice:
             return FamilyChoice(raw, f"written as {raw['architectures'][0]}")
         reasons.append((count_differences(want, got), family, f"{diff} has no {family} equivalent"))
     if not reasons:
-        if WRITERS.get(cfg.kind):
+        if candidates:
             return FamilyChoice(None, f"its mixer layout ({layout}) is no Hugging Face family's")
         return FamilyChoice(None, f"no Hugging Face family maps a model of kind {cfg.kind}")
     _, family, why = min(reasons, key=lambda r: r[0])
@@ -105,7 +102,7 @@ def native_form(model) -> Tuple[Any, FamilyChoice]:
         cfg = zero_centred_config(sized(model))  # the config first: the model is rebuilt only if it maps
         other = native_config(cfg) if cfg is not None else mapping
         if other.hf_config is not None:
-            family = NAMES.get(other.hf_config["model_type"], other.hf_config["model_type"])
+            family = FAMILIES[other.hf_config["model_type"]].name
             why = f"{other.reason} (its RMSNorm gains g written as w = g - 1, which {family} applies as 1 + w)"
             return as_zero_centred(model, cfg), FamilyChoice(other.hf_config, why)
     return model, mapping
@@ -256,8 +253,8 @@ def to_hf(model, tokenizer=None):
 
 def build_hf(model, raw: Dict[str, Any], tokenizer=None):
     ids = special_ids(tokenizer)
-    if raw["model_type"] == "t5":  # the decoder starts where arch_zoo starts it: an imported checkpoint's own
-        # start token (T5's <pad>), else the tokenizer's BOS; without a tokenizer, pad (as T5)
+    if architecture(raw).kind == "encoder_decoder":  # the decoder starts where arch_zoo starts it: an imported
+        # checkpoint's own start token (T5's <pad>), else the tokenizer's BOS; without a tokenizer, pad (as T5)
         ids["decoder_start_token_id"] = decoder_start_id(tokenizer) if tokenizer is not None else model.config.pad_token_id
     raw = {**raw, **ids}
     state = hf_state(model, raw)

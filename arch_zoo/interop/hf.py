@@ -4,8 +4,8 @@ Nothing here imports ``transformers``: a converter reads the reference's config 
 (``model.config.to_dict()`` or ``config.json``) and its state dict (``model.state_dict()`` or the
 safetensors files), so a local checkpoint directory loads with torch and safetensors alone.
 
-Each supported ``model_type`` registers an ``HFArchitecture``: how its config becomes an arch_zoo
-model config, and how its tensors are renamed. The weights go through ``load_checked``, so a
+Each supported ``model_type`` registers an ``HFFamily`` (``families/<model_type>.py``): how its config
+becomes an arch_zoo model config, and how its tensors are renamed. The weights go through ``load_checked``, so a
 checkpoint that does not fit the config fails at the first tensor, naming it and both shapes.
 """
 from __future__ import annotations
@@ -15,14 +15,9 @@ from typing import Any, Dict, Mapping, Optional
 from torch import Tensor
 
 from ..config import ModelConfig
-from . import hf_bert, hf_gpt2, hf_llama, hf_t5  # noqa: F401  (each registers its architecture)
-from . import hf_llama_variants  # noqa: F401  (Qwen3, Mistral, Mixtral)
-from . import hf_bloom, hf_gemma2, hf_mamba2, hf_neox  # noqa: F401  (GPT-NeoX, BLOOM, Gemma 2, Mamba-2)
-from . import hf_lfm2, hf_qwen3_next  # noqa: F401  (LFM2, Qwen3-Next)
-from . import hf_deepseek_v3, hf_diffllama  # noqa: F401  (DeepSeek-V3, DiffLlama)
-from . import hf_gpt_oss  # noqa: F401  (gpt-oss)
+from . import families  # noqa: F401  (each family registers itself)
 from .checkpoint import ConfigLike, WeightMap, read_checkpoint_config, read_checkpoint_weights, resolve_config
-from .hf_registry import architecture
+from .family import architecture
 
 
 def _strip(state: Mapping[str, Tensor], prefix: str) -> Dict[str, Tensor]:

@@ -81,7 +81,7 @@ def test_to_hf_of_from_hf_gives_the_reference_tensors_back(changes):
 def test_from_hf_of_to_hf_rebuilds_the_model(name):
     from arch_zoo.interop import from_hf, to_hf
     from arch_zoo.interop.export_hf import sized
-    from arch_zoo.interop.hf_export_configs import function_view
+    from arch_zoo.interop.function_view import function_view
 
     model = arch_model("gpt-oss-tiny", CASES[name])
     again = from_hf(to_hf(model))
@@ -101,7 +101,8 @@ def test_from_hf_of_to_hf_rebuilds_the_model(name):
 def test_what_gpt_oss_cannot_hold_leaves_as_remote_code(changes, why):
     from arch_zoo.config.loading import model_config
     from arch_zoo.interop.export_hf import native_config, sized
-    from arch_zoo.interop.hf_export_configs import NotExpressible, gpt_oss
+    from arch_zoo.interop.families.gpt_oss import write as gpt_oss
+    from arch_zoo.interop.mapping import NotExpressible
 
     cfg = model_config({**to_dict(sized(arch_model("gpt-oss-tiny"))), **changes})
     choice = native_config(cfg)

@@ -179,7 +179,7 @@ def test_to_hf_of_from_hf_gives_the_reference_tensors_back(name):
 def test_from_hf_of_to_hf_rebuilds_the_model(preset):
     from arch_zoo.interop import from_hf, to_hf
     from arch_zoo.interop.export_hf import sized
-    from arch_zoo.interop.hf_export_configs import function_view
+    from arch_zoo.interop.function_view import function_view
 
     model = arch_model(preset)
     again = from_hf(to_hf(model))

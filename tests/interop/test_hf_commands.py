@@ -57,7 +57,7 @@ def test_lm_evals_hf_model_on_the_export_scores_as_arch_zoo_eval_on_the_run(posi
     from lm_eval.models.huggingface import HFLM
 
     from arch_zoo.evaluation import ArchZooLM
-    from arch_zoo.interop.export_dir import export_run
+    from arch_zoo.training.export import export_run
     from tests.evaluation.test_lm_eval import MAX_LENGTH, TASKS, _samples
 
     run = tiny_run(tmp_path / "run", position=position, tokenizer=bos_tokenizer)
@@ -96,7 +96,7 @@ def test_a_plugins_model_leaves_as_remote_code_with_the_plugin_file_and_its_sha2
     from arch_zoo import restore
     from arch_zoo.config import plugins
     from arch_zoo.config.catalog import all_registries
-    from arch_zoo.interop.export_dir import export_run
+    from arch_zoo.training.export import export_run
     from tests.test_plugins import TINY, forget_plugins
 
     source = ("from arch_zoo.components.norms import NORMS, RMSNorm, RMSNormOptions\n"

@@ -74,7 +74,7 @@ def test_parity_check_notices_the_qk_norm_left_out(ref):
 def test_the_feed_forward_takes_hfs_actual_width(size, multiplier, multiple, width):
     """block_auto_adjust_ff_dim: int(2/3 size), times the multiplier, rounded up to the multiple; the
     width is the one HF's Lfm2MLP holds."""
-    from arch_zoo.interop.hf_lfm2 import ff_width
+    from arch_zoo.interop.families.lfm2 import ff_width
 
     changes = dict(intermediate_size=size, block_auto_adjust_ff_dim=True, block_ffn_dim_multiplier=multiplier,
                    block_multiple_of=multiple)

@@ -11,20 +11,27 @@ and ``down``. The published checkpoints store the experts MXFP4-quantized (``*_b
 ``*_scales``), which is refused: load them dequantized (transformers' ``Mxfp4Config(dequantize=True)``)."""
 from __future__ import annotations
 
-from ..config import ModelConfig
-from .checkpoint import WeightMap
-from .hf_llama import llama_config, llama_weights
-from .hf_llama_variants import ATTENTION_TYPES, ROTARY, layer_attention
-from .hf_registry import HFArchitecture, register, unsupported
+from typing import Any, Dict
+
+from ...config import ModelConfig
+from ..checkpoint import WeightMap
+from ..family import HFFamily, register, unsupported
+from ..mapping import (ATTENTION_TYPES, PARAMS, ROTARY, NotExpressible, copy_each, layer_attention, rope_parameters,
+                       spec, written_layer_types)
+from . import llama
 
 YARN_KEYS = {"beta_fast": "beta_fast", "beta_slow": "beta_slow", "attention_factor": "attention_factor",
              "mscale": "mscale", "mscale_all_dim": "mscale_all_dim"}  # HF's rope_parameters -> yarn's options
+# the yarn options written back: (HF's key, arch_zoo's)
+YARN_WRITTEN = (("factor", "factor"), ("original_max_position_embeddings", "original_max_seq_len"),
+                ("beta_fast", "beta_fast"), ("beta_slow", "beta_slow"), ("truncate", "truncate"),
+                ("attention_factor", "attention_factor"), ("mscale", "mscale"), ("mscale_all_dim", "mscale_all_dim"))
 
 
 def rope_position(model_type: str, c: dict) -> dict:
     """``model.position`` for HF's ``rope_parameters`` (or the older ``rope_scaling`` + ``rope_theta``):
     plain RoPE or YaRN; any other rope_type is refused."""
-    rope = dict(c.get("rope_parameters") or c.get("rope_scaling") or {})
+    rope = rope_parameters(c)
     kind = rope.get("rope_type", rope.get("type", "default"))
     position = {"name": "rope", "base": float(rope.get("rope_theta", c.get("rope_theta", 10000.0))),
                 "fraction": float(rope.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0)))}
@@ -39,14 +46,14 @@ def rope_position(model_type: str, c: dict) -> dict:
             "truncate": bool(rope.get("truncate", True)), **options}
 
 
-def gpt_oss_config(c: dict, weights: WeightMap) -> dict:
+def config(c: dict, weights: WeightMap) -> dict:
     quantized = sorted(k for k in weights.tensors if k.endswith(("_blocks", "_scales")))
     if quantized:
         raise unsupported("gpt_oss", f"MXFP4-quantized experts ('{quantized[0]}'); load the model dequantized "
                                      f"(transformers' Mxfp4Config(dequantize=True)) and convert that")
     if not c.get("attention_bias", True):  # the experts always have biases; model.bias covers both
         raise unsupported("gpt_oss", "attention_bias: false beside the experts' biases")
-    cfg = llama_config({**c, "rope_parameters": None, "rope_scaling": None, "hidden_act": "silu",
+    cfg = llama.config({**c, "rope_parameters": None, "rope_scaling": None, "hidden_act": "silu",
                         "attention_bias": True, "mlp_bias": True}, weights)
     n = c["num_hidden_layers"]
     cfg["attention"], cfg["layers"] = layer_attention("gpt_oss", c, [ATTENTION_TYPES[i % 2] for i in range(n)],
@@ -62,14 +69,13 @@ def gpt_oss_config(c: dict, weights: WeightMap) -> dict:
     return cfg
 
 
-def gpt_oss_weights(w: WeightMap, cfg: ModelConfig) -> None:
-    llama_weights(w, cfg)  # embeddings, q/k/v/o with their biases, norms, the output projection
+def weights(w: WeightMap, cfg: ModelConfig) -> None:
+    llama.weights(w, cfg)  # embeddings, q/k/v/o with their biases, norms, the output projection
     for i in range(cfg.decoder_layers):
         a, h = f"decoder.layers.{i}.", f"layers.{i}."
         w.copy(f"{a}mixer.sublayer.sinks", f"{h}self_attn.sinks")
         f, m = f"{a}ffn.sublayer.", f"{h}mlp."
-        for p in ("weight", "bias"):
-            w.copy(f"{f}router.{p}", f"{m}router.{p}")
+        copy_each(w, f, m, (("router", "router"),), PARAMS)
         for e in range(cfg.ffn.options.n_experts):
             x = f"{f}experts.{e}."
             for ours, cols in (("gate", slice(0, None, 2)), ("up", slice(1, None, 2))):
@@ -79,4 +85,28 @@ def gpt_oss_weights(w: WeightMap, cfg: ModelConfig) -> None:
             w.copy(f"{x}down.bias", f"{m}experts.down_proj_bias", lambda t, e=e: t[e])
 
 
-register(HFArchitecture("gpt_oss", gpt_oss_config, gpt_oss_weights, prefix="model.", ignore=ROTARY))
+def write(m: ModelConfig, d: dict) -> Dict[str, Any]:
+    """Every feed-forward a biased-router MoE of clamped-SwiGLU experts, biases everywhere, RoPE or
+    YaRN on whole heads (HF's gpt-oss rotates all of head_dim)."""
+    moe = spec(d, "ffn")
+    expert = spec(moe, "expert") if moe["name"] == "moe" else {"name": f"dense {moe['name']}"}
+    if expert["name"] != "clamped_swiglu":
+        raise NotExpressible(f"ffn {expert['name']}")
+    if not m.bias:
+        raise NotExpressible("bias False")
+    position = spec(d, "position")
+    if position["name"] not in ("rope", "yarn") or position.get("fraction", 1.0) != 1.0:
+        raise NotExpressible(f"position {position['name']} (fraction {position.get('fraction')})")
+    rope = {"rope_type": "default" if position["name"] == "rope" else "yarn", "rope_theta": position.get("base")}
+    if position["name"] == "yarn":
+        rope.update({theirs: position.get(ours) for theirs, ours in YARN_WRITTEN if position.get(ours) is not None})
+    base = llama.write(m, d, "gpt_oss", "GptOssForCausalLM", ffn={"name": "swiglu"})
+    for key in ("mlp_bias", "rope_theta"):
+        base.pop(key)
+    return {**base, **written_layer_types(m), "rope_parameters": rope,
+            "num_local_experts": moe.get("n_experts"), "num_experts_per_tok": moe.get("top_k"),
+            "swiglu_alpha": expert.get("alpha", 1.702), "swiglu_limit": expert.get("limit", 7.0),
+            "router_aux_loss_coef": moe.get("aux_loss_weight", 0.001)}
+
+
+FAMILY = register(HFFamily("gpt_oss", "gpt-oss", config, weights, write, prefix="model.", ignore=ROTARY))

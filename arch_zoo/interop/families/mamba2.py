@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+from typing import Any, Dict
 
-from ..config import ModelConfig
-from .checkpoint import WeightMap
-from .hf_registry import HFArchitecture, register, unsupported
+from ...config import ModelConfig
+from ...config.validation import layer_configs
+from ..checkpoint import WeightMap
+from ..family import HFFamily, register, unsupported
+from ..mapping import PARAMS, NotExpressible, common, copy_each, integral, shared_keys, spec
 
 
-def mamba2_config(c: dict, weights: WeightMap) -> dict:
+def config(c: dict, weights: WeightMap) -> dict:
     hidden, heads, head_dim = c["hidden_size"], c["num_heads"], c["head_dim"]
     if heads * head_dim != int(c.get("expand", 2) * hidden):
         raise unsupported("mamba2", f"num_heads x head_dim ({heads} x {head_dim}) other than expand x hidden_size")
@@ -30,26 +33,38 @@ def mamba2_config(c: dict, weights: WeightMap) -> dict:
                   "dt_min": c.get("time_step_min", 0.001), "dt_max": c.get("time_step_max", 0.1), "norm_eps": eps},
         "norm": {"name": "rmsnorm", "eps": eps}, "norm_placement": "pre", "final_norm": True,
         "ffn": "none", "bias": c.get("use_bias", False),
-        "tie_embeddings": c.get("tie_word_embeddings", False),
-        "init": {"name": "normal", "std": c.get("initializer_range", 0.1), "scaled_residual": False},
-        "dropout": 0.0, "pad_token_id": c.get("pad_token_id") or 0,
+        **shared_keys(c, tie=False, std=0.1), "dropout": 0.0,
     }
 
 
-def mamba2_weights(w: WeightMap, cfg: ModelConfig) -> None:
+def weights(w: WeightMap, cfg: ModelConfig) -> None:
     w.copy("embed.weight", "embeddings.weight")
     for i in range(cfg.decoder_layers):
         a, h = f"decoder.layers.{i}.mixer.", f"layers.{i}."
         w.copy(f"{a}norm.weight", f"{h}norm.weight")
-        m = f"{h}mixer."
-        for dst, src in (("in_proj", "in_proj"), ("out", "out_proj"), ("conv.conv", "conv1d")):
-            for p in ("weight", "bias"):  # biases where the checkpoint has them (use_bias, use_conv_bias)
-                w.copy(f"{a}sublayer.{dst}.{p}", f"{m}{src}.{p}")
+        # biases where the checkpoint has them (use_bias, use_conv_bias)
+        copy_each(w, f"{a}sublayer.", f"{h}mixer.", (("in_proj", "in_proj"), ("out", "out_proj"),
+                                                     ("conv.conv", "conv1d")), PARAMS)
         for name in ("dt_bias", "A_log", "D", "norm.weight"):
-            w.copy(f"{a}sublayer.{name}", f"{m}{name}")
+            w.copy(f"{a}sublayer.{name}", f"{h}mixer.{name}")
     w.copy("decoder.final_norm.weight", "norm_f.weight")
     if not cfg.tie_embeddings:
         w.copy("head.proj.weight", "lm_head.weight")
 
 
-register(HFArchitecture("mamba2", mamba2_config, mamba2_weights, prefix="backbone."))
+def write(m: ModelConfig, d: dict) -> Dict[str, Any]:
+    mixer = layer_configs(m, "decoder", m.decoder_layers)[0].mixer
+    if mixer.name != "mamba2":
+        raise NotExpressible(f"mixer {mixer.name}")
+    o = mixer.options.resolved(m)
+    heads, head_dim = o.n_heads, o.head_dim
+    return {**common(m, d), "model_type": "mamba2", "architectures": ["Mamba2ForCausalLM"],
+            "hidden_size": m.d_model, "num_hidden_layers": m.n_layers, "num_heads": heads, "head_dim": head_dim,
+            "expand": integral(heads * head_dim / m.d_model), "state_size": o.state_size, "n_groups": o.n_groups,
+            "conv_kernel": o.conv_size, "use_conv_bias": o.conv_bias, "chunk_size": o.chunk_size,
+            "time_step_min": o.dt_min, "time_step_max": o.dt_max,
+            "layer_norm_epsilon": spec(d, "norm").get("eps", 1e-5), "use_bias": m.bias,
+            "max_position_embeddings": m.max_seq_len}
+
+
+FAMILY = register(HFFamily("mamba2", "Mamba-2", config, weights, write, mixers=("mamba2",), prefix="backbone."))

@@ -6,14 +6,20 @@ encoder whose ``embedding`` head returns the [CLS] state. BertModel's pooler (de
 """
 from __future__ import annotations
 
-from ..config import ModelConfig
-from .checkpoint import WeightMap
-from .hf_registry import HFArchitecture, ffn_name, register, unsupported
+from typing import Any, Dict
+
+from ...config import ModelConfig
+from ..checkpoint import WeightMap
+from ..family import FFN_ACTIVATIONS, HFFamily, ffn_name, register, unsupported
+from ..mapping import PARAMS, common, copy_each, inverse, shared_keys, spec
 
 MLM = "cls.predictions."
+LAYER = (("mixer.sublayer.out", "attention.output.dense"), ("mixer.norm", "attention.output.LayerNorm"),
+         ("ffn.sublayer.up", "intermediate.dense"), ("ffn.sublayer.down", "output.dense"),
+         ("ffn.norm", "output.LayerNorm"))
 
 
-def bert_config(c: dict, weights: WeightMap) -> dict:
+def config(c: dict, weights: WeightMap) -> dict:
     if c.get("is_decoder") or c.get("add_cross_attention"):
         raise unsupported("bert", "a BERT decoder (is_decoder / add_cross_attention)")
     if c.get("position_embedding_type", "absolute") not in (None, "absolute"):
@@ -30,39 +36,43 @@ def bert_config(c: dict, weights: WeightMap) -> dict:
         "d_ff": c["intermediate_size"], "max_seq_len": c.get("max_position_embeddings", 512),
         "position": "learned", "type_vocab_size": c.get("type_vocab_size", 2), "embedding_norm": True,
         "norm": {"name": "layernorm", "eps": eps}, "norm_placement": "post", "final_norm": False,
-        "ffn": act, "bias": True, "head": head,
-        "tie_embeddings": c.get("tie_word_embeddings", True),
-        "init": {"name": "normal", "std": c.get("initializer_range", 0.02), "scaled_residual": False},
+        "ffn": act, "bias": True, "head": head, **shared_keys(c, tie=True),
         "dropout": c.get("hidden_dropout_prob", 0.1),
         "attention_dropout": c.get("attention_probs_dropout_prob", 0.1),
-        "pad_token_id": c.get("pad_token_id") or 0,
     }
 
 
-def bert_weights(w: WeightMap, cfg: ModelConfig) -> None:
+def weights(w: WeightMap, cfg: ModelConfig) -> None:
     e = "embeddings."
     w.copy("embed.weight", f"{e}word_embeddings.weight")
     w.copy("encoder.position.table.weight", f"{e}position_embeddings.weight")
     w.copy("token_type.weight", f"{e}token_type_embeddings.weight")
-    for p in ("weight", "bias"):
-        w.copy(f"encoder.embedding_norm.{p}", f"{e}LayerNorm.{p}")
-        for i in range(cfg.encoder_layers):
-            a, h = f"encoder.layers.{i}.", f"encoder.layer.{i}."
+    copy_each(w, "encoder.", e, (("embedding_norm", "LayerNorm"),), PARAMS)
+    for i in range(cfg.encoder_layers):
+        a, h = f"encoder.layers.{i}.", f"encoder.layer.{i}."
+        for p in PARAMS:
             w.fuse(f"{a}mixer.sublayer.qkv.{p}", [f"{h}attention.self.{x}.{p}" for x in ("query", "key", "value")])
-            w.copy(f"{a}mixer.sublayer.out.{p}", f"{h}attention.output.dense.{p}")
-            w.copy(f"{a}mixer.norm.{p}", f"{h}attention.output.LayerNorm.{p}")
-            w.copy(f"{a}ffn.sublayer.up.{p}", f"{h}intermediate.dense.{p}")
-            w.copy(f"{a}ffn.sublayer.down.{p}", f"{h}output.dense.{p}")
-            w.copy(f"{a}ffn.norm.{p}", f"{h}output.LayerNorm.{p}")
-        w.copy(f"head.transform.{p}", f"{MLM}transform.dense.{p}")
-        w.copy(f"head.norm.{p}", f"{MLM}transform.LayerNorm.{p}")
+        copy_each(w, a, h, LAYER, PARAMS)
+    copy_each(w, "head.", MLM, (("transform", "transform.dense"), ("norm", "transform.LayerNorm")), PARAMS)
     w.copy("head.proj.weight", f"{MLM}decoder.weight")
     # the output bias is one parameter that Hugging Face keeps under two names
     w.copy("head.proj.bias", f"{MLM}decoder.bias")
     w.alias("head.proj.bias", f"{MLM}bias")
 
 
-register(HFArchitecture(
-    "bert", bert_config, bert_weights, prefix="bert.",
+def write(m: ModelConfig, d: dict) -> Dict[str, Any]:
+    head = spec(d, "head")
+    return {**common(m, d), "model_type": "bert",
+            "architectures": ["BertForMaskedLM" if head["name"] == "mlm" else "BertModel"],
+            "hidden_size": m.d_model, "num_hidden_layers": m.n_layers, "num_attention_heads": m.n_heads,
+            "intermediate_size": m.d_ff, "max_position_embeddings": m.max_seq_len,
+            "type_vocab_size": m.type_vocab_size, "layer_norm_eps": spec(d, "norm").get("eps", 1e-12),
+            "hidden_act": inverse(FFN_ACTIVATIONS, spec(d, "ffn")["name"], "ffn"),
+            "hidden_dropout_prob": m.dropout, "attention_probs_dropout_prob": m.rate("attention_dropout"),
+            "pad_token_id": m.pad_token_id}
+
+
+FAMILY = register(HFFamily(
+    "bert", "BERT", config, weights, write, kind="encoder", prefix="bert.",
     ignore=(r"pooler\..*", r"embeddings\.(position_ids|token_type_ids)"),
 ))

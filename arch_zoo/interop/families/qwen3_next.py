@@ -9,27 +9,19 @@ value heads' values and gates, and ``in_proj_ba`` per key head its value heads' 
 keeps each kind in one block (queries of all heads, then keys, ...); the rows are regrouped here."""
 from __future__ import annotations
 
-from typing import List
+from typing import Any, Dict, List
 
 import torch
 
-from ..config import ModelConfig
-from ..config.validation import layer_configs
-from .checkpoint import WeightMap
-from .hf_llama import llama_config
-from .hf_registry import HFArchitecture, register, unsupported
+from ...config import ModelConfig
+from ...config.validation import layer_configs
+from ..checkpoint import WeightMap
+from ..family import HFFamily, register, unsupported
+from ..mapping import ROTARY_ANY, NotExpressible, decoder_layers, dense_mlp, layer_types, period, qk_norms, \
+    rope_parameters, spec, stacked_experts
+from . import llama
 
 LAYER_TYPES = ("linear_attention", "full_attention")
-
-
-def _layer_types(c: dict) -> List[str]:
-    n = c["num_hidden_layers"]
-    every = c.get("full_attention_interval", 4)
-    types = list(c.get("layer_types") or ["full_attention" if (i + 1) % every == 0 else "linear_attention"
-                                          for i in range(n)])
-    if len(types) != n or not set(types) <= set(LAYER_TYPES):
-        raise unsupported("qwen3_next", f"layer_types {types} (expected {n} of {', '.join(LAYER_TYPES)})")
-    return types
 
 
 def _dense_layers(c: dict) -> List[int]:
@@ -50,13 +42,13 @@ def _runs(layers: List[int]) -> List[str]:
     return [f"{a}:{b}" for a, b in runs]
 
 
-def qwen3_next_config(c: dict, weights: WeightMap) -> dict:
+def config(c: dict, weights: WeightMap) -> dict:
     if c.get("hidden_act", "silu") != "silu":  # the conv's activation and the experts' gate both
         raise unsupported("qwen3_next", f"hidden_act '{c['hidden_act']}'")
     if c.get("attention_bias", False):
         raise unsupported("qwen3_next", "attention_bias (its Gated DeltaNet layers have no biases)")
-    cfg = llama_config(c, weights)
-    rope = c.get("rope_parameters") or c.get("rope_scaling") or {}  # unlike Llama, Qwen3-Next rotates a fraction
+    cfg = llama.config(c, weights)
+    rope = rope_parameters(c)  # unlike Llama, Qwen3-Next rotates a fraction
     cfg["position"]["fraction"] = float(rope.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0)))
     eps = c.get("rms_norm_eps", 1e-6)
     cfg["norm"] = cfg["qk_norm"] = {"name": "zero_centred_rmsnorm", "eps": eps}
@@ -65,12 +57,13 @@ def qwen3_next_config(c: dict, weights: WeightMap) -> dict:
                      "n_v_heads": c["linear_num_value_heads"], "head_dim": c["linear_key_head_dim"],
                      "v_head_dim": c["linear_value_head_dim"], "conv_size": c.get("linear_conv_kernel_dim", 4),
                      "norm_eps": eps, "l2norm": "rsqrt"}}
-    types = _layer_types(c)
+    every = c.get("full_attention_interval", 4)
+    types = layer_types("qwen3_next", c, LAYER_TYPES, ["full_attention" if (i + 1) % every == 0 else
+                                                       "linear_attention" for i in range(c["num_hidden_layers"])])
     n = len(types)
-    period = next(p for p in range(1, n + 1) if all(t == types[i % p] for i, t in enumerate(types)))
     layers: List[dict] = []
     if "linear_attention" in types:
-        layers.append({"pattern": [gdn if t == "linear_attention" else {} for t in types[:period]]})
+        layers.append({"pattern": [gdn if t == "linear_attention" else {} for t in types[:period(types)]]})
     dense = _dense_layers(c)
     if len(dense) < n:
         cfg["ffn"] = {"name": "moe", "n_experts": c["num_experts"], "top_k": c["num_experts_per_tok"],
@@ -92,16 +85,11 @@ def _regrouped(w: WeightMap, dst: str, src: str, groups: int, sizes: List[int], 
     w.out[dst], w.sources[dst] = torch.cat([blocks[p].flatten(0, 1) for p in parts]), src
 
 
-def qwen3_next_weights(w: WeightMap, cfg: ModelConfig) -> None:
-    w.copy("embed.weight", "embed_tokens.weight")
-    for i, layer in enumerate(layer_configs(cfg, "decoder", cfg.decoder_layers)):
-        a, h = f"decoder.layers.{i}.", f"layers.{i}."
-        w.copy(f"{a}mixer.norm.weight", f"{h}input_layernorm.weight")
-        w.copy(f"{a}ffn.norm.weight", f"{h}post_attention_layernorm.weight")
+def weights(w: WeightMap, cfg: ModelConfig) -> None:
+    for layer, a, h in decoder_layers(w, cfg):
         _attention(w, layer, f"{a}mixer.sublayer.", f"{h}self_attn.")
         _gated_deltanet(w, layer, f"{a}mixer.sublayer.", f"{h}linear_attn.")
         _feedforward(w, layer, f"{a}ffn.sublayer.", f"{h}mlp.")
-    w.copy("decoder.final_norm.weight", "norm.weight")
     if not cfg.tie_embeddings:
         w.copy("head.proj.weight", "lm_head.weight")
 
@@ -116,8 +104,7 @@ def _attention(w: WeightMap, layer: ModelConfig, a: str, h: str) -> None:
     w.out[f"{a}qkv.weight"] = torch.cat([heads[:, 0].flatten(0, 1), w.take(names[1]), w.take(names[2])])
     w.sources[f"{a}qkv.weight"] = " + ".join(names)
     w.copy(f"{a}out.weight", f"{h}o_proj.weight")
-    for x in "qk":
-        w.copy(f"{a}{x}_norm.weight", f"{h}{x}_norm.weight")
+    qk_norms(w, a, h)
 
 
 def _gated_deltanet(w: WeightMap, layer: ModelConfig, a: str, h: str) -> None:
@@ -138,24 +125,42 @@ def _gated_deltanet(w: WeightMap, layer: ModelConfig, a: str, h: str) -> None:
 
 
 def _feedforward(w: WeightMap, layer: ModelConfig, a: str, h: str) -> None:
-    """A dense layer's SwiGLU, or the router, the experts (``gate_up_proj`` (E, 2 d_ff, d), ``down_proj``
-    (E, d, d_ff)) and the shared expert with its gate."""
+    """A dense layer's SwiGLU, or the router, the stacked experts and the shared expert with its gate."""
     if layer.ffn.name != "moe":
-        for ours in ("gate", "up", "down"):
-            w.copy(f"{a}{ours}.weight", f"{h}{ours}_proj.weight")
+        dense_mlp(w, a, h)
         return
     o = layer.ffn.options
-    d_ff = o.d_ff or layer.d_ff
     w.copy(f"{a}router.weight", f"{h}gate.weight")
-    for e in range(o.n_experts):
-        x = f"{a}experts.{e}."
-        w.copy(f"{x}gate.weight", f"{h}experts.gate_up_proj", lambda t, e=e: t[e, :d_ff])
-        w.copy(f"{x}up.weight", f"{h}experts.gate_up_proj", lambda t, e=e: t[e, d_ff:])
-        w.copy(f"{x}down.weight", f"{h}experts.down_proj", lambda t, e=e: t[e])
-    for ours in ("gate", "up", "down"):
-        w.copy(f"{a}shared.{ours}.weight", f"{h}shared_expert.{ours}_proj.weight")
+    stacked_experts(w, a, h, o.n_experts, o.d_ff or layer.d_ff)
+    dense_mlp(w, f"{a}shared.", f"{h}shared_expert.")
     w.copy(f"{a}shared_gate.weight", f"{h}shared_expert_gate.weight")
 
 
-register(HFArchitecture("qwen3_next", qwen3_next_config, qwen3_next_weights, prefix="model.",
-                        ignore=(r"rotary_emb\.(original_)?inv_freq",)))  # recomputed, not learned
+def write(m: ModelConfig, d: dict) -> Dict[str, Any]:
+    layers = layer_configs(m, "decoder", m.decoder_layers)
+    if any(layer.bias for layer in layers):  # attention_bias only: its Gated DeltaNet and MLPs have none
+        raise NotExpressible("bias True")
+    types = ["linear_attention" if layer.mixer.name == "gated_deltanet" else "full_attention" for layer in layers]
+    base = llama.write(m, d, "qwen3_next", "Qwen3NextForCausalLM", ffn={"name": "swiglu"})
+    base.pop("mlp_bias")
+    out = {**base, "partial_rotary_factor": spec(d, "position").get("fraction", 1.0),  # Qwen3-Next reads it
+           "layer_types": types, "decoder_sparse_step": 1,
+           "mlp_only_layers": [i for i, layer in enumerate(layers) if layer.ffn.name != "moe"]}
+    gdn = next((layer.mixer.options.resolved(layer) for layer in layers if layer.mixer.name == "gated_deltanet"), None)
+    if gdn is not None:
+        out.update(linear_num_key_heads=gdn.n_heads, linear_num_value_heads=gdn.n_v_heads,
+                   linear_key_head_dim=gdn.head_dim, linear_value_head_dim=gdn.v_head_dim,
+                   linear_conv_kernel_dim=gdn.conv_size)
+    moe = next((layer for layer in layers if layer.ffn.name == "moe"), None)
+    if moe is None:
+        out["num_experts"] = 0
+    else:
+        o = moe.ffn.options
+        out.update(num_experts=o.n_experts, num_experts_per_tok=o.top_k, moe_intermediate_size=o.d_ff or moe.d_ff,
+                   shared_expert_intermediate_size=o.shared_d_ff or o.n_shared_experts * (o.d_ff or moe.d_ff),
+                   norm_topk_prob=o.norm_topk_prob, router_aux_loss_coef=o.aux_loss_weight)
+    return out
+
+
+FAMILY = register(HFFamily("qwen3_next", "Qwen3-Next", config, weights, write,
+                           mixers=("gated_deltanet", "attention"), prefix="model.", ignore=ROTARY_ANY))

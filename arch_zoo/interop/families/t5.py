@@ -2,15 +2,18 @@
 feed-forwards: "gated-gelu" is the tanh-approximated GELU, Hugging Face's gelu_new)."""
 from __future__ import annotations
 
-from ..config import ModelConfig
-from .checkpoint import WeightMap
-from .hf_registry import HFArchitecture, ffn_name, register
+from typing import Any, Dict
+
+from ...config import ModelConfig
+from ..checkpoint import WeightMap
+from ..family import HFFamily, ffn_name, register
+from ..mapping import common, inverse, spec
 
 PLAIN = {"relu": "relu", "gelu": "gelu"}
 GATED = {"relu": "reglu", "gelu": "geglu", "silu": "swiglu", "gelu_new": "geglu_tanh", "gelu_pytorch_tanh": "geglu_tanh"}
 
 
-def t5_config(c: dict, weights: WeightMap) -> dict:
+def config(c: dict, weights: WeightMap) -> dict:
     proj = c.get("feed_forward_proj", "relu")
     gated = proj.startswith("gated-")
     # Hugging Face reads "gated-gelu" as gelu_new whatever dense_act_fn says (older config.json files lack it)
@@ -33,9 +36,8 @@ def t5_config(c: dict, weights: WeightMap) -> dict:
         "tie_embeddings": tie, "tie_encoder_decoder_embeddings": True,
         # v1.0 scales the decoder's states by d_model**-0.5 before its tied output projection
         "head": {"name": "lm", "scale_input": bool(c.get("scale_decoder_outputs", tie))},
-        "init": {"name": "normal", "std": 0.02, "scaled_residual": False},
-        "dropout": c.get("dropout_rate", 0.1),
-        "pad_token_id": c.get("pad_token_id") or 0,
+        "init": {"name": "normal", "std": 0.02, "scaled_residual": False},  # T5's initializer_factor is no std
+        "dropout": c.get("dropout_rate", 0.1), "pad_token_id": c.get("pad_token_id") or 0,
     }
 
 
@@ -55,7 +57,7 @@ def _ffn(w: WeightMap, dst: str, src: str) -> None:
     w.copy(f"{dst}down.weight", f"{src}wo.weight")
 
 
-def t5_weights(w: WeightMap, cfg: ModelConfig) -> None:
+def weights(w: WeightMap, cfg: ModelConfig) -> None:
     w.copy("embed.weight", "shared.weight")
     w.alias("embed.weight", "encoder.embed_tokens.weight")
     w.copy("decoder_embed.weight", "decoder.embed_tokens.weight")
@@ -78,8 +80,23 @@ def t5_weights(w: WeightMap, cfg: ModelConfig) -> None:
     w.copy("head.proj.weight", "lm_head.weight")
 
 
-register(HFArchitecture(
-    "t5", t5_config, t5_weights,
+def write(m: ModelConfig, d: dict) -> Dict[str, Any]:
+    ffn, position = spec(d, "ffn")["name"], spec(d, "position")
+    gated = ffn in GATED.values()
+    act = inverse(GATED if gated else PLAIN, ffn, "ffn")
+    return {**common(m, d), "model_type": "t5", "architectures": ["T5ForConditionalGeneration"],
+            "d_model": m.d_model, "num_layers": m.encoder_layers, "num_decoder_layers": m.decoder_layers,
+            "num_heads": m.n_heads, "d_kv": m.dim_per_head, "d_ff": m.d_ff,
+            "relative_attention_num_buckets": position.get("num_buckets", 32),
+            "relative_attention_max_distance": position.get("max_distance", 128),
+            "layer_norm_epsilon": spec(d, "norm").get("eps", 1e-6),
+            "feed_forward_proj": f"gated-{act}" if gated else act, "dense_act_fn": act,
+            "scale_decoder_outputs": bool(spec(d, "head").get("scale_input")),
+            "n_positions": m.max_seq_len, "dropout_rate": m.dropout, "pad_token_id": m.pad_token_id, "is_encoder_decoder": True}
+
+
+FAMILY = register(HFFamily(
+    "t5", "T5", config, weights, write, kind="encoder_decoder",
     # an unused table that checkpoints written by older transformers versions carry
     ignore=(r"decoder\.block\.0\.layer\.1\.EncDecAttention\.relative_attention_bias\.weight",),
 ))
