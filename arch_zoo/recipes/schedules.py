@@ -76,6 +76,9 @@ class WSDOptions:
     # WSD-S (recipes/wsds.py): budgets as fractions of max_steps, each a decay branched from the stable
     # phase and recorded as a run of that length; the run itself is the budget at 1.0
     decays: Optional[List[float]] = None
+    # or as training tokens (a key of its own, so 1 token and the whole run never read alike): each is
+    # converted to the steps that train it where every step trains the same tokens (recipes/wsds.py)
+    decay_tokens: Optional[List[int]] = None
 
     def __post_init__(self):
         if not 0.0 < self.decay_fraction <= 1.0:
@@ -84,8 +87,19 @@ class WSDOptions:
             outside = [d for d in self.decays if not 0.0 < d <= 1.0]
             if outside or not self.decays:
                 raise ConfigError("decays", f"fractions of max_steps in (0, 1], got {list(self.decays)}")
-            if any(b <= a for a, b in zip(self.decays, self.decays[1:])):
-                raise ConfigError("decays", f"must be in increasing order, got {list(self.decays)}")
+            _increasing("decays", self.decays)
+        if self.decay_tokens is not None:
+            if self.decays is not None:
+                raise ConfigError("decay_tokens", "give the budgets as decays (fractions of max_steps) or as "
+                                  "decay_tokens (training tokens), not both")
+            if not self.decay_tokens or any(t <= 0 for t in self.decay_tokens):
+                raise ConfigError("decay_tokens", f"training token counts > 0, got {list(self.decay_tokens)}")
+            _increasing("decay_tokens", self.decay_tokens)
+
+
+def _increasing(key: str, budgets: List[float]) -> None:
+    if any(b <= a for a, b in zip(budgets, budgets[1:])):
+        raise ConfigError(key, f"must be in increasing order, got {list(budgets)}")
 
 
 @SCHEDULES.register("wsd", WSDOptions, "warmup-stable-decay (MiniCPM; Hägele et al. 2024): warmup, train.lr, then "

@@ -13,7 +13,8 @@ from ..run_names import plain
 BOOKKEEPING = ("name", "seed", "logging", "train.progress_bar", "train.num_workers", "train.log_every",
                "train.accelerator", "train.devices", "train.strategy",
                "train.exact_match_decoding",  # eager and compiled decoding give the same tokens
-               "train.schedule.decays")  # the budgets a WSD-S run branches change nothing it trains
+               # the budgets a WSD-S run branches change nothing it trains
+               "train.schedule.decays", "train.schedule.decay_tokens")
 # Besides task.*, the keys that decide what a metric measures: runs that differ in them are not comparable.
 EVALUATION = ("train.val_batches", "train.exact_match_samples")
 

@@ -18,6 +18,7 @@ from ..errors import ConfigError
 from .halving import check_budgets
 from .matching import Reference, matched_config, reference, run_budget
 from .sizer import Sizer
+from .wsds_table import check_decay_tokens
 from .scale import FLOPS_KEY, SIZE_KEY, size_overrides, transfer_lookup, with_sizes
 from .scale_plan import check_increasing, check_transfer, ladder_steps, references, scale_record, size_blame, \
     warmup_override
@@ -275,6 +276,7 @@ def _run(p: _Planning, i: int, seed: int, ref: Reference) -> RunPlan:
     run = RunPlan(run_id(variant.settings, p.names, seed), name, seed,
                   {k: recorded(v) for k, v in variant.settings.items()}, i in p.baseline,
                   sizer.count(cfg, blame), matched, cfg, run_budget(spec, cfg, sizer, blame, ref.flops))
+    check_decay_tokens(cfg, sizer, blame)
     if spec.scale is not None:
         run.scale = scale_record(spec.scale, variant.settings, cfg, sizer, blame)
     if spec.suite is not None:

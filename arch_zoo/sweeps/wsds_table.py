@@ -1,38 +1,60 @@
-"""What ``arch-zoo sweep --dry-run`` prints about WSD-S runs (``train.schedule.decays``): each
-variant's budgets (the steps of each decay branch and the step it forks at), and the steps and
-training FLOPs the plan spends against training every budget as a separate run."""
+"""What ``arch-zoo sweep --dry-run`` prints about WSD-S runs (``train.schedule.decays`` or
+``decay_tokens``): each variant's budgets (the steps of each decay branch, the step it forks at, and
+the tokens each trains), and the steps and training FLOPs the plan spends against training every
+budget as a separate run."""
 from __future__ import annotations
 
-from typing import List
+from typing import TYPE_CHECKING, List
 
-from ..recipes.wsds import branches, saved_steps
-from .plan import Plan
+from ..config import ExperimentConfig
+from ..errors import ConfigError
+from ..recipes.wsds import branches, decay_tokens, saved_steps, step_tokens
+
+if TYPE_CHECKING:  # plan.py checks its runs' token budgets here
+    from .plan import Plan
 
 
-def wsds_text(plan: Plan, table) -> str:
+def check_decay_tokens(cfg: ExperimentConfig, sizer, blame) -> None:
+    """A planned run's token budgets, refused as its training would refuse them (before anything is
+    written): the task's steps must train the same tokens, and no budget may pass the run's. Each
+    variant keeps the token counts as written, so under ``budget:`` matching (its own max_steps and
+    tokens per step) every variant branches at the same tokens."""
+    if not decay_tokens(cfg.train):
+        return
+    sizer.vocab_size(cfg, blame)
+    data = sizer.data.get(sizer._key(cfg))
+    try:
+        branches(cfg.train, step_tokens(cfg, data.splits["train"] if data is not None else None))
+    except ConfigError as exc:
+        raise blame(exc) from None
+
+
+def wsds_text(plan: "Plan", table) -> str:
     """'' for a plan without decays; ``table(header, rows, right)`` lays the rows out."""
-    runs = [r for r in plan.runs if branches(r.config.train)]
+    per_run = [(r, r.budget.get("tokens_per_step")) for r in plan.runs]
+    runs = [(r, t, branches(r.config.train, t)) for r, t in per_run if branches(r.config.train, t)]
     if not runs:
         return ""
     rows: List[List[str]] = []
     seen = set()
     steps = separate = flops = separate_flops = 0.0
-    for run in runs:
-        counts = saved_steps(run.config.train)
+    for run, per_step_tokens, points in runs:
+        counts = saved_steps(run.config.train, per_step_tokens)
         per_step = run.budget["flops"] / run.budget["steps"] if run.budget.get("steps") else 0.0
         steps, separate = steps + counts["steps"], separate + counts["separate_steps"]
         flops, separate_flops = flops + counts["steps"] * per_step, separate_flops + counts["separate_steps"] * per_step
         if run.variant in seen:
             continue
         seen.add(run.variant)
-        shown = [f"{b.steps} (fork {b.fork})" for b in branches(run.config.train)] + [str(run.config.train.max_steps)]
-        rows.append([run.variant + (" *" if run.is_baseline else ""), ", ".join(shown), f"{counts['steps']:,}",
+        shown = [f"{b.steps} (fork {b.fork})" for b in points] + [str(run.config.train.max_steps)]
+        tokens = ", ".join(f"{s * per_step_tokens:,.0f}" for s in counts["budgets"]) if per_step_tokens else "?"
+        rows.append([run.variant + (" *" if run.is_baseline else ""), ", ".join(shown), tokens, f"{counts['steps']:,}",
                      f"{counts['separate_steps']:,}"])
     saved = 1 - steps / separate
-    return ("\nWSD-S (train.schedule.decays): each run trains its stable phase once and branches a decay to each "
-            "budget below max_steps, recorded as a run of that length\n"
-            + table(["variant", "budgets in steps (a branch forks where its decay starts)", "steps per seed",
-                     "as separate runs"], rows, (2, 3))
+    return ("\nWSD-S (train.schedule.decays / decay_tokens): each run trains its stable phase once and branches a "
+            "decay to each budget below max_steps, recorded as a run of that length\n"
+            + table(["variant", "budgets in steps (a branch forks where its decay starts)", "budgets in tokens",
+                     "steps per seed", "as separate runs"], rows, (3, 4))
             + f"WSD-S: {len(runs)} runs train {steps:,.0f} steps ({flops:.3e} train FLOPs) for "
-              f"{sum(len(branches(r.config.train)) + 1 for r in runs)} budget points; as separate runs "
+              f"{sum(len(p) + 1 for _, _, p in runs)} budget points; as separate runs "
               f"{separate:,.0f} steps ({separate_flops:.3e} FLOPs): {saved:.0%} saved\n")

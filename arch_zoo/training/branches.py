@@ -23,10 +23,18 @@ import pytorch_lightning as pl
 from .. import rundir
 from ..config import ExperimentConfig
 from ..config.loading import save
-from ..recipes.wsds import Branch, branch_config, branches
+from ..data.tasks import TaskData
+from ..recipes.wsds import Branch, branch_config, branches, decay_tokens, step_tokens
 from ..run_names import BUDGET_KEY, budget_variant
 
 FORKED = "forked"  # an attempt that stopped at a fork and went on in the same process
+
+
+def plan(cfg: ExperimentConfig, data: TaskData) -> List[Branch]:
+    """The run's branches, token budgets converted at its task's tokens per step (ConfigError for a
+    budget the run cannot branch: said before its run dir is written)."""
+    tokens = decay_tokens(cfg.train)
+    return branches(cfg.train, step_tokens(cfg, data.splits["train"]) if tokens else None)
 
 
 def branch_dir(run_dir: Path, steps: int) -> Path:
@@ -51,7 +59,7 @@ def train_trunk(train: Callable[..., Dict[str, Any]], cfg: ExperimentConfig, run
                 attempt: rundir.Attempt, writer: bool, **kwargs) -> Dict[str, Any]:
     """``train(cfg, ..., fork_at=...)`` to each fork not yet taken, in order, then to the end; what
     the last call returns (a run that diverged or paused before a fork returns there)."""
-    for branch in branches(cfg.train):
+    for branch in plan(cfg, kwargs["data"]):
         if branch_dir(run_dir, branch.steps).exists():
             continue
         resume = rundir.resume_state(run_dir)
@@ -89,7 +97,7 @@ def _fork(cfg: ExperimentConfig, run_dir: Path, branch: Branch) -> None:
 
 def branch_meta(meta: Dict[str, Any], branch: Branch) -> Dict[str, Any]:
     """A sweep's run.json for a branch: the run's variant and seed, its settings with the budget
-    (``wsds.budget``: the fraction of decays it is), and the run's planned tokens and FLOPs scaled
+    (``wsds.budget``: the entry of decays or decay_tokens it is), and the run's planned tokens and FLOPs scaled
     to the branch's steps."""
     steps = branch.steps
     budget = dict(meta.get("budget") or {})
@@ -98,24 +106,26 @@ def branch_meta(meta: Dict[str, Any], branch: Branch) -> Dict[str, Any]:
         budget.update({k: budget[k] * scale for k in ("tokens", "bytes", "flops") if budget.get(k) is not None})
         budget["steps"] = steps
     out = {**meta, "run_id": f"{meta.get('run_id')}@{steps}",
-           "variant": budget_variant(meta.get("variant"), branch.fraction),
-           "settings": {**(meta.get("settings") or {}), BUDGET_KEY: branch.fraction},
+           "variant": budget_variant(meta.get("variant"), branch.budget),
+           "settings": {**(meta.get("settings") or {}), BUDGET_KEY: branch.budget},
            "branch_of": meta.get("run_id"), **({"budget": budget} if budget else {})}
     if meta.get("scale"):
         out["scale"] = {**meta["scale"], "steps": steps}
     return json.loads(json.dumps(out))
 
 
-def run_branches(cfg: ExperimentConfig, run_dir: Path,
+def run_branches(cfg: ExperimentConfig, points: List[Branch], run_dir: Path,
                  run: Callable[[ExperimentConfig, Path], Any]) -> List[Dict[str, Any]]:
-    """Each forked branch run to its end (``run(config, dir)``: the run's own runner; a finished
-    one is read back), as summary.json's ``branches``."""
+    """Each forked branch of ``points`` (``plan``) run to its end (``run(config, dir)``: the run's own
+    runner; a finished one is read back), as summary.json's ``branches`` (with ``tokens``, what it
+    trained, where the budgets are token counts)."""
     out = []
-    for branch in branches(cfg.train):
+    for branch in points:
         where = branch_dir(run_dir, branch.steps)
         if not where.exists():  # the run diverged before this fork
             continue
         result = run(branch_config(cfg, branch.steps), where)
         out.append({"steps": branch.steps, "fork": branch.fork, "status": result.status,
-                    "dir": str(where.relative_to(run_dir)), "final": result.summary.get("final", {})})
+                    "dir": str(where.relative_to(run_dir)), "final": result.summary.get("final", {}),
+                    **({"tokens": branch.tokens} if branch.tokens is not None else {})})
     return out

@@ -21,7 +21,6 @@ from ..data.unigram import unigram_loss
 from ..errors import ConfigError
 from ..models.embedding_scale import embedding_scale
 from ..recipes import recipe_warnings
-from ..recipes.wsds import branches
 from .interrupts import RunInterrupted, sigterm_raises
 from .objectives import objective
 
@@ -176,6 +175,9 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
     if done is not None:
         return done
     data = prepare(cfg, quiet)  # user errors surface here, before the run dir exists
+    from .branches import plan
+
+    points = plan(cfg, data)  # WSD-S branches: a token budget past the run is refused here too
     _check_checkpoint(run_dir)
     writer = _is_rank_zero()
     _check_machine(cfg, writer)
@@ -199,8 +201,8 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
         return _failed(run_dir, exc, attempt, writer)
     if summary["status"] == rundir.PAUSED:
         return _pause(run_dir, summary, attempt, writer)
-    if branches(cfg.train):  # before the run is recorded as finished: a rerun then resumes its branches
-        summary["branches"] = _branches(cfg, run_dir, attempt, writer, callbacks, quiet, best)
+    if points:  # before the run is recorded as finished: a rerun then resumes its branches
+        summary["branches"] = _branches(cfg, points, run_dir, attempt, writer, callbacks, quiet, best)
     return _finish(run_dir, summary, attempt, writer)
 
 
@@ -262,12 +264,12 @@ def _finish(run_dir: Path, summary: Dict[str, Any], attempt: rundir.Attempt, wri
     return RunResult(run_dir, summary["status"], summary, summary.get("reason"))
 
 
-def _branches(cfg: ExperimentConfig, run_dir: Path, attempt: rundir.Attempt, writer: bool, callbacks: Sequence[Any],
-              quiet: bool, best: Optional[Tuple[str, str]]) -> list:
+def _branches(cfg: ExperimentConfig, points: list, run_dir: Path, attempt: rundir.Attempt, writer: bool,
+              callbacks: Sequence[Any], quiet: bool, best: Optional[Tuple[str, str]]) -> list:
     from .branches import run_branches
 
     try:
-        return run_branches(cfg, run_dir, lambda c, d: _run_one(c, d, callbacks, quiet, None, best))
+        return run_branches(cfg, points, run_dir, lambda c, d: _run_one(c, d, callbacks, quiet, None, best))
     except RunInterrupted as exc:  # the command that resumes is the run's, which resumes the branch
         attempt.update(outcome="interrupted")
         if writer:

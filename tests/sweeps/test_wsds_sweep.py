@@ -26,11 +26,43 @@ def test_the_dry_run_shows_the_branches_and_the_compute_saved_against_separate_r
     # each run: 20 steps + the branch's 2 decay steps (10 - round(0.2 * 10), forking at 8), against 20 + 10
     rows = [line for line in out.splitlines() if line.startswith(("position=rope", "position=alibi"))
             and "(fork" in line]
+    tokens = f"{10 * 8 * 32:,}, {20 * 8 * 32:,}"  # steps x batch_size x seq_len
     assert [re.split(r"\s{2,}", line) for line in rows] == [
-        ["position=rope *", "10 (fork 8), 20", "22", "30"], ["position=alibi", "10 (fork 8), 20", "22", "30"]]
+        ["position=rope *", "10 (fork 8), 20", tokens, "22", "30"], ["position=alibi", "10 (fork 8), 20", tokens, "22", "30"]]
     flops, separate = sum(22 * f for f in flops_per_step), sum(30 * f for f in flops_per_step)
     assert (f"WSD-S: 4 runs train 88 steps ({flops:.3e} train FLOPs) for 8 budget points; as separate runs "
             f"120 steps ({separate:.3e} FLOPs): 27% saved") in out
+    assert not (tmp_path / "out").exists()
+
+
+def _token_spec(tmp_path, decay_tokens):
+    base = copy.deepcopy(WSDS)
+    base["train"]["schedule"] = {"name": "wsd", "decay_fraction": 0.2, "decay_tokens": decay_tokens}
+    return write_spec(tmp_path, {"name": "t", "grid": {"train.batch_size": [8, 4]}, "seeds": [0], "budget": "tokens"},
+                      base)
+
+
+def test_under_a_tokens_budget_every_variant_branches_at_the_same_tokens(tmp_path, capsys):
+    path = _token_spec(tmp_path, [2560])
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    rows = [re.split(r"\s{2,}", line) for line in out.splitlines() if "(fork" in line]
+    # batch 8 trains 256 tokens a step over 20 steps, batch 4 half that over the 40 the budget gives it:
+    # both branch at 2,560 tokens, 10 and 20 steps (decays of 2 and 4 steps)
+    assert [row[1:] for row in rows] == [["10 (fork 8), 20", "2,560, 5,120", "22", "30"],
+                                         ["20 (fork 16), 40", "2,560, 5,120", "44", "60"]]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("decay_tokens, line", [
+    ([2560, 6000], "train.schedule.decay_tokens: 6,000 is above the run's 5,120 training tokens"),
+    ([2560, 0], "train.schedule.decay_tokens: training token counts > 0"),
+])
+def test_bad_token_budgets_stop_the_dry_run_in_one_line(tmp_path, capsys, decay_tokens, line):
+    path = _token_spec(tmp_path, decay_tokens)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and line in err[0], err
     assert not (tmp_path / "out").exists()
 
 
@@ -58,3 +90,14 @@ def test_the_report_reads_the_branches_as_runs(sweep, tmp_path):
     assert main(["report", str(sweep), "--out", str(tmp_path / "rep"), "--format", "csv", "--quiet"]) == 0
     text = "".join(p.read_text() for p in (tmp_path / "rep").rglob("*.csv"))
     assert "budget=0.5" in text and "budget=1.0" in text
+
+
+def test_a_sweeps_token_budgets_are_rows_at_those_tokens_for_every_variant(tmp_path):
+    path = _token_spec(tmp_path, [2560])
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 0
+    frame = load_runs(tmp_path / "out" / "t").set_index("variant")
+    branch = frame.loc[["batch_size=8,budget=2560", "batch_size=4,budget=2560"]]
+    assert list(branch["step"]) == [10, 20] and list(branch["wsds.budget"]) == [2560, 2560]
+    assert list(branch["train_tokens"]) == pytest.approx([2560, 2560])
+    assert list(frame.loc[["batch_size=8,budget=1.0", "batch_size=4,budget=1.0"], "train_tokens"]) == \
+        pytest.approx([5120, 5120])

@@ -11,9 +11,11 @@ import time
 import pytest
 import yaml
 
+from arch_zoo.cli import main
 from arch_zoo.config.loading import load
-from arch_zoo.recipes.wsds import branches, saved_steps
+from arch_zoo.recipes.wsds import branches, saved_steps, step_tokens
 from arch_zoo.training import run_one
+from arch_zoo.training.run import prepare
 from tests.training.test_resume import DRIVER, assert_same_files, summary
 
 # 16 steps, validation every 4, decays of a quarter of each run: branch 8 forks at step 6 (between
@@ -25,6 +27,13 @@ CONFIG = {"name": "w", "seed": 3,
           "train": {"progress_bar": False, "log_every": 1, "max_steps": 16, "batch_size": 8, "val_every": 4,
                     "val_batches": 2, "warmup_steps": 2,
                     "schedule": {"name": "wsd", "decay_fraction": 0.25, "decays": [0.5, 0.6875, 1.0]}}}
+
+
+# the same budgets as token counts: each step trains batch_size x seq_len = 256 tokens, so 2000 tokens
+# are step 8 (7.8 steps), 2816 are step 11 and 4096 the whole run
+TOKENS = copy.deepcopy(CONFIG)
+TOKENS["train"]["schedule"] = {"name": "wsd", "decay_fraction": 0.25, "decay_tokens": [2000, 2816, 4096]}
+STEP_TOKENS = 8 * 32
 
 
 def separate(steps):
@@ -40,6 +49,15 @@ def test_the_plan_forks_each_budget_where_its_own_decay_starts_and_counts_the_st
     assert saved_steps(train) == {"budgets": [8, 11, 16], "steps": 16 + 2 + 3, "separate_steps": 16 + 8 + 11,
                                   "saved_steps": 14}
     assert branches(load(separate(16)).train) == []
+
+
+def test_token_budgets_branch_at_the_steps_that_train_those_tokens():
+    cfg = load(TOKENS)
+    per_step = step_tokens(cfg, prepare(cfg, quiet=True).splits["train"])
+    assert per_step == STEP_TOKENS
+    assert [(b.steps, b.fork, b.budget, b.tokens) for b in branches(cfg.train, per_step)] == [
+        (8, 6, 2000, 8 * STEP_TOKENS), (11, 8, 2816, 11 * STEP_TOKENS)]
+    assert saved_steps(cfg.train, per_step) == saved_steps(load(CONFIG).train)
 
 
 @pytest.fixture(scope="module")
@@ -94,3 +112,34 @@ def test_a_sigkill_during_a_branch_loses_nothing(tmp_path, runs):
     assert again.returncode == 0, again.stderr
     for steps, where in ((8, out / "branches" / "8"), (11, branch), (16, out)):
         assert_same_files(where, alone[steps])
+
+
+def test_a_run_with_token_budgets_branches_at_them_and_each_branch_equals_its_separate_run(tmp_path, runs):
+    _, _, alone = runs
+    result = run_one(load(TOKENS), tmp_path / "run", quiet=True)
+    assert result.status == "completed"
+    recorded = {b["steps"]: b["tokens"] for b in result.summary["branches"]}
+    assert recorded == {8: 8 * STEP_TOKENS, 11: 2816}
+    assert abs(recorded[8] - 2000) <= STEP_TOKENS / 2  # the steps nearest to the count asked for
+    for steps in (8, 11):
+        assert_same_files(tmp_path / "run" / "branches" / str(steps), alone[steps])
+    assert_same_files(tmp_path / "run", alone[16])
+
+
+@pytest.mark.parametrize("schedule, task, line", [
+    ({"decay_tokens": [2000, 5000]}, None, "train.schedule.decay_tokens: 5,000 is above the run's 4,096 training "
+     "tokens (train.max_steps=16 x 256 tokens per step)"),
+    ({"decay_tokens": [2816, 2000]}, None, "train.schedule.decay_tokens: must be in increasing order"),
+    ({"decay_tokens": [0, 2000]}, None, "train.schedule.decay_tokens: training token counts > 0, got [0, 2000]"),
+    ({"decay_tokens": [100]}, {"name": "copy"}, "train.schedule.decay_tokens: task copy's steps do not all train the "
+     "same number of tokens"),
+])
+def test_bad_token_budgets_are_one_line_exit_2_and_nothing_written(tmp_path, capsys, schedule, task, line):
+    cfg = copy.deepcopy(TOKENS)
+    cfg["train"]["schedule"] = {"name": "wsd", **schedule}
+    cfg["task"] = task or cfg["task"]
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["train", str(tmp_path / "cfg.yaml"), "--out", str(tmp_path / "run"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and line in err[0], err
+    assert not (tmp_path / "run").exists()
