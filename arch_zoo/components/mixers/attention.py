@@ -1,7 +1,12 @@
 """Softmax attention as a mixer: today's self-attention, its options the model's flat keys (heads,
 pattern, kernel, qk-norm, soft-cap, scale), plus an optional output gate that nests under it:
 ``mixer: {name: attention, gate: sigmoid}``. Its decoding state is a key/value cache that grows
-with the context (a ring of the window for a sliding-window pattern)."""
+with the context (a ring of the window for a sliding-window pattern).
+
+``CrossAttention`` is a decoder layer's cross-attention slot behind the same protocol,
+``forward(x, inputs, state)``: its inputs (``CrossInputs``) add the encoder memory, its state is the
+memory's K/V, filled on the first call. It serves the encoder-decoder kind only, so it is not a
+registered mixer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,7 +15,7 @@ from typing import Literal, Optional
 from torch import Tensor
 
 from ...errors import ConfigError
-from ..attention import KERNELS, MultiHeadAttention, attention_args
+from ..attention import KERNELS, MultiHeadAttention, MultiHeadCrossAttention, attention_args
 from ..attention_patterns import AttentionPattern, SlidingWindowAttention
 from ..init import mark_residual_out
 from ..state import DecodingState, KVCache
@@ -70,7 +75,7 @@ class Attention(MultiHeadAttention, Mixer):
         check_sinks(options.sinks, cfg, key)
 
     def forward(self, x: Tensor, inputs: MixerInputs, state: Optional[DecodingState] = None) -> Tensor:
-        return super().forward(x, inputs.self_mask, inputs.self_rotate, cache=state, need_weights=inputs.need_weights)
+        return super().forward(x, inputs.mask, inputs.rotate, cache=state, need_weights=inputs.need_weights)
 
     def new_state(self) -> DecodingState:
         return KVCache()
@@ -99,3 +104,33 @@ class Attention(MultiHeadAttention, Mixer):
         keep = self.pattern.cache_keep()
         keys = context if keep is None else min(context, keep)
         return 2 * self.shape.n_kv_heads * self.shape.head_dim * keys
+
+
+@dataclass
+class CrossInputs(MixerInputs):
+    """A cross-attention slot's inputs: ``mask`` and ``rotate`` over the memory's positions, and the
+    memory (B, S, d_model) its keys and values come from."""
+
+    memory: Optional[Tensor] = None
+
+
+class CrossAttention(MultiHeadCrossAttention, Mixer):
+    """Queries from the decoder's positions, keys and values from the encoder memory (global: no
+    pattern); built from the layer's config as self-attention is."""
+
+    layer_name = "cross-attention"
+    part = "attention"
+
+    def __init__(self, cfg, ctx=None):
+        super().__init__(**attention_args(cfg))
+        mark_residual_out(self.out)
+
+    def forward(self, x: Tensor, inputs: CrossInputs, state: Optional[DecodingState] = None) -> Tensor:
+        return super().forward(x, inputs.mask, inputs.rotate, memory=inputs.memory, cache=state,
+                               need_weights=inputs.need_weights)
+
+    def new_state(self) -> DecodingState:
+        return KVCache()
+
+    def static_state(self, batch, columns, dtype, device, column=None) -> DecodingState:
+        return self.static_kv(batch, columns, dtype, device)  # the memory's columns, written once

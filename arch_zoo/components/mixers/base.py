@@ -38,16 +38,19 @@ STACKS = ("decoder", "encoder")
 
 @dataclass
 class MixerInputs:
-    """Everything a layer needs besides x; computed once per forward by the stack."""
+    """What the stack computes once per forward and every mixer slot of a layer reads besides x:
+    ``mask`` over the keys it may read ((B|1, H|1, L, keys), the padding, causality and any score bias),
+    ``rotate`` the position scheme's q/k rotation at the new positions (None: it rotates nothing),
+    ``tokens`` (B, L) bool the new positions that hold a real token (None: all of them), ``causal``
+    whether it serves a causal stack. A decoder layer with cross-attention finds that slot's own
+    inputs under ``cross`` (``mixers.attention.CrossInputs``: the memory and its mask)."""
 
-    self_mask: AttentionMask
-    self_rotate: Optional[Callable] = None
-    memory: Optional[Tensor] = None
-    cross_mask: Optional[AttentionMask] = None
-    cross_rotate: Optional[Callable] = None
+    mask: AttentionMask
+    rotate: Optional[Callable] = None
     need_weights: bool = False
-    tokens: Optional[Tensor] = None  # (B, L) bool: new positions holding a real token; None: all of them
+    tokens: Optional[Tensor] = None
     causal: bool = True
+    cross: Optional["MixerInputs"] = None
 
 
 class Mixer(nn.Module):
