@@ -177,5 +177,9 @@ class Parallel(Placement):
     cross_attention = False
     parallel = True
 
+    @property
+    def shared_norm(self) -> bool:
+        return self.options.shared_norm
+
     def norm_slots(self, index):
-        return ("norm",) if index == 0 or not self.options.shared_norm else ()
+        return ("norm",) if index == 0 or not self.shared_norm else ()

@@ -11,7 +11,7 @@ from ..components.context import LayerContext
 from ..components.feedforward import FEEDFORWARD, FFNContext, has_sublayer
 from ..components.masks import AttentionMask, cross_attention_mask
 from ..components.mixers import MIXERS, MixerInputs
-from ..components.mixers.attention import CrossAttention, CrossInputs
+from ..components.mixers.attention import CrossAttention, CrossInputs, rotary_dim
 from ..components.norms import NORMS
 from ..components.placements import PLACEMENTS, Slot, ends_with_norm
 from ..components.positions import POSITIONS, PositionContext, PositionScheme
@@ -50,7 +50,8 @@ class TransformerLayer(nn.Module):
         return [s for s in (self.mixer, self.cross_attn, self.ffn) if s is not None]
 
     def new_state(self) -> LayerState:
-        return LayerState(self.mixer.sublayer.new_state(), KVCache())
+        cross = KVCache() if self.cross_attn is None else self.cross_attn.sublayer.new_state()
+        return LayerState(self.mixer.sublayer.new_state(), cross)
 
     def static_state(self, batch: int, columns: int, source_columns: Optional[int], dtype, device,
                      column: Tensor) -> LayerState:
@@ -80,7 +81,7 @@ class TransformerLayer(nn.Module):
         h = p.pre(self.mixer, x)
         out = p.post(self.mixer, x, self.mixer(h, inputs, own))
         if self.ffn is not None:  # a shared norm: the ffn reads the mixer's input, its own slot has no norm
-            out = p.post(self.ffn, out, self.ffn(h if p.options.shared_norm else p.pre(self.ffn, x)))
+            out = p.post(self.ffn, out, self.ffn(h if p.shared_norm else p.pre(self.ffn, x)))
         return out
 
     def _branches(self, inputs: MixerInputs, own, cross) -> list:
@@ -121,7 +122,7 @@ class Stack(nn.Module):
         def scheme(spec, layer_cfg: ModelConfig) -> int:
             at = ctx if not _in_attention(spec) else dataclasses.replace(
                 ctx, n_heads=layer_cfg.n_heads,
-                head_dim=MIXERS.get(layer_cfg.mixer.name).factory.rotary_dim(layer_cfg.mixer.options, layer_cfg))
+                head_dim=rotary_dim(MIXERS.get(layer_cfg.mixer.name).factory, layer_cfg.mixer.options, layer_cfg))
             if (spec, at) not in built:
                 built.append((spec, at))
             return built.index((spec, at))

@@ -10,7 +10,7 @@ registered mixer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal, Optional, Tuple
 
 from torch import Tensor
 
@@ -52,6 +52,28 @@ def supports(pattern: AttentionPattern) -> bool:
     (what the eager cache then trims to); a plugin's other band would need its own query column."""
     restrict = type(pattern).restrict
     return restrict is AttentionPattern.restrict or restrict is SlidingWindowAttention.restrict
+
+
+def reads_attention_keys(mixer: type) -> bool:
+    """Whether the mixer class reads the model's attention keys (pattern, qk_norm, scale, soft-cap, a
+    position scheme that rotates q/k or biases scores); a model none of whose layers does refuses them.
+    A mixer that attends says so with ``reads_attention_keys = True``."""
+    return getattr(mixer, "reads_attention_keys", False)
+
+
+def rotary_dim(mixer: type, options, cfg) -> int:
+    """The head width the position scheme rotates for the mixer: its ``rotary_dim(options, cfg)``
+    where it has one (MLA: its decoupled RoPE part), else the layer's head_dim."""
+    own = getattr(mixer, "rotary_dim", None)
+    return own(options, cfg) if own is not None else cfg.dim_per_head
+
+
+def score_width(mixer: type, options, cfg) -> Tuple[int, str]:
+    """(width, its name): what q.k sums over, so the default scale 1/sqrt(width) and the
+    parametrization's scale read it: the mixer's ``score_width(options, cfg)`` where it has one
+    (MLA: qk_nope_head_dim + qk_rope_head_dim), else the layer's head_dim."""
+    own = getattr(mixer, "score_width", None)
+    return own(options, cfg) if own is not None else (cfg.dim_per_head, "head_dim")
 
 
 @MIXERS.register("attention", AttentionOptions, "softmax attention (Vaswani et al. 2017): MHA/GQA/MQA, its pattern, "
