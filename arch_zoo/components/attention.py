@@ -159,7 +159,7 @@ class MultiHeadAttention(nn.Module):
 
     cross = False  # attention_diagnostics names a cross-attention ``layer_{i}.cross``
 
-    def __new__(cls, *args, cross: bool = False, **kwargs):
+    def __new__(cls, shape=None, backend=None, cross: bool = False, *args, **kwargs):
         # ``MultiHeadAttention(..., cross=True)``, the older spelling, builds the cross-attention class
         return super().__new__(MultiHeadCrossAttention if cross and cls is MultiHeadAttention else cls)
 
