@@ -10,6 +10,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .components.feedforward import has_sublayer, is_gated
+from .components.mixers.attention import reads_attention_keys, score_width
 from .components.placements import ends_with_norm
 from .config import ExperimentConfig
 from .config.catalog import all_registries
@@ -85,7 +86,7 @@ def _attention_scale(m, model) -> str:
     """The scale the model's mixer applies: over the width its q.k sum runs (MLA's differs from head_dim)."""
     if m.attention_scale is not None:
         return str(m.attention_scale)
-    width, name = registry_of("mixers").get(m.mixer.name).factory.score_width(m.mixer.options, m)
+    width, name = score_width(registry_of("mixers").get(m.mixer.name).factory, m.mixer.options, m)
     scale = model.parametrization.attention_scale(width)
     if scale is not None:
         return f"{scale:g} (the parametrization's, {m.parametrization.name})"
@@ -264,7 +265,7 @@ def _reach(m) -> str:
     if not scheme.acts_in_attention or scheme.adds_to_embeddings:
         return ""
     layers = [cfg for stack, depth in stacks(m) for cfg in layer_configs(m, stack, depth)]
-    attention = [cfg for cfg in layers if registry_of("mixers").get(cfg.mixer.name).factory.reads_attention_keys]
+    attention = [cfg for cfg in layers if reads_attention_keys(registry_of("mixers").get(cfg.mixer.name).factory)]
     acting = [cfg for cfg in attention if cfg.position == m.position]
     if len(acting) == len(layers):
         return ""

@@ -45,7 +45,8 @@ INTERFACES = _interfaces(
               "an nn.Module normalising the last dimension of (..., dim): forward(x) -> x's shape"),
     Interface("placements", "arch_zoo.components.placements.Placement", ("ctx: LayerContext",),
               "an nn.Module of its layer: norm_slots(index) names the norms sublayer index needs; "
-              "forward(x, slots, branches) (or residual(slot, x, branch) per sublayer) combines them"),
+              "pre(slot, x) is what a sublayer reads, post(slot, x, y) the residual stream after its output y "
+              "(or forward(x, slots, branches) combines them itself)"),
     Interface("mixers", "arch_zoo.components.mixers.base.Mixer", ("cfg: ModelConfig", "ctx: LayerContext"),
               "forward(x, inputs, state) -> x's shape (inputs: MixerInputs, state: its own decoding state or "
               "None); stacks it serves, new_state() / static_state(...), mixing_flops(length, causal), "

@@ -151,26 +151,27 @@ Rotate = Callable[[Tensor, Tensor], Tuple[Tensor, Tensor]]
 
 
 class MultiHeadAttention(nn.Module):
-    """Self-attention (fused QKV projection) or cross-attention (Q from x, fused KV from memory).
+    """Self-attention: a fused QKV projection of x (``MultiHeadCrossAttention``: keys from a memory).
 
     ``pattern`` (self-attention only) narrows the mask and trims the cache; ``qk_norm`` builds a
     norm of a given width, one for q and one for k: over head_dim, each shared by all heads
     (``qk_norm_scope`` "head", Qwen3), or over the heads' concatenation ("projection", OLMo 2)."""
+
+    cross = False  # attention_diagnostics names a cross-attention ``layer_{i}.cross``
+
+    def __new__(cls, shape=None, backend=None, cross: bool = False, *args, **kwargs):
+        # ``MultiHeadAttention(..., cross=True)``, the older spelling, builds the cross-attention class
+        return super().__new__(MultiHeadCrossAttention if cross and cls is MultiHeadAttention else cls)
 
     def __init__(self, shape: AttentionShape, backend, cross: bool = False,
                  pattern: Optional[AttentionPattern] = None, qk_norm: Optional[Callable[[int], nn.Module]] = None,
                  qk_norm_scope: str = "head", gate: Optional[str] = None, sinks: bool = False):
         super().__init__()
         self.shape = shape
-        self.cross = cross
         self.backend = backend
-        self.pattern = GlobalAttention() if cross or pattern is None else pattern
+        self.pattern = GlobalAttention() if self.cross or pattern is None else pattern
         h, kv, d = shape.n_heads, shape.n_kv_heads, shape.head_dim
-        if cross:
-            self.q = nn.Linear(shape.d_model, h * d, bias=shape.bias)
-            self.kv = nn.Linear(shape.d_model, 2 * kv * d, bias=shape.bias)
-        else:
-            self.qkv = nn.Linear(shape.d_model, (h + 2 * kv) * d, bias=shape.bias)
+        self.projections(shape)
         self.out = nn.Linear(h * d, shape.d_model, bias=shape.bias)
         # after out: a gated layer's state dict keeps the ungated one's keys, in the same order
         self.gate = None if gate is None else nn.Linear(shape.d_model, h * d if gate == "elementwise" else h,
@@ -183,6 +184,10 @@ class MultiHeadAttention(nn.Module):
         self.last_weights: Optional[Tensor] = None
         self.recorder: Optional[Callable] = None  # attention_diagnostics.AttentionRecorder while it records
 
+    def projections(self, shape: AttentionShape) -> None:
+        """The input projections (registered before ``out``: the state dict's order)."""
+        self.qkv = nn.Linear(shape.d_model, (shape.n_heads + 2 * shape.n_kv_heads) * shape.head_dim, bias=shape.bias)
+
     def value_and_output_weights(self) -> List[Tensor]:
         """The value rows of the fused projection and the output projection's weight (views, for
         in-place init scaling: DeepNorm's beta); q and k are left out."""
@@ -191,7 +196,7 @@ class MultiHeadAttention(nn.Module):
         return [fused.weight.data[before * shape.head_dim:], self.out.weight.data]
 
     @classmethod
-    def from_config(cls, cfg, cross: bool) -> "MultiHeadAttention":
+    def from_config(cls, cfg, cross: bool = False) -> "MultiHeadAttention":
         """The attention sublayer a ModelConfig (one layer's) describes."""
         return cls(cross=cross, **attention_args(cfg))
 
@@ -214,38 +219,33 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: Tensor, mask: AttentionMask, rotate: Optional[Rotate] = None,
                 memory: Optional[Tensor] = None, cache: Optional[KVCache] = None,
                 need_weights: bool = False) -> Tensor:
+        """(B, L, d_model) from x: its queries over the keys ``project`` gives (``memory`` is read by
+        cross-attention only), under ``mask``; ``cache`` the layer's K/V state (None: not decoding)."""
+        q, k, v, mask = self.project(x, mask, rotate, memory, cache)
+        return self.attend(x, q, k, v, mask, need_weights)
+
+    def project(self, x: Tensor, mask: AttentionMask, rotate: Optional[Rotate], memory: Optional[Tensor],
+                cache: Optional[KVCache]) -> Tuple[Tensor, Tensor, Tensor, AttentionMask]:
+        """Self-attention's q, k, v (B, heads, L|keys, D), normed and rotated, over every key the query
+        reads (the cache's included) and the mask over those keys."""
         h, kv, d = self.shape.n_heads, self.shape.n_kv_heads, self.shape.head_dim
-        if self.cross:
-            q = self.q(x)
-            if cache is not None and len(cache):
-                k, v = cache.k, cache.v
-                q = self._heads(self._norm_qk(q, None, True)[0], h)
-                q, _ = self._norm_qk(q, None, False)  # memory keys were normed and rotated when cached
-                if rotate is not None:
-                    q, _ = rotate(q, None)
-            else:
-                k, v = self.kv(memory).split(kv * d, dim=-1)
-                q, k = self._norm_qk(q, k, True)
-                q, k, v = self._heads(q, h), self._heads(k, kv), self._heads(v, kv)
-                q, k = self._norm_qk(q, k, False)
-                if rotate is not None:
-                    q, k = rotate(q, k)
-                if cache is not None:
-                    cache.append(k, v)
-        else:
-            q, k, v = self.qkv(x).split((h * d, kv * d, kv * d), dim=-1)
-            q, k = self._norm_qk(q, k, True)
-            q, k, v = self._heads(q, h), self._heads(k, kv), self._heads(v, kv)
-            q, k = self._norm_qk(q, k, False)
-            if rotate is not None:
-                q, k = rotate(q, k)
-                # q and k are fresh tensors now, but v is still a view of the fused qkv output: kept for
-                # backward (or in the cache) it would keep all of it alive. Its own copy frees the rest.
-                v = v.contiguous()
-            if cache is not None:  # the cache's policy: an eager KVCache or a static one (static_cache.py)
-                k, v, mask = cache.attend(k, v, mask, self.pattern)
-            else:
-                mask = self.pattern.restrict(mask, q.shape[-2], mask_keys(mask, q.shape[-2]), q.device)
+        q, k, v = self.qkv(x).split((h * d, kv * d, kv * d), dim=-1)
+        q, k = self._norm_qk(q, k, True)
+        q, k, v = self._heads(q, h), self._heads(k, kv), self._heads(v, kv)
+        q, k = self._norm_qk(q, k, False)
+        if rotate is not None:
+            q, k = rotate(q, k)
+            # q and k are fresh tensors now, but v is still a view of the fused qkv output: kept for
+            # backward (or in the cache) it would keep all of it alive. Its own copy frees the rest.
+            v = v.contiguous()
+        if cache is not None:  # the cache's policy: an eager KVCache or a static one (static_cache.py)
+            k, v, mask = cache.attend(k, v, mask, self.pattern)
+            return q, k, v, mask
+        return q, k, v, self.pattern.restrict(mask, q.shape[-2], mask_keys(mask, q.shape[-2]), q.device)
+
+    def attend(self, x: Tensor, q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, need_weights: bool) -> Tensor:
+        """The kernel over (q, k, v) under ``mask``, then the gate and the output projection."""
+        h = self.shape.n_heads
         if need_weights and not self.backend.returns_weights:
             raise ValueError("attention weights need the 'explicit' attention kernel")
         if self.recorder is not None:  # (None but while diagnostics record: nothing else in the hot path)
@@ -260,7 +260,6 @@ class MultiHeadAttention(nn.Module):
             out = out * g.to(out.dtype)
         return self.out(out.flatten(2))
 
-
     def combine(self, q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, dropout: float
                 ) -> Tuple[Tensor, Optional[Tensor]]:
         """The heads' outputs (B, H, Lq, Dv) from rotated q, k and v: the kernel's softmax attention
@@ -268,6 +267,36 @@ class MultiHeadAttention(nn.Module):
         if self.sinks is None:
             return self.backend(q, k, v, mask, dropout)
         return self.backend(q, k, v, mask, dropout, sinks=self.sinks)
+
+class MultiHeadCrossAttention(MultiHeadAttention):
+    """Cross-attention: q from x, a fused KV projection of the encoder memory, computed on the first
+    call and then read from the cache (normed and rotated as they were cached)."""
+
+    cross = True
+
+    def projections(self, shape: AttentionShape) -> None:
+        h, kv, d = shape.n_heads, shape.n_kv_heads, shape.head_dim
+        self.q = nn.Linear(shape.d_model, h * d, bias=shape.bias)
+        self.kv = nn.Linear(shape.d_model, 2 * kv * d, bias=shape.bias)
+
+    def project(self, x, mask, rotate, memory, cache):
+        h, kv, d = self.shape.n_heads, self.shape.n_kv_heads, self.shape.head_dim
+        q = self.q(x)
+        if cache is not None and len(cache):
+            q = self._heads(self._norm_qk(q, None, True)[0], h)
+            q, _ = self._norm_qk(q, None, False)
+            if rotate is not None:
+                q, _ = rotate(q, None)
+            return q, cache.k, cache.v, mask
+        k, v = self.kv(memory).split(kv * d, dim=-1)
+        q, k = self._norm_qk(q, k, True)
+        q, k, v = self._heads(q, h), self._heads(k, kv), self._heads(v, kv)
+        q, k = self._norm_qk(q, k, False)
+        if rotate is not None:
+            q, k = rotate(q, k)
+        if cache is not None:
+            cache.append(k, v)
+        return q, k, v, mask
 
 
 def attention_args(cfg) -> dict:

@@ -1,10 +1,14 @@
 """Norm placements: how a layer combines its sublayers (attention, cross-attention, feed-forward)
 with norms and the residual stream.
 
-A sublayer knows nothing about norms. The layer hands the placement a list of ``Slot`` modules,
-one per sublayer, each holding the sublayer and the norms the placement asked for
-(``norm_slots``); the placement's ``forward`` combines them. ``final_norm`` declares whether the
-stack ends with a norm by default; ``after_init`` adjusts weights once the init scheme has run.
+A sublayer knows nothing about norms. Each sublayer sits in a ``Slot`` module with the norms the
+placement asked for (``norm_slots``), and the layer runs the slots in order, asking the placement
+two things per slot: ``pre(slot, x)``, what the sublayer reads, and ``post(slot, x, y)``, the
+residual stream after its output y. A placement with ``parallel`` set has its sublayers read the
+layer's input side by side (the layer's own branch); one that overrides ``forward(x, slots,
+branches)`` (the older protocol, still honoured for plugins) combines the sublayers itself.
+``final_norm`` declares whether the stack ends with a norm by default; ``after_init`` adjusts
+weights once the init scheme has run.
 A placement is a module of its layer, so one with learned parameters of its own (a residual
 scale, say) declares them in ``__init__`` (``ctx.d_model`` gives the width); the built-ins have none.
 """
@@ -32,7 +36,8 @@ Branch = Callable[[Tensor], Tensor]  # a sublayer with its inputs bound: h -> dr
 
 
 class Slot(nn.Module):
-    """One sublayer plus the norms its placement uses around it (``norm``, ``post_norm``)."""
+    """One sublayer plus the norms its placement uses around it (``norm``, ``post_norm``); called, it
+    runs the sublayer and its residual dropout: ``dropout(sublayer(h, ...))``."""
 
     def __init__(self, sublayer: nn.Module, norms: dict, dropout: float):
         super().__init__()
@@ -41,12 +46,16 @@ class Slot(nn.Module):
             self.add_module(name, norm)
         self.dropout = nn.Dropout(dropout)
 
+    def forward(self, h: Tensor, *args) -> Tensor:
+        return self.dropout(self.sublayer(h, *args))
+
 
 class Placement(nn.Module):
-    """Sequential placements apply ``residual`` to each sublayer in turn."""
+    """The pre placement's steps by default; a placement overrides ``pre`` and ``post``."""
 
     final_norm = True  # the stack ends with a norm unless model.final_norm says otherwise
     cross_attention = True  # has a form with cross-attention (encoder-decoder models)
+    parallel = False  # sublayers side by side on the layer's input (GPT-J), not one after another
     formula = ""  # shown by describe; empty: the registration's description
 
     def __init__(self, options, ctx: LayerContext):
@@ -57,8 +66,22 @@ class Placement(nn.Module):
         """Names of the norms sublayer ``index`` of the layer needs."""
         return ("norm",)
 
+    def pre(self, slot: Slot, x: Tensor) -> Tensor:
+        """What the sublayer in ``slot`` reads from the residual stream ``x``."""
+        return slot.norm(x)
+
+    def post(self, slot: Slot, x: Tensor, y: Tensor) -> Tensor:
+        """The residual stream after the sublayer: ``x`` its input, ``y`` its output."""
+        return x + y
+
+    def combines_itself(self) -> bool:
+        """Whether a subclass combines the sublayers in its own ``forward`` or ``residual`` (the older
+        protocol, which plugins may still use); then the layer hands it the slots and their branches."""
+        own = type(self)
+        return own.forward is not Placement.forward or own.residual is not Placement.residual
+
     def residual(self, slot: Slot, x: Tensor, branch: Branch) -> Tensor:
-        raise NotImplementedError
+        return self.post(slot, x, branch(self.pre(slot, x)))
 
     def forward(self, x: Tensor, slots: List[Slot], branches: List[Branch]) -> Tensor:
         for slot, branch in zip(slots, branches):
@@ -73,17 +96,17 @@ class Placement(nn.Module):
 class Pre(Placement):
     formula = "x + f(norm(x))"
 
-    def residual(self, slot, x, branch):
-        return x + branch(slot.norm(x))
-
 
 @PLACEMENTS.register("post", NoOptions, "norm(x + f(x)); no final norm (Vaswani et al. 2017, BERT)")
 class Post(Placement):
     formula = "norm(x + f(x))"
     final_norm = False
 
-    def residual(self, slot, x, branch):
-        return slot.norm(x + branch(x))
+    def pre(self, slot, x):
+        return x
+
+    def post(self, slot, x, y):
+        return slot.norm(x + y)
 
 
 @PLACEMENTS.register("sandwich", NoOptions, "x + norm2(f(norm1(x))): a norm before and after each sublayer (Gemma 2, CogView)")
@@ -93,8 +116,8 @@ class Sandwich(Placement):
     def norm_slots(self, index):
         return ("norm", "post_norm")
 
-    def residual(self, slot, x, branch):
-        return x + slot.post_norm(branch(slot.norm(x)))
+    def post(self, slot, x, y):
+        return x + slot.post_norm(y)
 
 
 def deepnorm_constants(ctx: LayerContext) -> Tuple[float, float]:
@@ -120,8 +143,11 @@ class DeepNorm(Placement):
         super().__init__(options, ctx)
         self.alpha, self.beta = deepnorm_constants(ctx)
 
-    def residual(self, slot, x, branch):
-        return slot.norm(self.alpha * x + branch(x))
+    def pre(self, slot, x):
+        return x
+
+    def post(self, slot, x, y):
+        return slot.norm(self.alpha * x + y)
 
     def after_init(self, slots):
         """The paper scales the init of the FFN, value and output projections by beta (q and k keep
@@ -144,17 +170,16 @@ class ParallelOptions:
 @PLACEMENTS.register("parallel", ParallelOptions, "x + attn(norm(x)) + ffn(norm(x)): sublayers side by side "
                                                   "(GPT-J, GPT-NeoX, PaLM)")
 class Parallel(Placement):
-    """No cross-attention form: validation refuses it for encoder-decoder models."""
+    """No cross-attention form: validation refuses it for encoder-decoder models. With a shared norm
+    only the first slot has one, and every sublayer reads its output."""
 
     formula = "x + attn(norm(x)) + ffn(norm(x))"
     cross_attention = False
+    parallel = True
+
+    @property
+    def shared_norm(self) -> bool:
+        return self.options.shared_norm
 
     def norm_slots(self, index):
-        return ("norm",) if index == 0 or not self.options.shared_norm else ()
-
-    def forward(self, x, slots, branches):
-        shared = slots[0].norm(x) if self.options.shared_norm else None
-        out = x
-        for slot, branch in zip(slots, branches):
-            out = out + branch(shared if shared is not None else slot.norm(x))
-        return out
+        return ("norm",) if index == 0 or not self.shared_norm else ()

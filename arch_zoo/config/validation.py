@@ -13,6 +13,7 @@ import torch
 
 from ..components.feedforward import is_gated
 from ..components.heads import HEADS
+from ..components.mixers.attention import reads_attention_keys
 from ..components.mixers.base import MIXERS, serves
 from ..components.parametrization import PARAMETRIZATIONS
 from ..components.placements import PLACEMENTS
@@ -87,7 +88,7 @@ def check_attention_keys(m: ModelConfig, resolved: dict, key: str) -> None:
     in Qwen3-Next), so a mixer sweep over a RoPE base may take a layout with none (``describe`` says in
     how many layers it acts); a learned one (T5's table) would be trained by nothing."""
     def reads(cfg: ModelConfig) -> bool:
-        return MIXERS.get(cfg.mixer.name).factory.reads_attention_keys
+        return reads_attention_keys(MIXERS.get(cfg.mixer.name).factory)
 
     scheme = POSITIONS.get(m.position.name).factory
     cross = m.kind == "encoder_decoder"

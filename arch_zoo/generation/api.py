@@ -1,6 +1,7 @@
 """``generate``: checks the arguments once, then runs a decoding loop over a ``Stepper``."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Union
 
@@ -72,6 +73,62 @@ def _check_options(strategy, temperature, top_k, top_p, beams, n_best, max_new_t
         raise ConfigError("n_best", f"cannot exceed beams ({width}), got {n_best}")
 
 
+def _check_model(model, tokenizer_size: Optional[int]) -> None:
+    if not isinstance(model, (DecoderModel, EncoderDecoderModel)):
+        kind = getattr(getattr(model, "config", None), "kind", type(model).__name__)
+        raise ConfigError("model", f"generation needs a 'decoder' or 'encoder_decoder' model, got '{kind}'")
+    if tokenizer_size is not None:
+        _positive("tokenizer_size", tokenizer_size)
+        if tokenizer_size > model.vocab_size:
+            raise ConfigError("tokenizer_size", f"{tokenizer_size} is more than the model's {model.vocab_size} "
+                              f"vocabulary rows")
+
+
+def _compile_mode(model, device, compile: bool, compile_mode: Optional[str], static_cache_length: Optional[int],
+                  use_cache: bool) -> Optional[str]:
+    """The compiled step's torch.compile mode (default "reduce-overhead" on CUDA); refuses the
+    compile options without compile=True."""
+    if compile:
+        check_compilable(model, device, use_cache)
+        return compile_mode if compile_mode is not None else ("reduce-overhead" if device.type == "cuda" else None)
+    if compile_mode is not None or static_cache_length is not None:
+        raise ConfigError("compile_mode" if compile_mode is not None else "static_cache_length",
+                          "only applies with compile=True")
+    return None
+
+
+def _batch(model, prompts: Prompts, attention_mask: Optional[Tensor], pad: int, device, max_new_tokens: int):
+    """(ids, mask) of the prompts, checked: left-padded for a decoder, positions the model has."""
+    ids, mask = as_batch(prompts, attention_mask, pad, device)
+    encoder_decoder = isinstance(model, EncoderDecoderModel)
+    if not encoder_decoder:
+        check_left_padded(mask)
+    check_positions(model, mask, max_new_tokens, encoder_decoder)
+    return ids, mask
+
+
+@contextmanager
+def _eval_mode(model):
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def _decode(stepper, strategy: str, max_new_tokens: int, eos: Optional[Tensor], pad: int, *, beams, length_penalty,
+            n_best, temperature, top_k, top_p, generator, return_logits: bool, tokenizer_size):
+    """The strategy's loop over ``stepper``: its result and the per-step logits (return_logits only)."""
+    if strategy == "beam":
+        width = DEFAULT_BEAMS if beams is None else beams
+        return beam_search(stepper, width, max_new_tokens, eos, pad, length_penalty, n_best, tokenizer_size), None
+    pick = greedy if strategy == "greedy" else Sampler(temperature or 1.0, top_k, top_p, generator)
+    kept: Optional[List[Tensor]] = [] if return_logits else None
+    result = token_by_token(stepper, pick, max_new_tokens, eos, pad, kept, tokenizer_size)
+    return result, torch.stack(kept, dim=1) if kept else None
+
+
 def generate(model, prompts: Prompts, attention_mask: Optional[Tensor] = None, *, strategy: str = "greedy",
              max_new_tokens: int = 32, temperature: Optional[float] = None, top_k: Optional[int] = None,
              top_p: Optional[float] = None, beams: Optional[int] = None, length_penalty: float = 1.0,
@@ -98,50 +155,23 @@ def generate(model, prompts: Prompts, attention_mask: Optional[Tensor] = None, *
     ``tokenizer.vocab_size``); the model still scores every row, and ``logits`` hold them all.
     The model runs in eval mode; its training flag is restored afterwards."""
     _check_options(strategy, temperature, top_k, top_p, beams, n_best, max_new_tokens, return_logits)
-    if not isinstance(model, (DecoderModel, EncoderDecoderModel)):
-        kind = getattr(getattr(model, "config", None), "kind", type(model).__name__)
-        raise ConfigError("model", f"generation needs a 'decoder' or 'encoder_decoder' model, got '{kind}'")
-    encoder_decoder = isinstance(model, EncoderDecoderModel)
-    if tokenizer_size is not None:
-        _positive("tokenizer_size", tokenizer_size)
-        if tokenizer_size > model.vocab_size:
-            raise ConfigError("tokenizer_size", f"{tokenizer_size} is more than the model's {model.vocab_size} "
-                              f"vocabulary rows")
+    _check_model(model, tokenizer_size)
     pad = model.config.pad_token_id if pad_token_id is None else pad_token_id
     start = pad if decoder_start_token_id is None else decoder_start_token_id
     device = next(model.parameters()).device
-    if compile:
-        check_compilable(model, device, use_cache)
-        mode = compile_mode if compile_mode is not None else ("reduce-overhead" if device.type == "cuda" else None)
-    elif compile_mode is not None or static_cache_length is not None:
-        raise ConfigError("compile_mode" if compile_mode is not None else "static_cache_length",
-                          "only applies with compile=True")
-    ids, mask = as_batch(prompts, attention_mask, pad, device)
-    if not encoder_decoder:
-        check_left_padded(mask)
-    check_positions(model, mask, max_new_tokens, encoder_decoder)
+    mode = _compile_mode(model, device, compile, compile_mode, static_cache_length, use_cache)
+    ids, mask = _batch(model, prompts, attention_mask, pad, device, max_new_tokens)
     eos = None
     if eos_token_id is not None:
         eos = torch.tensor([eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id), device=device)
     if seed is not None and generator is None:
         generator = torch.Generator(device=device).manual_seed(seed)
-
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():  # cheaper per op than no_grad, which matters at one token a step
-            stepper = (CompiledStepper(model, ids, mask, max_new_tokens, pad, start, static_cache_length, mode)
-                       if compile else Stepper(model, ids, mask, max_new_tokens, use_cache, pad, start))
-            if strategy == "beam":
-                width = DEFAULT_BEAMS if beams is None else beams
-                result = beam_search(stepper, width, max_new_tokens, eos, pad, length_penalty, n_best, tokenizer_size)
-                logits = None
-            else:
-                pick = greedy if strategy == "greedy" else Sampler(temperature or 1.0, top_k, top_p, generator)
-                kept: Optional[List[Tensor]] = [] if return_logits else None
-                result = token_by_token(stepper, pick, max_new_tokens, eos, pad, kept, tokenizer_size)
-                logits = torch.stack(kept, dim=1) if kept else None
-    finally:
-        model.train(was_training)
+    with _eval_mode(model), torch.inference_mode():  # cheaper per op than no_grad, at one token a step
+        stepper = (CompiledStepper(model, ids, mask, max_new_tokens, pad, start, static_cache_length, mode)
+                   if compile else Stepper(model, ids, mask, max_new_tokens, use_cache, pad, start))
+        result, logits = _decode(stepper, strategy, max_new_tokens, eos, pad, beams=beams,
+                                 length_penalty=length_penalty, n_best=n_best, temperature=temperature, top_k=top_k,
+                                 top_p=top_p, generator=generator, return_logits=return_logits,
+                                 tokenizer_size=tokenizer_size)
     # Clones made outside inference mode are ordinary tensors: callers may edit them or use them in autograd.
     return GenerationOutput(*(t.clone() for t in result), logits=None if logits is None else logits.clone())

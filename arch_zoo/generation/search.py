@@ -57,6 +57,41 @@ def token_by_token(stepper: Stepper, pick: Callable[[Tensor], Tensor], max_new_t
     return tokens.unsqueeze(1), lengths.unsqueeze(1), log_probs.unsqueeze(1), log_probs.unsqueeze(1)
 
 
+class _Pool:
+    """Each prompt's ``k`` best finished hypotheses, best first: scores, log-probs, tokens, lengths."""
+
+    def __init__(self, batch: int, k: int, max_new_tokens: int, pad_token_id: int, device):
+        self.k, self.steps = k, max_new_tokens
+        self.scores = torch.full((batch, k), float("-inf"), device=device)
+        self.logp = torch.full((batch, k), float("-inf"), device=device)
+        self.seqs = torch.full((batch, k, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
+        self.lens = torch.zeros((batch, k), dtype=torch.long, device=device)
+
+    def add(self, scores: Tensor, logp: Tensor, seqs: Tensor, length: int) -> None:
+        """Candidates (B, C) of ``length`` tokens (-inf scores: none) compete with those kept."""
+        self.scores, pick = torch.cat((self.scores, scores), dim=1).topk(self.k, dim=1)
+        self.logp = torch.cat((self.logp, logp), dim=1).gather(1, pick)
+        self.lens = torch.cat((self.lens, torch.full_like(logp, length, dtype=torch.long)), dim=1).gather(1, pick)
+        self.seqs = torch.cat((self.seqs, seqs), dim=1).gather(1, pick.unsqueeze(-1).expand(-1, -1, self.steps))
+
+    def add_ended(self, top: Tensor, beam: Tensor, token: Tensor, new: Tensor, seqs: Tensor, t: int,
+                  length_penalty: float) -> None:
+        """The candidates ``new`` marks (beam ``beam`` + ``token``, ending at step ``t``) join the pool."""
+        cand_seqs = seqs.view(beam.shape[0], self.k, -1).gather(1, beam.unsqueeze(-1).expand(-1, -1, self.steps))
+        cand_seqs[:, :, t] = token
+        self.add((top / (t + 1) ** length_penalty).masked_fill(~new, float("-inf")),
+                 top.masked_fill(~new, float("-inf")), cand_seqs, t + 1)
+
+    def beats(self, best_possible: Tensor) -> Tensor:
+        """(B,) whether the pool is full and its worst is at least ``best_possible``."""
+        worst = self.scores[:, -1]
+        return (worst > float("-inf")) & (worst >= best_possible)
+
+    def best(self, n: int) -> Result:
+        width = int(self.lens[:, :n].max())
+        return self.seqs[:, :n, :width], self.lens[:, :n], self.logp[:, :n], self.scores[:, :n]
+
+
 def beam_search(stepper: Stepper, beams: int, max_new_tokens: int, eos: Optional[Tensor], pad_token_id: int,
                 length_penalty: float, n_best: int, tokenizer_size: Optional[int] = None) -> Result:
     """Beam search ranked by ``log_prob / length ** length_penalty`` (length counts the EOS).
@@ -74,54 +109,31 @@ def beam_search(stepper: Stepper, beams: int, max_new_tokens: int, eos: Optional
     running = torch.full((batch, k), float("-inf"), device=device)
     running[:, 0] = 0.0  # beams start identical: expand only the first
     seqs = torch.full((batch * k, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
-    pool_scores = torch.full((batch, k), float("-inf"), device=device)
-    pool_logp = torch.full((batch, k), float("-inf"), device=device)
-    pool_seqs = torch.full((batch, k, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
-    pool_lens = torch.zeros((batch, k), dtype=torch.long, device=device)
+    pool = _Pool(batch, k, max_new_tokens, pad_token_id, device)
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     rows = torch.arange(batch, device=device).unsqueeze(1) * k
     # Each beam can end in any of the EOS ids, so (1 + n_eos) * K candidates always hold K that go on
     # (Hugging Face keeps the same number; with 2K, more than K EOS among them would end the search).
-    n_eos = 0 if eos is None else int(eos.numel())
-    n_cand = min(max(2, 1 + n_eos) * k, k * vocab)
-
-    def into_pool(scores, logp, cand_seqs, length):
-        nonlocal pool_scores, pool_logp, pool_seqs, pool_lens
-        all_scores = torch.cat((pool_scores, scores), dim=1)
-        pool_scores, pick = all_scores.topk(k, dim=1)
-        pool_logp = torch.cat((pool_logp, logp), dim=1).gather(1, pick)
-        pool_lens = torch.cat((pool_lens, torch.full_like(logp, length, dtype=torch.long)), dim=1).gather(1, pick)
-        pool_seqs = torch.cat((pool_seqs, cand_seqs), dim=1).gather(
-            1, pick.unsqueeze(-1).expand(-1, -1, max_new_tokens))
-
+    n_cand = min(max(2, 1 + (0 if eos is None else int(eos.numel()))) * k, k * vocab)
     for t in range(max_new_tokens):
         length = t + 1
-        cand = (running.view(-1, 1) + log_probs).view(batch, k * vocab)
-        top, flat = cand.topk(n_cand, dim=1)  # (B, n_cand), best first
+        top, flat = (running.view(-1, 1) + log_probs).view(batch, k * vocab).topk(n_cand, dim=1)  # best first
         beam, token = flat // vocab, flat % vocab
         ends = _is_eos(token, eos) & (top > float("-inf"))
-        if eos is not None and bool(ends.any()):
+        if eos is not None and bool(ends.any()):  # those among the top K join the pool
             ranked = torch.arange(n_cand, device=device) < k
-            new = ends & ranked & ~done.unsqueeze(1)
-            cand_seqs = seqs.view(batch, k, -1).gather(1, beam.unsqueeze(-1).expand(-1, -1, max_new_tokens))
-            cand_seqs[:, :, t] = token
-            into_pool((top / length ** length_penalty).masked_fill(~new, float("-inf")),
-                      top.masked_fill(~new, float("-inf")), cand_seqs, length)
+            pool.add_ended(top, beam, token, ends & ranked & ~done.unsqueeze(1), seqs, t, length_penalty)
         running, keep = top.masked_fill(ends, float("-inf")).topk(k, dim=1)
         index = (rows + beam.gather(1, keep)).view(-1)
         seqs = seqs.index_select(0, index)
         seqs[:, t] = token.gather(1, keep).view(-1)
-        if length_penalty > 0:  # the longest hypothesis divides by the most
-            best_possible = running[:, 0] / max_new_tokens ** length_penalty
-        else:
-            best_possible = running[:, 0] / length ** length_penalty
-        done |= (pool_scores[:, -1] > float("-inf")) & (pool_scores[:, -1] >= best_possible)
+        longest = max_new_tokens if length_penalty > 0 else length  # the length that divides the most
+        done |= pool.beats(running[:, 0] / longest ** length_penalty)
         if length == max_new_tokens or bool(done.all()):
             break
         stepper.reorder(index)
         log_probs = within(stepper.step(seqs[:, t]).float().log_softmax(-1), tokenizer_size)
     # Prompts still searching at the end: their running beams compete with the finished ones.
     alive = running.masked_fill(done.unsqueeze(1), float("-inf"))
-    into_pool(alive / length ** length_penalty, alive, seqs.view(batch, k, -1), length)
-    width = int(pool_lens[:, :n_best].max())
-    return pool_seqs[:, :n_best, :width], pool_lens[:, :n_best], pool_logp[:, :n_best], pool_scores[:, :n_best]
+    pool.add(alive / length ** length_penalty, alive, seqs.view(batch, k, -1), length)
+    return pool.best(n_best)

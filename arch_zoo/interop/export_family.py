@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Set
 
 from ..components.feedforward import has_sublayer
 from ..components.mixers import MIXERS
+from ..components.mixers.attention import reads_attention_keys
 from ..components.positions import POSITIONS
 from ..config import ModelConfig
 from ..config.validation import ATTENTION_KEYS, layer_configs, stacks
@@ -43,7 +44,7 @@ def unread_keys(layer: ModelConfig, cross_attention: bool) -> Set[str]:
     options hold its heads, d_ff where the layer has no feed-forward."""
     mixer = MIXERS.get(layer.mixer.name).factory
     out: Set[str] = set()
-    if not mixer.reads_attention_keys and not cross_attention:
+    if not reads_attention_keys(mixer) and not cross_attention:
         out |= set(ATTENTION_KEYS) | {"qk_norm_scope"}
         if not POSITIONS.get(layer.position.name).factory.adds_to_embeddings:
             out.add("position")

@@ -12,6 +12,7 @@ import math
 from typing import Any, Dict, Optional
 
 from ..components.mixers import MIXERS
+from ..components.mixers.attention import score_width
 from ..components.placements import ends_with_norm
 from ..config import ModelConfig
 from ..coerce import to_dict
@@ -33,7 +34,7 @@ def function_view(m: ModelConfig) -> Dict[str, Any]:
     layer reads (``export_family.drop_unread``)."""
     m = validate_model(m)
     # defaults that depend on other keys, written out: a family may store them as numbers
-    width = MIXERS.get(m.mixer.name).factory.score_width(m.mixer.options, m)[0]  # what q.k sums over
+    width = score_width(MIXERS.get(m.mixer.name).factory, m.mixer.options, m)[0]  # what q.k sums over
     m = dataclasses.replace(m, attention_scale=m.attention_scale or width ** -0.5, head_dim=m.dim_per_head,
                             n_kv_heads=m.kv_heads, n_encoder_layers=m.encoder_layers, n_decoder_layers=m.decoder_layers,
                             final_norm=ends_with_norm(m))

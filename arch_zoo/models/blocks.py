@@ -3,39 +3,31 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
-import torch
 from torch import Tensor, nn
 
-from ..components.attention import MultiHeadAttention
 from ..components.context import LayerContext
 from ..components.feedforward import FEEDFORWARD, FFNContext, has_sublayer
-from ..components.init import mark_residual_out
-from ..components.masks import AttentionMask, cross_attention_mask, self_attention_mask
+from ..components.masks import AttentionMask, cross_attention_mask
 from ..components.mixers import MIXERS, MixerInputs
+from ..components.mixers.attention import CrossAttention, CrossInputs, rotary_dim
 from ..components.norms import NORMS
 from ..components.placements import PLACEMENTS, Slot, ends_with_norm
 from ..components.positions import POSITIONS, PositionContext, PositionScheme
 from ..components.state import KVCache, LayerState
 from ..config import ModelConfig
 from ..config.validation import layer_configs
+from .cache import StackState, default_positions
 from .renamed_keys import renamed_slot_keys
 
 
-StackInputs = MixerInputs  # the name layers and tests have long used
-
-
-def _cross_attention(cfg: ModelConfig) -> MultiHeadAttention:
-    attn = MultiHeadAttention.from_config(cfg, cross=True)
-    mark_residual_out(attn.out)
-    return attn
-
-
 class TransformerLayer(nn.Module):
-    """The token mixer, optional cross-attention over encoder memory, then the feed-forward network:
-    under the pre placement ``x = x + mixer(norm(x))``, ``x = x + cross(norm(x))``, ``x = x + ffn(norm(x))``.
-    Each is a ``Slot`` (its module under ``.sublayer``, its norms beside it): ``mixer``, ``cross_attn``, ``ffn``."""
+    """The token mixer, optional cross-attention over encoder memory, then the feed-forward network,
+    each a ``Slot`` (its module under ``.sublayer``, its norms beside it): ``mixer``, ``cross_attn``,
+    ``ffn``. The placement says what each reads (``pre``) and how its output joins the residual
+    stream (``post``): under pre, ``x = x + mixer(norm(x))``, ``x = x + cross(norm(x))``,
+    ``x = x + ffn(norm(x))``."""
 
     def __init__(self, cfg: ModelConfig, ctx: LayerContext):
         super().__init__()
@@ -47,7 +39,7 @@ class TransformerLayer(nn.Module):
             return Slot(sublayer, norms, cfg.dropout)
 
         self.mixer = slot(0, MIXERS.build(cfg.mixer, cfg, ctx))  # marks its own output projection
-        self.cross_attn = slot(1, _cross_attention(cfg)) if ctx.cross else None
+        self.cross_attn = slot(1, CrossAttention(cfg, ctx)) if ctx.cross else None
         self.ffn = None  # ffn: none -- attention-only: no slot, so no branch and no norm for it
         if has_sublayer(cfg.ffn):
             ffn = FEEDFORWARD.build(cfg.ffn, FFNContext(cfg.d_model, cfg.d_ff, cfg.bias, cfg.dropout))  # marks its own output
@@ -58,36 +50,50 @@ class TransformerLayer(nn.Module):
         return [s for s in (self.mixer, self.cross_attn, self.ffn) if s is not None]
 
     def new_state(self) -> LayerState:
-        return LayerState(self.mixer.sublayer.new_state(), KVCache())
+        cross = KVCache() if self.cross_attn is None else self.cross_attn.sublayer.new_state()
+        return LayerState(self.mixer.sublayer.new_state(), cross)
+
+    def static_state(self, batch: int, columns: int, source_columns: Optional[int], dtype, device,
+                     column: Tensor) -> LayerState:
+        """The preallocated form (the compiled step's): ``columns`` decoder columns written at ``column``,
+        ``source_columns`` of encoder memory for the cross-attention."""
+        mixer = self.mixer.sublayer.static_state(batch, columns, dtype, device, column)
+        if self.cross_attn is None:
+            return LayerState(mixer, KVCache())
+        return LayerState(mixer, self.cross_attn.sublayer.static_state(batch, source_columns, dtype, device))
 
     def forward(self, x: Tensor, inputs: MixerInputs, state: Optional[LayerState] = None) -> Tensor:
-        def mixer(h):
-            return self.mixer.dropout(self.mixer.sublayer(h, inputs, state and state.mixer))
+        own, cross = (None, None) if state is None else (state.mixer, state.cross)
+        p = self.placement
+        if p.combines_itself():  # a plugin's placement that takes the slots and combines them
+            return p.forward(x, self.slots(), self._branches(inputs, own, cross))
+        if p.parallel:  # GPT-J, PaLM: the sublayers read the layer's input side by side
+            return self._side_by_side(x, inputs, own)
+        x = p.post(self.mixer, x, self.mixer(p.pre(self.mixer, x), inputs, own))
+        if self.cross_attn is not None:
+            x = p.post(self.cross_attn, x, self.cross_attn(p.pre(self.cross_attn, x), inputs.cross, cross))
+        if self.ffn is not None:
+            x = p.post(self.ffn, x, self.ffn(p.pre(self.ffn, x)))
+        return x
 
-        def cross_attn(h):
-            return self.cross_attn.dropout(self.cross_attn.sublayer(
-                h, inputs.cross_mask, inputs.cross_rotate, memory=inputs.memory, cache=state and state.cross,
-                need_weights=inputs.need_weights))
+    def _side_by_side(self, x: Tensor, inputs: MixerInputs, own) -> Tensor:
+        p = self.placement
+        h = p.pre(self.mixer, x)
+        out = p.post(self.mixer, x, self.mixer(h, inputs, own))
+        if self.ffn is not None:  # a shared norm: the ffn reads the mixer's input, its own slot has no norm
+            out = p.post(self.ffn, out, self.ffn(h if p.shared_norm else p.pre(self.ffn, x)))
+        return out
 
-        def ffn(h):
-            return self.ffn.dropout(self.ffn.sublayer(h))
-
-        branches = [b for b, s in ((mixer, self.mixer), (cross_attn, self.cross_attn), (ffn, self.ffn))
-                    if s is not None]
-        return self.placement.forward(x, self.slots(), branches)
+    def _branches(self, inputs: MixerInputs, own, cross) -> list:
+        """Each slot with its inputs bound, h -> dropout(f(h)), for a placement's ``forward``."""
+        branches = {self.mixer: lambda h: self.mixer(h, inputs, own),
+                    self.cross_attn: lambda h: self.cross_attn(h, inputs.cross, cross), self.ffn: self.ffn}
+        return [branches[slot] for slot in self.slots()]
 
 
 def _in_attention(spec) -> bool:
     """The scheme rotates q and k or biases the scores, so its tables are shaped by a layer's heads."""
     return POSITIONS.get(spec.name).factory.acts_in_attention
-
-
-def default_positions(attention_mask: Optional[Tensor], length: int, past: int, device) -> Tensor:
-    """Positions of the last ``length`` tokens: counted over real tokens only when a padding
-    mask is given (so left-padded prompts start at 0), else ``past .. past+length-1``."""
-    if attention_mask is None:
-        return torch.arange(past, past + length, device=device).unsqueeze(0)
-    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -length:]
 
 
 class Stack(nn.Module):
@@ -116,7 +122,7 @@ class Stack(nn.Module):
         def scheme(spec, layer_cfg: ModelConfig) -> int:
             at = ctx if not _in_attention(spec) else dataclasses.replace(
                 ctx, n_heads=layer_cfg.n_heads,
-                head_dim=MIXERS.get(layer_cfg.mixer.name).factory.rotary_dim(layer_cfg.mixer.options, layer_cfg))
+                head_dim=rotary_dim(MIXERS.get(layer_cfg.mixer.name).factory, layer_cfg.mixer.options, layer_cfg))
             if (spec, at) not in built:
                 built.append((spec, at))
             return built.index((spec, at))
@@ -137,29 +143,18 @@ class Stack(nn.Module):
 
     def forward(self, x: Tensor, attention_mask: Optional[Tensor] = None, positions: Optional[Tensor] = None,
                 memory: Optional[Tensor] = None, memory_mask: Optional[Tensor] = None,
-                memory_positions: Optional[Tensor] = None, caches: Optional[List[LayerState]] = None,
-                past_positions: Optional[Tensor] = None, need_weights: bool = False,
-                static_keys: Optional[Tuple[Tensor, AttentionMask]] = None) -> Tensor:
-        """``past_positions`` (B|1, past) are the positions of keys already in ``caches``.
-        ``static_keys``: (key positions, self-attention mask) over every column of a static cache,
-        the new token's included (models/static_cache.py); then ``positions`` must be given."""
+                memory_positions: Optional[Tensor] = None, state: Optional[StackState] = None,
+                need_weights: bool = False) -> Tensor:
+        """``state``: the decoding state (models/cache.py) the layers read and extend by the new
+        positions; None: a pass that keeps nothing."""
+        state = state if state is not None else StackState()
         length = x.shape[1]
-        past = 0 if past_positions is None else past_positions.shape[-1]
-        if positions is None:
-            positions = default_positions(attention_mask, length, past, x.device)
-        if static_keys is not None:
-            k_pos, mask = static_keys
-        else:
-            k_pos = positions
-            if past_positions is not None:
-                b = max(past_positions.shape[0], positions.shape[0])
-                k_pos = torch.cat((past_positions.expand(b, -1), positions.expand(b, -1)), dim=-1)
-            mask = self_attention_mask(attention_mask, length, past, self.causal, x.device)
+        positions, k_pos, mask = state.keys(positions, attention_mask, length, self.causal, x.device)
+        tokens = None if attention_mask is None else attention_mask[:, -length:].bool()
         cross_mask = cross_attention_mask(memory_mask, length) if memory is not None else None
         if memory is not None and self.cross_positions and memory_positions is None:
             memory_positions = default_positions(memory_mask, memory.shape[1], 0, x.device)
         schemes = [self.position, *self.layer_positions]
-        tokens = None if attention_mask is None else attention_mask[:, -length:].bool()
         per_layer: dict = {}  # (self scheme, cross scheme) -> MixerInputs: biases and tables once per forward
         x = self.dropout(self.embedding_norm(self.position.embed(x, positions)))
         for i, layer in enumerate(self.layers):
@@ -167,14 +162,14 @@ class Stack(nn.Module):
             if key not in per_layer:
                 own, cross = schemes[key[0]], schemes[key[1]]
                 inputs = MixerInputs(self._with_bias(mask, positions, k_pos, cross=False, scheme=own),
-                                     own.rotator(positions, positions), need_weights=need_weights, tokens=tokens,
-                                     causal=self.causal)
+                                     own.rotator(positions, positions), need_weights, tokens, self.causal)
                 if memory is not None:
-                    inputs.memory, inputs.cross_mask = memory, cross_mask
+                    inputs.cross = CrossInputs(cross_mask, None, need_weights, tokens, False, memory=memory)
                     if self.cross_positions:
-                        inputs.cross_mask = self._with_bias(cross_mask, positions, memory_positions, cross=True,
+                        inputs.cross.mask = self._with_bias(cross_mask, positions, memory_positions, cross=True,
                                                             scheme=cross)
-                        inputs.cross_rotate = cross.rotator(positions, memory_positions)
+                        inputs.cross.rotate = cross.rotator(positions, memory_positions)
                 per_layer[key] = inputs
-            x = layer(x, per_layer[key], caches[i] if caches is not None else None)
+            x = layer(x, per_layer[key], state.layer(i))
+        state.advance(positions)
         return self.final_norm(x)

@@ -6,7 +6,9 @@ Columns are the eager cache's: the (left-padded) prompt's columns, then one per 
 decoded do not yet); ``positions`` holds each column's position for the schemes that bias scores
 by distance. Each step reads the next position and the write column from here, writes the new
 token's, and advances both, all inside the compiled step. Filled from the eager cache after the
-prompt's pass (the prefill runs eagerly, at its own length).
+prompt's pass (the prefill runs eagerly, at its own length). The stack calls it as it calls any
+``StackState`` (models/cache.py); it ignores the positions and padding a caller passes, since it
+keeps both.
 """
 from __future__ import annotations
 
@@ -16,24 +18,23 @@ import torch
 from torch import Tensor
 
 from ..components.masks import AttentionMask
-from ..components.state import KVCache, LayerState
+from ..components.state import LayerState
 from .blocks import Stack
+from .cache import StackState
 
 
-class StaticCache:
+class StaticCache(StackState):
     def __init__(self, stack: Stack, batch: int, columns: int, dtype, device, source_columns: Optional[int] = None):
         self.batch, self.columns = batch, columns
         self.column = torch.zeros(1, dtype=torch.long, device=device)  # the column the next step writes
         self.positions = torch.zeros(batch, columns, dtype=torch.long, device=device)
         self.valid = torch.zeros(batch, columns, dtype=torch.bool, device=device)
         self.next_position = torch.zeros(batch, 1, dtype=torch.long, device=device)
-        self.layers: List[LayerState] = []
-        for layer in stack.layers:
-            mixer = layer.mixer.sublayer.static_state(batch, columns, dtype, device, self.column)
-            cross = KVCache()
-            if layer.cross_attn is not None:
-                cross = layer.cross_attn.sublayer.static_kv(batch, source_columns, dtype, device)
-            self.layers.append(LayerState(mixer, cross))
+        self.layers: List[LayerState] = [layer.static_state(batch, columns, source_columns, dtype, device, self.column)
+                                         for layer in stack.layers]
+
+    def layer(self, index: int) -> LayerState:
+        return self.layers[index]
 
     def tensors(self) -> List[Tensor]:
         """Every buffer a compiled step reads and writes (CUDA graphs need their addresses fixed)."""
@@ -56,15 +57,15 @@ class StaticCache:
             static.mixer.load(eager.mixer, length)
             static.cross.load(eager.cross, None)
 
-    def step_keys(self) -> Tuple[Tensor, Tuple[Tensor, AttentionMask]]:
-        """(the new token's positions (B, 1), (every column's position, the mask over the columns)),
+    def keys(self, positions, attention_mask, length, causal, device) -> Tuple[Tensor, Tensor, AttentionMask]:
+        """One token a row: (its positions (B, 1), every column's position, the mask over the columns),
         the new token's column written."""
         positions = self.next_position.clone()
         self.positions.index_copy_(1, self.column, positions)
         self.valid.index_fill_(1, self.column, True)
-        return positions, (self.positions, AttentionMask(self.valid.view(self.batch, 1, 1, self.columns)))
+        return positions, self.positions, AttentionMask(self.valid.view(self.batch, 1, 1, self.columns))
 
-    def advance(self) -> None:
+    def advance(self, positions: Tensor) -> None:
         self.next_position.add_(1)
         self.column.add_(1)
 

@@ -18,44 +18,16 @@ from ..components.parametrization import PARAMETRIZATIONS, readout
 from ..config import ExperimentConfig, ModelConfig
 from ..config.loading import model_config
 from ..errors import ConfigError
-from ..components.state import LayerState
-from .blocks import Stack, default_positions
+from .blocks import Stack
+from .cache import Cache, StackState
 from .renamed_keys import for_transformers
-from .static_cache import StaticCache
-
-
-@dataclass
-class Cache:
-    """The decoding state of a decoder stack: one LayerState per layer (each mixer's own, and the
-    cross-attention's K/V) plus the positions decoded so far."""
-
-    layers: List[LayerState]
-    positions: Optional[Tensor] = None  # (B|1, past)
-
-    @property
-    def length(self) -> int:
-        return 0 if self.positions is None else self.positions.shape[-1]
-
-    def extend(self, positions: Tensor) -> None:
-        if self.positions is None:
-            self.positions = positions
-        else:
-            b = max(self.positions.shape[0], positions.shape[0])
-            self.positions = torch.cat((self.positions.expand(b, -1), positions.expand(b, -1)), dim=-1)
-
-    def reorder(self, index: Tensor) -> None:
-        """Keep batch rows ``index`` (beam search)."""
-        for layer in self.layers:
-            layer.reorder(index)
-        if self.positions is not None and self.positions.shape[0] > 1:
-            self.positions = self.positions.index_select(0, index)
 
 
 @dataclass
 class ModelOutput:
     logits: Tensor
     hidden: Tensor
-    cache: Optional[Cache] = None
+    cache: Optional[StackState] = None
     attentions: Optional[List[Tensor]] = None  # per layer, with need_weights and the explicit backend
     extras: dict = field(default_factory=dict)
 
@@ -139,25 +111,6 @@ class TransformerModel(nn.Module):
     def new_cache(self) -> Cache:
         return Cache([layer.new_state() for layer in self.decoder.layers])
 
-    def _cached_pass(self, stack: Stack, x: Tensor, attention_mask: Optional[Tensor], positions: Optional[Tensor],
-                     cache: Union[Cache, StaticCache, None], need_weights: bool, **memory) -> Tensor:
-        """One pass of a causal stack that reads ``cache`` and then extends it with the new positions
-        (the one place both decoder kinds do so). A StaticCache supplies the positions itself."""
-        if isinstance(cache, StaticCache):  # one token a row, at the positions and columns the cache keeps
-            positions, keys = cache.step_keys()
-            hidden = stack(x, None, positions, caches=cache.layers, static_keys=keys, need_weights=need_weights,
-                           **memory)
-            cache.advance()
-            return hidden
-        past = cache.positions if cache is not None else None
-        hidden = stack(x, attention_mask, positions, caches=cache.layers if cache is not None else None,
-                       past_positions=past, need_weights=need_weights, **memory)
-        if cache is not None:
-            if positions is None:
-                positions = default_positions(attention_mask, x.shape[1], cache.length, x.device)
-            cache.extend(positions)
-        return hidden
-
 
 class EncoderModel(TransformerModel):
     """Bidirectional encoder with a classification, token-classification, MLM or embedding head."""
@@ -189,12 +142,12 @@ class DecoderModel(TransformerModel):
         self._finish()
 
     def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
-                positions: Optional[Tensor] = None, cache: Optional[Cache] = None,
+                positions: Optional[Tensor] = None, cache: Optional[StackState] = None,
                 need_weights: bool = False, logits_to_keep: int = 0) -> ModelOutput:
-        """With ``cache``, ``input_ids`` are the new tokens only and ``attention_mask`` covers the
-        cached plus the new positions; the cache is extended in place. ``logits_to_keep`` > 0
-        projects only the last that many positions onto the vocabulary (0: all), as in HF."""
-        hidden = self._cached_pass(self.decoder, self.embed(input_ids), attention_mask, positions, cache, need_weights)
+        """With ``cache`` (a Cache, or the compiled step's StaticCache), ``input_ids`` are the new tokens
+        only and ``attention_mask`` covers the cached plus the new positions; the cache is extended in
+        place. ``logits_to_keep`` > 0 projects only the last that many positions onto the vocabulary (0: all), as in HF."""
+        hidden = self.decoder(self.embed(input_ids), attention_mask, positions, state=cache, need_weights=need_weights)
         return ModelOutput(self.logits(_last(hidden, logits_to_keep)), hidden, cache,
                            self._attentions(self.decoder, need_weights))
 
@@ -218,10 +171,10 @@ class EncoderDecoderModel(TransformerModel):
 
     def decode(self, decoder_input_ids: Tensor, memory: Tensor, attention_mask: Optional[Tensor] = None,
                decoder_attention_mask: Optional[Tensor] = None, decoder_positions: Optional[Tensor] = None,
-               cache: Optional[Cache] = None, need_weights: bool = False, logits_to_keep: int = 0) -> ModelOutput:
+               cache: Optional[StackState] = None, need_weights: bool = False, logits_to_keep: int = 0) -> ModelOutput:
         """``attention_mask`` is the source padding mask; see DecoderModel.forward for the cache."""
-        hidden = self._cached_pass(self.decoder, self.decoder_embed(decoder_input_ids), decoder_attention_mask,
-                                   decoder_positions, cache, need_weights, memory=memory, memory_mask=attention_mask)
+        hidden = self.decoder(self.decoder_embed(decoder_input_ids), decoder_attention_mask, decoder_positions,
+                              memory=memory, memory_mask=attention_mask, state=cache, need_weights=need_weights)
         return ModelOutput(self.logits(_last(hidden, logits_to_keep)), hidden, cache,
                            self._attentions(self.decoder, need_weights))
 

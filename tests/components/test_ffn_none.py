@@ -9,7 +9,7 @@ from arch_zoo.components.masks import self_attention_mask
 from arch_zoo.config.loading import model_config
 from arch_zoo.errors import ConfigError
 from arch_zoo.models import build_model
-from arch_zoo.models.blocks import StackInputs
+from arch_zoo.components.mixers import MixerInputs as StackInputs
 from arch_zoo.models.summary import count_parameters, flops_per_token, parameter_breakdown
 from tests.models.flop_reference import measured_forward_flops
 

@@ -31,8 +31,10 @@ def full_rope(x, pos, base=10000.0):
 
 
 def _inputs_of(module):
+    """What a mixer slot was called with, ``mixer(x, inputs, state)``: x, and the memory a cross-attention read."""
     seen = {}
-    module.register_forward_hook(lambda m, args, kwargs, out: seen.update(x=args[0], kw=kwargs), with_kwargs=True)
+    module.register_forward_hook(
+        lambda m, args, out: seen.update(x=args[0], kw={"memory": getattr(args[1], "memory", None)}))
     return seen
 
 

@@ -10,7 +10,7 @@ from arch_zoo.components.placements import PLACEMENTS, deepnorm_constants, ends_
 from arch_zoo.config.loading import model_config
 from arch_zoo.errors import ConfigError
 from arch_zoo.models import build_model
-from arch_zoo.models.blocks import StackInputs
+from arch_zoo.components.mixers import MixerInputs as StackInputs
 from tests.conftest import tiny
 
 

@@ -1,16 +1,21 @@
 """Softmax attention as a mixer: today's self-attention, its options the model's flat keys (heads,
 pattern, kernel, qk-norm, soft-cap, scale), plus an optional output gate that nests under it:
 ``mixer: {name: attention, gate: sigmoid}``. Its decoding state is a key/value cache that grows
-with the context (a ring of the window for a sliding-window pattern)."""
+with the context (a ring of the window for a sliding-window pattern).
+
+``CrossAttention`` is a decoder layer's cross-attention slot behind the same protocol,
+``forward(x, inputs, state)``: its inputs (``CrossInputs``) add the encoder memory, its state is the
+memory's K/V, filled on the first call. It serves the encoder-decoder kind only, so it is not a
+registered mixer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal, Optional, Tuple
 
 from torch import Tensor
 
 from ...errors import ConfigError
-from ..attention import KERNELS, MultiHeadAttention, attention_args
+from ..attention import KERNELS, MultiHeadAttention, MultiHeadCrossAttention, attention_args
 from ..attention_patterns import AttentionPattern, SlidingWindowAttention
 from ..init import mark_residual_out
 from ..state import DecodingState, KVCache
@@ -49,6 +54,28 @@ def supports(pattern: AttentionPattern) -> bool:
     return restrict is AttentionPattern.restrict or restrict is SlidingWindowAttention.restrict
 
 
+def reads_attention_keys(mixer: type) -> bool:
+    """Whether the mixer class reads the model's attention keys (pattern, qk_norm, scale, soft-cap, a
+    position scheme that rotates q/k or biases scores); a model none of whose layers does refuses them.
+    A mixer that attends says so with ``reads_attention_keys = True``."""
+    return getattr(mixer, "reads_attention_keys", False)
+
+
+def rotary_dim(mixer: type, options, cfg) -> int:
+    """The head width the position scheme rotates for the mixer: its ``rotary_dim(options, cfg)``
+    where it has one (MLA: its decoupled RoPE part), else the layer's head_dim."""
+    own = getattr(mixer, "rotary_dim", None)
+    return own(options, cfg) if own is not None else cfg.dim_per_head
+
+
+def score_width(mixer: type, options, cfg) -> Tuple[int, str]:
+    """(width, its name): what q.k sums over, so the default scale 1/sqrt(width) and the
+    parametrization's scale read it: the mixer's ``score_width(options, cfg)`` where it has one
+    (MLA: qk_nope_head_dim + qk_rope_head_dim), else the layer's head_dim."""
+    own = getattr(mixer, "score_width", None)
+    return own(options, cfg) if own is not None else (cfg.dim_per_head, "head_dim")
+
+
 @MIXERS.register("attention", AttentionOptions, "softmax attention (Vaswani et al. 2017): MHA/GQA/MQA, its pattern, "
                  "kernel and qk-norm the model's keys; gate: sigmoid adds Qwen3-Next's output gate, "
                  "sinks: true gpt-oss's per-head sink logit")
@@ -70,7 +97,7 @@ class Attention(MultiHeadAttention, Mixer):
         check_sinks(options.sinks, cfg, key)
 
     def forward(self, x: Tensor, inputs: MixerInputs, state: Optional[DecodingState] = None) -> Tensor:
-        return super().forward(x, inputs.self_mask, inputs.self_rotate, cache=state, need_weights=inputs.need_weights)
+        return super().forward(x, inputs.mask, inputs.rotate, cache=state, need_weights=inputs.need_weights)
 
     def new_state(self) -> DecodingState:
         return KVCache()
@@ -99,3 +126,33 @@ class Attention(MultiHeadAttention, Mixer):
         keep = self.pattern.cache_keep()
         keys = context if keep is None else min(context, keep)
         return 2 * self.shape.n_kv_heads * self.shape.head_dim * keys
+
+
+@dataclass
+class CrossInputs(MixerInputs):
+    """A cross-attention slot's inputs: ``mask`` and ``rotate`` over the memory's positions, and the
+    memory (B, S, d_model) its keys and values come from."""
+
+    memory: Optional[Tensor] = None
+
+
+class CrossAttention(MultiHeadCrossAttention, Mixer):
+    """Queries from the decoder's positions, keys and values from the encoder memory (global: no
+    pattern); built from the layer's config as self-attention is."""
+
+    layer_name = "cross-attention"
+    part = "attention"
+
+    def __init__(self, cfg, ctx=None):
+        super().__init__(**attention_args(cfg))
+        mark_residual_out(self.out)
+
+    def forward(self, x: Tensor, inputs: CrossInputs, state: Optional[DecodingState] = None) -> Tensor:
+        return super().forward(x, inputs.mask, inputs.rotate, memory=inputs.memory, cache=state,
+                               need_weights=inputs.need_weights)
+
+    def new_state(self) -> DecodingState:
+        return KVCache()
+
+    def static_state(self, batch, columns, dtype, device, column=None) -> DecodingState:
+        return self.static_kv(batch, columns, dtype, device)  # the memory's columns, written once

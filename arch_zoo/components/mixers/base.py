@@ -14,6 +14,9 @@ the positions it is given. Besides the forward, a mixer declares, so nothing els
   ``context`` positions; ``flops_per_token`` and ``decode_flops`` below add the two;
 * ``state_elements(context)``: numbers its decoding state holds after ``context`` positions.
 
+A mixer that attends declares what attention reads (``mixers.attention``: ``reads_attention_keys``,
+``rotary_dim``, ``score_width``); the base knows nothing of heads that rotate or scores.
+
 Padding: ``inputs.tokens`` marks the new positions that hold real tokens. A causal mixer must leave
 its state as it was across a padded position (left-padded prompts), so a row's real tokens see what
 they would see unpadded.
@@ -38,16 +41,19 @@ STACKS = ("decoder", "encoder")
 
 @dataclass
 class MixerInputs:
-    """Everything a layer needs besides x; computed once per forward by the stack."""
+    """What the stack computes once per forward and every mixer slot of a layer reads besides x:
+    ``mask`` over the keys it may read ((B|1, H|1, L, keys), the padding, causality and any score bias),
+    ``rotate`` the position scheme's q/k rotation at the new positions (None: it rotates nothing),
+    ``tokens`` (B, L) bool the new positions that hold a real token (None: all of them), ``causal``
+    whether it serves a causal stack. A decoder layer with cross-attention finds that slot's own
+    inputs under ``cross`` (``mixers.attention.CrossInputs``: the memory and its mask)."""
 
-    self_mask: AttentionMask
-    self_rotate: Optional[Callable] = None
-    memory: Optional[Tensor] = None
-    cross_mask: Optional[AttentionMask] = None
-    cross_rotate: Optional[Callable] = None
+    mask: AttentionMask
+    rotate: Optional[Callable] = None
     need_weights: bool = False
-    tokens: Optional[Tensor] = None  # (B, L) bool: new positions holding a real token; None: all of them
+    tokens: Optional[Tensor] = None
     causal: bool = True
+    cross: Optional["MixerInputs"] = None
 
 
 class Mixer(nn.Module):
@@ -57,9 +63,6 @@ class Mixer(nn.Module):
     stacks: ClassVar[Tuple[str, ...]] = ("decoder",)
     example_options: ClassVar[dict] = {}
     part: ClassVar[str] = "mixer"  # what parameter and FLOP breakdowns file it under ("decoder mixer")
-    # whether it reads the model's attention keys (pattern, qk_norm, scale, soft-cap, a position scheme
-    # that rotates q/k or biases scores); a model none of whose layers does refuses them
-    reads_attention_keys: ClassVar[bool] = False
     # whether it reads the model's n_heads / n_kv_heads / head_dim itself; False where its own options
     # hold its head counts and widths (``resolved_options`` fills their nulls from the model), so the
     # model's values decide nothing in its layers (a pure Mamba-2 model's n_heads exports as Mamba-2)
@@ -74,21 +77,10 @@ class Mixer(nn.Module):
         layer's ModelConfig ``cfg``; called before building."""
 
     @classmethod
-    def rotary_dim(cls, options, cfg) -> int:
-        """The head width the position scheme rotates for this mixer (MLA: its decoupled RoPE part)."""
-        return cfg.dim_per_head
-
-    @classmethod
     def resolved_options(cls, options, cfg):
         """The options with every null that the layer's ModelConfig fills written out, so that two
         spellings of one function compare equal (the export's ``function_view``)."""
         return options
-
-    @classmethod
-    def score_width(cls, options, cfg) -> Tuple[int, str]:
-        """(width, its name): what q.k sums over, so the default scale 1/sqrt(width) and the
-        parametrization's scale read it (MLA: qk_nope_head_dim + qk_rope_head_dim)."""
-        return cfg.dim_per_head, "head_dim"
 
     def new_state(self) -> DecodingState:
         raise TypeError(f"{type(self).__name__} has no decoding state")

@@ -138,9 +138,9 @@ class LatentAttention(Mixer):
         q_nope, q_rope = self.queries(x).split((self.nope, self.rope), dim=-1)
         latent, k_rope = self.kv_a(x).split((self.rank, self.rope), dim=-1)
         latent, k_rope = self.kv_norm(latent).unsqueeze(1), k_rope.unsqueeze(1)  # (B, 1, L, .): shared by heads
-        if inputs.self_rotate is not None:
-            q_rope, k_rope = inputs.self_rotate(q_rope, k_rope)
-        mask = inputs.self_mask
+        if inputs.rotate is not None:
+            q_rope, k_rope = inputs.rotate(q_rope, k_rope)
+        mask = inputs.mask
         if state is not None:
             latent, k_rope, mask = state.attend(latent, k_rope, mask, self.pattern)
         else:
