@@ -119,9 +119,9 @@ class Sizer:
             with torch.random.fork_rng(devices=[]):
                 try:
                     with torch.device("meta"):
-                        model = build_model(cfg.model, vocab)
+                        model = build_model(cfg, vocab)
                 except (NotImplementedError, RuntimeError):
-                    model = build_model(cfg.model, vocab)
+                    model = build_model(cfg, vocab)
             self.shapes[key] = (count_parameters(model), non_embedding_parameters(model))
         return self.shapes[key]
 
@@ -136,7 +136,7 @@ class Sizer:
             from ..models.summary import count_parameters, non_embedding_parameters
 
             with torch.random.fork_rng(devices=[]):  # counting must not move anyone's random state
-                model = build_model(cfg.model, vocab)
+                model = build_model(cfg, vocab)
             per_token = FlopCounter(model).per_token(self.lengths(cfg, blame)[0])["total"]
             self.counts[key] = (count_parameters(model), per_token, non_embedding_parameters(model))
         return self.counts[key]

@@ -53,7 +53,7 @@ def restore(path) -> Restored:
     if rows < tokenizer.vocab_size:
         raise ConfigError("run", f"{run_dir / rundir.CONFIG} gives model.vocab_size {rows}, fewer than the "
                           f"{tokenizer.vocab_size} tokens of its tokenizer")
-    model = build_model(cfg.model, rows)
+    model = build_model(cfg, rows)
     try:
         state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
         model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
