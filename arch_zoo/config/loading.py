@@ -22,7 +22,7 @@ from . import model_families  # noqa: F401  (fills the registries a model's comp
 from ..errors import ConfigError, choice_error, yaml_error
 from ..registry import family_registry
 from . import plugins as user_plugins
-from ..coerce import field_family, to_dict
+from ..coerce import field_family, schema_fields, to_dict
 from .parse import from_dict
 from .schema import ExperimentConfig, ModelConfig, ResolvedModel
 from .validation import resolve_model, validate
@@ -103,7 +103,7 @@ def _expand_model(value: Any, here: Path, key: str, depth: int = 0, published: b
 
 def _is_experiment(data: Mapping) -> bool:
     """A model-only file (presets, configs/models/) has model keys and no experiment keys."""
-    experiment = {f.name for f in dataclasses.fields(ExperimentConfig)}
+    experiment = {f.name for f in schema_fields(ExperimentConfig)}
     model = {f.name for f in dataclasses.fields(ModelConfig)} | {"base"}
     return any(k in experiment for k in data) or not any(k in model for k in data)
 
