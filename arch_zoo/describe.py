@@ -13,6 +13,7 @@ from .components.feedforward import has_sublayer, is_gated
 from .components.placements import ends_with_norm
 from .config import ExperimentConfig
 from .config.catalog import all_registries
+from .config.kinds import kind_of
 from .config.layers import as_trained, layers_word, layout, pattern_notes, resolved_mixer
 from .config.validation import D_FF_RULE, layer_configs, stacks
 from .errors import ConfigError
@@ -143,7 +144,7 @@ def _flops_lines(model, m, seq_len: Optional[int], data, moe: bool) -> List[str]
     from .data.lengths import split_lengths
     from .models.flops import FlopCounter, at_length, decoding_state_bytes
 
-    seq2seq = m.kind == "encoder_decoder"
+    seq2seq = kind_of(m).cross_attention  # a source and a target
     if seq_len is None and data is not None:
         train = split_lengths(data.splits["train"])
         counts = train.counts
@@ -159,7 +160,7 @@ def _flops_lines(model, m, seq_len: Optional[int], data, moe: bool) -> List[str]
              f"{'; active experts only' if moe else ''})",
              f"  {where}" + ("; source and target tokens both count" if seq2seq else "")]
     lines += [f"  {part:<26}{_fmt(n):>14}" for part, n in flops.items() if part != "total"]
-    if m.kind != "encoder":  # what one more token costs after a full context, and what decoding keeps
+    if kind_of(m).decodes:  # what one more token costs after a full context, and what decoding keeps
         n = seq_len or m.max_seq_len
         source = n if seq2seq else 0
         state = decoding_state_bytes(model, n, 4, source)
@@ -239,7 +240,7 @@ def _layer_lines(m) -> List[str]:
     tile its range gave each item."""
     lines = []
     for stack, depth in stacks(m):
-        cross = " -> cross-attention" if stack == "decoder" and m.kind == "encoder_decoder" else ""
+        cross = " -> cross-attention" if stack == "decoder" and kind_of(m).cross_attention else ""
         groups: dict = {}
         for index, cfg in enumerate(layer_configs(m, stack, depth)):
             ffn = " -> feed-forward" if has_sublayer(cfg.ffn) else ""  # ffn: none builds no feed-forward

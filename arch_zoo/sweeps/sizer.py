@@ -8,6 +8,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..config import ExperimentConfig
 from ..coerce import to_dict
+from ..config.kinds import kind_of
 from ..data.lengths import split_lengths
 from ..errors import ConfigError
 from .costs import tokens_per_step
@@ -73,7 +74,7 @@ class Sizer:
         key = self._key(cfg)
         if key not in self.split_lengths:
             data = self.data.get(key)
-            seq2seq = cfg.model.kind == "encoder_decoder"
+            seq2seq = kind_of(cfg.model).cross_attention  # a source and a target
             if data is None:
                 n = cfg.model.max_seq_len
                 self.split_lengths[key] = ({(n, n if seq2seq else 0): 1},
