@@ -172,9 +172,10 @@ def _flops_lines(model, m, seq_len: Optional[int], data, moe: bool) -> List[str]
 
 def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_len: Optional[int] = None,
                   run_dir: Optional[Path] = None, task_changed: bool = False, published: Optional[int] = None) -> str:
+    """What ``arch-zoo describe`` prints: the model's shape and components, its layers, its parameters,
+    and its FLOPs and decoding state, each section read from the model built from ``cfg``."""
     from .models import build_model
-    from .models.embedding_scale import embedding_scale
-    from .models.summary import active_parameters, count_parameters, parameter_breakdown
+    from .models.summary import active_parameters, count_parameters
 
     m = cfg.model
     vocab_note, data = "", None
@@ -183,12 +184,22 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
     elif vocab_size is None:
         vocab_size, vocab_note, data = _vocab(cfg, run_dir, task_changed, published)
     with torch.device("meta"), _CountOnly():  # counts and FLOPs need shapes only: a 7B preset costs no memory
-        model = build_model(m, vocab_size)
+        model = build_model(cfg, vocab_size)  # as load resolved it (a run's layers as they trained)
+    total, active = count_parameters(model), active_parameters(model)
+    lines = [*_component_lines(cfg.name, m, model, vocab_size, vocab_note), "layers", *_layer_lines(m),
+             "", *_parameter_lines(model, total, active), "", *_flops_lines(model, m, seq_len, data, active != total)]
+    return "\n".join(lines) + "\n"
+
+
+def _component_lines(name: str, m, model, vocab_size: int, vocab_note: str) -> List[str]:
+    """The headline (kind and sizes), then one line per component the model was built from."""
+    from .models.embedding_scale import embedding_scale
+
     entry = registry_of("placements").get(m.norm_placement.name)
     placement = entry.factory.formula or entry.description
     gated = is_gated(m.ffn)
-    lines = [
-        f"{cfg.name}: {m.kind.replace('_', '-')} model",
+    return [
+        f"{name}: {m.kind.replace('_', '-')} model",
         f"  d_model {m.d_model}, heads {m.n_heads} (kv heads {m.kv_heads}, head_dim {m.dim_per_head}), "
         f"d_ff {m.d_ff}, max_seq_len {m.max_seq_len}, vocab {vocab_size}{vocab_note}",
         "",
@@ -220,18 +231,18 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         f"  signal        {embedding_scale(m, vocab_size).describe()}",
         f"  dropout       residual {m.dropout}, attention {m.rate('attention_dropout')}, "
         f"embedding {m.rate('embedding_dropout')}",
-        "",
-        "layers",
+        "",  # the layers' section follows
     ]
-    lines += _layer_lines(m)
-    total = count_parameters(model)
-    active = active_parameters(model)
-    lines += ["", f"parameters  {total:,} total" + (f", {active:,} active per token (experts not routed to "
-                                                      f"excluded)" if active != total else "")]
+
+
+def _parameter_lines(model, total: int, active: int) -> List[str]:
+    from .models.summary import parameter_breakdown
+
+    lines = [f"parameters  {total:,} total" + (f", {active:,} active per token (experts not routed to "
+                                               f"excluded)" if active != total else "")]
     for part, n in parameter_breakdown(model).items():
         lines.append(f"  {part:<26}{n:>14,}  {100 * n / total:5.1f}%")
-    lines += ["", *_flops_lines(model, m, seq_len, data, active != total)]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _layer_lines(m) -> List[str]:
