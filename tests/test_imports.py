@@ -309,12 +309,12 @@ def test_the_lightning_names_kept_as_data_are_the_installed_lightning_s():
     assert sorted(STRATEGIES) == sorted({"auto", *StrategyRegistry.available_strategies()})
 
 
-def test_config_is_a_foundation_and_the_package_root_climbs_no_further_than_training():
+def test_config_is_a_foundation_and_the_package_root_reaches_no_part_of_training():
     """Issue 57 §3: config imports nothing from the packages that build on it (recipes, data.tasks,
     training, models): the families an experiment adds are filled by those packages, which config
     names (``catalog.EXPERIMENT_FAMILIES``) and the check of their config sections register into
     ``config.checks``. ``arch_zoo/__init__`` (every import of the package runs it) imports nothing
-    at module level, and its lazy ``restore`` reaches no further up than training."""
+    at module level, and its lazy ``restore`` (``arch_zoo.trained``) reaches nothing of training."""
     import ast
 
     import arch_zoo
@@ -333,4 +333,8 @@ def test_config_is_a_foundation_and_the_package_root_climbs_no_further_than_trai
                    if e.source is None), family
     root = ast.parse((Path(arch_zoo.__file__)).read_text())
     assert not [n for n in root.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    assert all(_layer(d) is None or _layer(d) >= LAYERS.index("training") for d in edges["arch_zoo"]), edges["arch_zoo"]
+    # restoring a run needs config, data and models, not training: the root reaches nothing of training or above
+    assert edges["arch_zoo"] and all(_layer(d) is None or _layer(d) > LAYERS.index("training")
+                                     for d in edges["arch_zoo"]), edges["arch_zoo"]
+    assert not [f"{m} -> {d}" for m in edges if m.startswith("arch_zoo.trained") for d in edges[m]
+                if _layer(d) is not None and _layer(d) <= LAYERS.index("training")]

@@ -19,8 +19,8 @@ def _generate(args) -> int:
     from ..errors import choice_error
     from ..generation import STRATEGIES, generate
     from ..generation.prompts import decoder_start_id, unknown_pieces
-    from ..training.best import best_run, checkpoint
-    from ..training.restore import prompt_ids, restore
+    from ..trained.best import best_run, checkpoint
+    from ..trained.restore import prompt_ids, restore
 
     if not args.prompt:
         raise ConfigError("--prompt", "is empty; give the text to continue or translate")
