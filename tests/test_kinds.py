@@ -45,6 +45,6 @@ def test_the_config_the_describe_the_flops_the_pair_tasks_and_the_test_grid_read
     root = Path(arch_zoo.__file__).parent
     files = [*sorted((root / "config").glob("*.py")), root / "describe.py", root / "testing.py",
              root / "models" / "flops.py", root / "models" / "embedding_scale.py", root / "data" / "tasks" / "pairs.py",
-             root / "sweeps" / "sizer.py", root / "cli" / "generate.py"]
+             root / "sweeps" / "sizer.py", root / "cli" / "generate.py", root / "components" / "context.py"]
     found = [hit for path in files for hit in _name_comparisons(path)]
     assert not found, found
