@@ -8,7 +8,7 @@ __all__ = ["restore"]
 
 def __getattr__(name: str):
     if name == "restore":
-        from .training.best import restore
+        from .trained.best import restore
 
         return restore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

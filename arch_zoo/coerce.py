@@ -109,6 +109,17 @@ def component_field(family: str, default: Any) -> Any:
     return dataclasses.field(default=default, metadata={"family": family})
 
 
+def derived_field() -> Any:
+    """A dataclass field that validation computes from the others (a model's resolved layers): not a
+    key of the config, so neither read from data, saved, compared nor listed (``schema_fields``)."""
+    return dataclasses.field(default=None, compare=False, repr=False, metadata={"derived": True})
+
+
+def schema_fields(cls_or_obj: Any) -> tuple:
+    """The fields that are keys of the config: every field but the derived ones."""
+    return tuple(f for f in dataclasses.fields(cls_or_obj) if not f.metadata.get("derived"))
+
+
 def field_family(f: dataclasses.Field):
     """The registry family a schema field names components of, or None for a plain field."""
     return f.metadata.get("family")
@@ -119,7 +130,7 @@ def to_dict(obj: Any) -> Any:
     if callable(getattr(type(obj), "to_dict", None)):  # a component spec ({name, **options})
         return obj.to_dict()
     if dataclasses.is_dataclass(obj):
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: to_dict(getattr(obj, f.name)) for f in schema_fields(obj)}
     if isinstance(obj, (list, tuple)):
         return [to_dict(v) for v in obj]
     if isinstance(obj, dict):

@@ -14,6 +14,7 @@ from .components.mixers.attention import reads_attention_keys, score_width
 from .components.placements import ends_with_norm
 from .config import ExperimentConfig
 from .config.catalog import all_registries
+from .config.kinds import kind_of
 from .config.layers import as_trained, layers_word, layout, pattern_notes, resolved_mixer
 from .config.validation import D_FF_RULE, layer_configs, stacks
 from .errors import ConfigError
@@ -144,7 +145,7 @@ def _flops_lines(model, m, seq_len: Optional[int], data, moe: bool) -> List[str]
     from .data.lengths import split_lengths
     from .models.flops import FlopCounter, at_length, decoding_state_bytes
 
-    seq2seq = m.kind == "encoder_decoder"
+    seq2seq = kind_of(m).cross_attention  # a source and a target
     if seq_len is None and data is not None:
         train = split_lengths(data.splits["train"])
         counts = train.counts
@@ -160,7 +161,7 @@ def _flops_lines(model, m, seq_len: Optional[int], data, moe: bool) -> List[str]
              f"{'; active experts only' if moe else ''})",
              f"  {where}" + ("; source and target tokens both count" if seq2seq else "")]
     lines += [f"  {part:<26}{_fmt(n):>14}" for part, n in flops.items() if part != "total"]
-    if m.kind != "encoder":  # what one more token costs after a full context, and what decoding keeps
+    if kind_of(m).decodes:  # what one more token costs after a full context, and what decoding keeps
         n = seq_len or m.max_seq_len
         source = n if seq2seq else 0
         state = decoding_state_bytes(model, n, 4, source)
@@ -172,9 +173,10 @@ def _flops_lines(model, m, seq_len: Optional[int], data, moe: bool) -> List[str]
 
 def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_len: Optional[int] = None,
                   run_dir: Optional[Path] = None, task_changed: bool = False, published: Optional[int] = None) -> str:
+    """What ``arch-zoo describe`` prints: the model's shape and components, its layers, its parameters,
+    and its FLOPs and decoding state, each section read from the model built from ``cfg``."""
     from .models import build_model
-    from .models.embedding_scale import embedding_scale
-    from .models.summary import active_parameters, count_parameters, parameter_breakdown
+    from .models.summary import active_parameters, count_parameters
 
     m = cfg.model
     vocab_note, data = "", None
@@ -183,12 +185,22 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
     elif vocab_size is None:
         vocab_size, vocab_note, data = _vocab(cfg, run_dir, task_changed, published)
     with torch.device("meta"), _CountOnly():  # counts and FLOPs need shapes only: a 7B preset costs no memory
-        model = build_model(m, vocab_size)
+        model = build_model(cfg, vocab_size)  # as load resolved it (a run's layers as they trained)
+    total, active = count_parameters(model), active_parameters(model)
+    lines = [*_component_lines(cfg.name, m, model, vocab_size, vocab_note), "layers", *_layer_lines(m),
+             "", *_parameter_lines(model, total, active), "", *_flops_lines(model, m, seq_len, data, active != total)]
+    return "\n".join(lines) + "\n"
+
+
+def _component_lines(name: str, m, model, vocab_size: int, vocab_note: str) -> List[str]:
+    """The headline (kind and sizes), then one line per component the model was built from."""
+    from .models.embedding_scale import embedding_scale
+
     entry = registry_of("placements").get(m.norm_placement.name)
     placement = entry.factory.formula or entry.description
     gated = is_gated(m.ffn)
-    lines = [
-        f"{cfg.name}: {m.kind.replace('_', '-')} model",
+    return [
+        f"{name}: {m.kind.replace('_', '-')} model",
         f"  d_model {m.d_model}, heads {m.n_heads} (kv heads {m.kv_heads}, head_dim {m.dim_per_head}), "
         f"d_ff {m.d_ff}, max_seq_len {m.max_seq_len}, vocab {vocab_size}{vocab_note}",
         "",
@@ -220,18 +232,18 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
         f"  signal        {embedding_scale(m, vocab_size).describe()}",
         f"  dropout       residual {m.dropout}, attention {m.rate('attention_dropout')}, "
         f"embedding {m.rate('embedding_dropout')}",
-        "",
-        "layers",
+        "",  # the layers' section follows
     ]
-    lines += _layer_lines(m)
-    total = count_parameters(model)
-    active = active_parameters(model)
-    lines += ["", f"parameters  {total:,} total" + (f", {active:,} active per token (experts not routed to "
-                                                      f"excluded)" if active != total else "")]
+
+
+def _parameter_lines(model, total: int, active: int) -> List[str]:
+    from .models.summary import parameter_breakdown
+
+    lines = [f"parameters  {total:,} total" + (f", {active:,} active per token (experts not routed to "
+                                               f"excluded)" if active != total else "")]
     for part, n in parameter_breakdown(model).items():
         lines.append(f"  {part:<26}{n:>14,}  {100 * n / total:5.1f}%")
-    lines += ["", *_flops_lines(model, m, seq_len, data, active != total)]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _layer_lines(m) -> List[str]:
@@ -240,7 +252,7 @@ def _layer_lines(m) -> List[str]:
     tile its range gave each item."""
     lines = []
     for stack, depth in stacks(m):
-        cross = " -> cross-attention" if stack == "decoder" and m.kind == "encoder_decoder" else ""
+        cross = " -> cross-attention" if stack == "decoder" and kind_of(m).cross_attention else ""
         groups: dict = {}
         for index, cfg in enumerate(layer_configs(m, stack, depth)):
             ffn = " -> feed-forward" if has_sublayer(cfg.ffn) else ""  # ffn: none builds no feed-forward

@@ -40,6 +40,7 @@ import torch
 
 from .config import ModelConfig
 from .config.catalog import all_registries
+from .config.kinds import KINDS as DECLARED_KINDS, kind_of
 from .coerce import field_family
 from .config.loading import model_config
 from .errors import ConfigError
@@ -107,7 +108,7 @@ def _close(a, b, what: str, cfg, atol: float = 1e-5) -> None:
 
 
 def _forward(model, ids, mask=None, dec_ids=None, dec_mask=None):
-    if model.config.kind == "encoder_decoder":
+    if kind_of(model.config).cross_attention:
         return model(ids, dec_ids if dec_ids is not None else ids, mask, dec_mask).logits
     return model(ids, mask).logits
 
@@ -119,7 +120,7 @@ def causal_leak(cfg: Mapping[str, Any]) -> None:
     changed, t = ids.clone(), 4
     changed[:, t + 1:] = (changed[:, t + 1:] + 7) % VOCAB
     with torch.no_grad():
-        if model.config.kind == "encoder_decoder":
+        if kind_of(model.config).cross_attention:
             src = torch.randint(1, VOCAB, (2, 6))
             a, b = model(src, ids).logits, model(src, changed).logits
         else:
@@ -145,7 +146,7 @@ def padding_invariance(cfg: Mapping[str, Any], side: str = "right") -> None:
     else:
         mask[0, :3] = 0
     with torch.no_grad():
-        if model.config.kind == "encoder_decoder":
+        if kind_of(model.config).cross_attention:
             tgt = torch.randint(1, VOCAB, (2, 5))
             a, b = model(ids, tgt, mask).logits, model(_scramble(ids, mask), tgt, mask).logits
             _close(a, b, "source padding leaks through cross-attention", cfg, atol=1e-6)
@@ -168,7 +169,7 @@ def cache_parity(cfg: Mapping[str, Any], steps: int = 6) -> None:
     ids, mask = left_pad(prompts)
     fed = cached.best[:, :-1]
     with torch.no_grad():
-        if model.config.kind == "encoder_decoder":
+        if kind_of(model.config).cross_attention:
             start = torch.full((len(prompts), 1), model.config.pad_token_id)
             full = model(ids, torch.cat((start, fed), 1), attention_mask=mask).logits
         else:
@@ -212,8 +213,7 @@ def trains(cfg: Mapping[str, Any], steps: int = TRAIN_STEPS, reduction: float = 
     mask = torch.ones(4, 5, dtype=torch.long)
     mask[1, 3:] = 0
     dec_ids, dec_mask = ids[:, :4], mask[:, :4]
-    kind = model.config.kind
-    labels, weight = (dec_ids, dec_mask) if kind == "encoder_decoder" else (ids, mask)
+    labels, weight = (dec_ids, dec_mask) if kind_of(model.config).cross_attention else (ids, mask)
     first = _token_loss(_forward(model, ids, mask, dec_ids, dec_mask), labels, weight)
     assert torch.isfinite(first), f"non-finite loss at initialisation ({_label(cfg)})"
     first.backward()
@@ -246,10 +246,10 @@ def cases(cfg: Mapping[str, Any], kinds: Iterable[str] = KINDS) -> List[tuple]:
     out = []
     for kind in kinds:
         c = {**cfg, "kind": kind}
-        if kind != "encoder":
+        if DECLARED_KINDS[kind].decodes:
             out += [("causal_leak", causal_leak, c), ("cache_parity", cache_parity, c)]
         out.append(("padding_invariance", padding_invariance, c))
-        if kind == "decoder":
+        if DECLARED_KINDS[kind].decoder_only:  # left padding: prompts of one causal sequence
             out.append(("padding_invariance (left)", lambda c: padding_invariance(c, "left"), c))
         out += [("kernels_agree", kernels_agree, c), ("trains", trains, {**c, **TRAIN_SIZES})]
     return out

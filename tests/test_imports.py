@@ -127,8 +127,7 @@ def test_the_schema_is_a_leaf_and_validation_sits_above_the_registries():
     """DESIGN "The next shape": schema as a leaf module that imports no registry; validation
     against registries above it; no function-level imports kept only to dodge a cycle."""
     edges = _import_graph()
-    leaf = {"arch_zoo.errors", "arch_zoo.coerce", "arch_zoo.config.schema", "arch_zoo.config",
-            "arch_zoo.config.coerce"}  # (the last: the old path, kept for code outside the package)
+    leaf = {"arch_zoo.errors", "arch_zoo.coerce", "arch_zoo.config.schema", "arch_zoo.config"}
     for mod in leaf:
         assert edges[mod] <= leaf, f"{mod} imports {sorted(edges[mod] - leaf)}"
     assert edges["arch_zoo.config.schema"] <= {"arch_zoo.coerce"}
@@ -320,3 +319,34 @@ def test_interop_depends_on_nothing_above_models_and_data():
     climbing = sorted(f"{mod} -> {dep}" for mod in interop for dep in edges[mod]
                       if dep.startswith(tuple(p + "." for p in above)) or dep in above)
     assert not climbing, climbing
+
+
+def test_config_is_a_foundation_and_the_package_root_reaches_no_part_of_training():
+    """Issue 57 §3: config imports nothing from the packages that build on it (recipes, data.tasks,
+    training, models): the families an experiment adds are filled by those packages, which config
+    names (``catalog.EXPERIMENT_FAMILIES``) and the check of their config sections register into
+    ``config.checks``. ``arch_zoo/__init__`` (every import of the package runs it) imports nothing
+    at module level, and its lazy ``restore`` (``arch_zoo.trained``) reaches nothing of training."""
+    import ast
+
+    import arch_zoo
+    from arch_zoo.config.catalog import EXPERIMENT_FAMILIES, all_registries
+
+    edges = _import_graph()
+    above = ("arch_zoo.recipes", "arch_zoo.data.tasks", "arch_zoo.training", "arch_zoo.models")
+    climbing = sorted(f"{mod} -> {dep}" for mod, deps in edges.items() if mod.split(".")[:2] == ["arch_zoo", "config"]
+                      for dep in deps if dep.startswith(above))
+    assert not climbing, climbing
+    # what config names instead of importing is what fills those registries
+    registries = all_registries()
+    for family, package in EXPERIMENT_FAMILIES.items():
+        assert registries[family].entries(), family
+        assert all(e.factory.__module__.startswith(package) for e in registries[family].entries()
+                   if e.source is None), family
+    root = ast.parse((Path(arch_zoo.__file__)).read_text())
+    assert not [n for n in root.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    # restoring a run needs config, data and models, not training: the root reaches nothing of training or above
+    assert edges["arch_zoo"] and all(_layer(d) is None or _layer(d) > LAYERS.index("training")
+                                     for d in edges["arch_zoo"]), edges["arch_zoo"]
+    assert not [f"{m} -> {d}" for m in edges if m.startswith("arch_zoo.trained") for d in edges[m]
+                if _layer(d) is not None and _layer(d) <= LAYERS.index("training")]

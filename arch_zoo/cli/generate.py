@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 import warnings
 
+from ..config.kinds import kind_of
 from ..errors import ConfigError
 from .common import warn
 
@@ -18,8 +19,8 @@ def _generate(args) -> int:
     from ..errors import choice_error
     from ..generation import STRATEGIES, generate
     from ..generation.prompts import decoder_start_id, unknown_pieces
-    from ..training.best import best_run, checkpoint
-    from ..training.restore import prompt_ids, restore
+    from ..trained.best import best_run, checkpoint
+    from ..trained.restore import prompt_ids, restore
 
     if not args.prompt:
         raise ConfigError("--prompt", "is empty; give the text to continue or translate")
@@ -45,7 +46,7 @@ def _generate(args) -> int:
               f"{args.strategy}")
     extra = {"sample": dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p),
              "beam": dict(beams=args.beams)}.get(args.strategy, {})
-    start = decoder_start_id(tokenizer) if cfg.model.kind == "encoder_decoder" else None
+    start = decoder_start_id(tokenizer) if kind_of(cfg.model).cross_attention else None
     try:
         out = generate(model, [ids], strategy=args.strategy, max_new_tokens=args.max_new_tokens,
                        eos_token_id=tokenizer.eos_id, pad_token_id=tokenizer.pad_id, seed=args.seed,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..config.kinds import KINDS
+
 
 @dataclass(frozen=True)
 class LayerContext:
@@ -18,4 +20,4 @@ class LayerContext:
     @property
     def cross(self) -> bool:
         """The layer attends to encoder memory (a decoder layer of an encoder-decoder model)."""
-        return self.stack == "decoder" and self.model_kind == "encoder_decoder"
+        return self.stack == "decoder" and KINDS[self.model_kind].cross_attention

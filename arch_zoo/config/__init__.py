@@ -2,11 +2,13 @@
 
 - ``schema``: the typed dataclasses (a leaf; component fields name their registry family), its value
   types (``ComponentSpec``) and plain-data conversions in ``arch_zoo.coerce``, beside the registry;
+- ``kinds``: what each model kind has (stacks, cross-attention, ...), read instead of the kind's name;
 - ``parse``: plain data -> dataclasses, component fields through their registries;
 - ``catalog``: every built-in registry, imported in one place;
 - ``plugins``: users' own component modules, imported before validation;
 - ``validation``: checks across keys and against the registries;
-- ``layers``: ``model.layers`` resolved once into per-layer model configs;
+- ``layers``: ``model.layers`` resolved once into per-layer model configs (a ``ResolvedModel``, which
+  ``build_model`` builds);
 - ``loading``: the only place YAML is read: load, merge overrides, save.
 
 Importing the package gives the schema only, so any layer can name it cheaply;

@@ -22,6 +22,7 @@ from . import model_families  # noqa: F401  (fills the registries that component
 from ..errors import ConfigError, did_you_mean
 from ..coerce import to_dict
 from ..components.mixers.base import MIXERS
+from .kinds import KINDS, kind_of
 from .parse import from_dict
 from .schema import ModelConfig
 
@@ -94,9 +95,10 @@ def _entries(m: ModelConfig, key: str) -> List[Tuple[int, Mapping, List[Mapping]
             for j, p in enumerate(pattern):
                 _check_keys(p, f"{k}.pattern[{j}]")
         stack = entry.get("stack")
-        if stack is not None and (m.kind != "encoder_decoder" or stack not in ("encoder", "decoder")):
-            raise ConfigError(f"{k}.stack", "only for kind encoder_decoder: 'encoder' or 'decoder'" if
-                              m.kind != "encoder_decoder" else f"expected 'encoder' or 'decoder', got {stack!r}")
+        both = [kd.name for kd in KINDS.values() if len(kd.stacks) > 1]  # an entry picks a stack where there are two
+        if stack is not None and (m.kind not in both or stack not in kind_of(m).stacks):
+            raise ConfigError(f"{k}.stack", f"only for kind {' or '.join(both)}: 'encoder' or 'decoder'" if
+                              m.kind not in both else f"expected 'encoder' or 'decoder', got {stack!r}")
         _check_keys({n: v for n, v in entry.items() if n not in ENTRY_KEYS}, k)
         out.append((i, entry, pattern))
     return out

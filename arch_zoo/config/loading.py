@@ -22,10 +22,10 @@ from . import model_families  # noqa: F401  (fills the registries a model's comp
 from ..errors import ConfigError, choice_error, yaml_error
 from ..registry import family_registry
 from . import plugins as user_plugins
-from ..coerce import field_family, to_dict
+from ..coerce import field_family, schema_fields, to_dict
 from .parse import from_dict
-from .schema import ExperimentConfig, ModelConfig
-from .validation import RESOLVED_LAYERS, validate, validate_model
+from .schema import ExperimentConfig, ModelConfig, ResolvedModel
+from .validation import resolve_model, validate
 
 PRESET_PREFIX = "preset:"
 
@@ -103,7 +103,7 @@ def _expand_model(value: Any, here: Path, key: str, depth: int = 0, published: b
 
 def _is_experiment(data: Mapping) -> bool:
     """A model-only file (presets, configs/models/) has model keys and no experiment keys."""
-    experiment = {f.name for f in dataclasses.fields(ExperimentConfig)}
+    experiment = {f.name for f in schema_fields(ExperimentConfig)}
     model = {f.name for f in dataclasses.fields(ModelConfig)} | {"base"}
     return any(k in experiment for k in data) or not any(k in model for k in data)
 
@@ -256,16 +256,24 @@ def load(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) -> Ex
 def model_config(data: Union[str, Path, Mapping, ModelConfig]) -> ModelConfig:
     """A validated ModelConfig from what the CLI accepts as a model: ``preset:NAME``, a path to a
     model (or experiment) YAML, a mapping (``base:`` allowed) or a ModelConfig."""
+    return resolved_model(data).config
+
+
+def resolved_model(data: Union[str, Path, Mapping, ModelConfig, ExperimentConfig, ResolvedModel]) -> ResolvedModel:
+    """The one door to a model: whatever ``model_config`` takes, an ExperimentConfig (resolved by
+    ``load`` already) or a ResolvedModel, validated and its layers resolved, once."""
+    if isinstance(data, ResolvedModel):
+        return data
+    if isinstance(data, ExperimentConfig):
+        return data.resolved() or resolved_model(data.model)
     if isinstance(data, ModelConfig):
-        if hasattr(data, RESOLVED_LAYERS):  # validated already (its per-layer configs resolved with it)
-            return data
         data = to_dict(data)  # re-parse so hand-built specs get their registered option types
     if isinstance(data, (str, Path)):  # read as `arch-zoo describe` reads it (interpolations resolved)
-        return load(data).model
+        return load(data).resolved()
     if not isinstance(data, Mapping):
         raise ConfigError("model", f"expected preset:NAME, a YAML path, a mapping or a ModelConfig, got {data!r}")
     user_plugins.load_entry_points()
-    return validate_model(from_dict(ModelConfig, _expand_model(dict(data), Path.cwd(), "model"), "model"))
+    return resolve_model(from_dict(ModelConfig, _expand_model(dict(data), Path.cwd(), "model"), "model"))
 
 
 def to_yaml(cfg: Any) -> str:

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from ..errors import ConfigError, did_you_mean
 from ..registry import family_registry
-from ..coerce import coerce, field_family
+from ..coerce import coerce, field_family, schema_fields
 
 
 def from_dict(cls: type, data: Any, key: str = "") -> Any:
@@ -22,7 +22,7 @@ def from_dict(cls: type, data: Any, key: str = "") -> Any:
         data = {}
     if not isinstance(data, Mapping):
         raise ConfigError(key or "config", f"expected a mapping, got {data!r}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in schema_fields(cls)}
     hints = typing.get_type_hints(cls)
     prefix = f"{key}." if key else ""
     for name in data:

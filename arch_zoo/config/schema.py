@@ -8,9 +8,9 @@ reading YAML in ``loading``, per-layer resolution in ``layers``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Literal, Optional
+from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple
 
-from ..coerce import ComponentSpec, component_field
+from ..coerce import ComponentSpec, component_field, derived_field
 
 
 def component(family: str, default: Optional[str]):
@@ -85,6 +85,18 @@ class ModelConfig:
     def rate(self, name: str) -> float:
         value = getattr(self, name)
         return self.dropout if value is None else value
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A validated model config with ``model.layers`` resolved: each stack's per-layer configs, in
+    order. What ``build_model`` builds; ``validation.resolved_model`` makes it, once, at the edge."""
+
+    config: ModelConfig  # the model as validated (defaults that depend on other keys filled in)
+    stacks: Mapping[str, Tuple[ModelConfig, ...]]  # "encoder" / "decoder" -> one config per layer
+
+    def layers(self, stack: str) -> List[ModelConfig]:
+        return list(self.stacks[stack])
 
 
 @dataclass(frozen=True)
@@ -164,3 +176,11 @@ class ExperimentConfig:
     task: Optional[ComponentSpec] = component("tasks", None)  # required to train, not to describe
     train: TrainConfig = field(default_factory=TrainConfig)  # optimisation, evaluation and devices
     logging: LoggingConfig = field(default_factory=LoggingConfig)  # live loggers (metrics.csv is always written)
+    # ``model`` resolved by validation (never read from or saved to YAML); it holds for ``model`` only
+    # while it is that very object, so a config made by dataclasses.replace(cfg, model=...) resolves anew
+    resolved_model: Optional[ResolvedModel] = derived_field()
+
+    def resolved(self) -> Optional[ResolvedModel]:
+        """The validated resolution of ``model``, or None where ``model`` was not validated as it is."""
+        r = self.resolved_model
+        return r if r is not None and r.config is self.model else None

@@ -20,8 +20,9 @@ from ..components.placements import PLACEMENTS
 from ..components.positions import POSITIONS, PositionContext, stack_causality
 from ..errors import ConfigError, choice_error
 from .checks import experiment_checks
+from .kinds import KINDS, kind_of
 from .layers import check_entries, resolve
-from .schema import ExperimentConfig, ModelConfig, TrainConfig
+from .schema import ExperimentConfig, ModelConfig, ResolvedModel, TrainConfig
 
 
 def _positive(key: str, value: Optional[Union[int, float]], allow_zero: bool = False) -> None:
@@ -91,7 +92,7 @@ def check_attention_keys(m: ModelConfig, resolved: dict, key: str) -> None:
         return reads_attention_keys(MIXERS.get(cfg.mixer.name).factory)
 
     scheme = POSITIONS.get(m.position.name).factory
-    cross = m.kind == "encoder_decoder"
+    cross = kind_of(m).cross_attention
     for name, layers in resolved.items():
         if any(map(reads, layers)) or (cross and name == "decoder" and m.cross_attention_position):
             continue
@@ -115,6 +116,44 @@ def validate_model(m: ModelConfig, key: str = "model", stack: Optional[str] = No
     """Cross-field checks, every error naming the key; returns ``m`` with its defaults that depend
     on other keys (d_ff) filled in, so the saved config holds the numbers the model was built with.
     ``stack``: the one stack a layer's config serves (None: the model's, all its stacks)."""
+    return _validated(m, key, stack).config
+
+
+def resolve_model(m: ModelConfig, key: str = "model") -> ResolvedModel:
+    """``m`` validated, with each stack's per-layer configs resolved as validation checked them: what
+    ``build_model`` builds."""
+    return _validated(m, key, None)
+
+
+def resolve_layers(m: Union[ModelConfig, ResolvedModel]) -> ResolvedModel:
+    """The per-layer configs of a config that did not come through validation (built by hand and
+    handed to a model class), resolved without the model's own checks; a resolved one as it is."""
+    if isinstance(m, ResolvedModel):
+        return m
+    return ResolvedModel(m, {name: tuple(layer_models(m, name, depth)) for name, depth in stacks(m)})
+
+
+def _validated(m: ModelConfig, key: str, stack: Optional[str]) -> ResolvedModel:
+    """The checks in the order they report (which mistake is named first), then the resolution."""
+    _check_sizes(m, key)
+    if m.d_ff is None:
+        m = dataclasses.replace(m, d_ff=default_d_ff(m.d_model, is_gated(m.ffn)))
+    _check_embeddings_and_heads(m, key)
+    _check_positions(m, key)
+    _check_cross_attention(m, key)
+    if stack is None:
+        check_entries(m, stacks(m), key)
+    if m.layers is None:  # with model.layers, each layer's own mixer is checked as it resolves
+        _check_model_mixer(m, key, stack)
+    resolved = {name: tuple(layer_models(m, name, depth, key)) for name, depth in stacks(m)}
+    if stack is None:
+        check_attention_keys(m, resolved, key)
+    PARAMETRIZATIONS.get(m.parametrization.name).factory.check(m.parametrization.options, m, f"{key}.parametrization")
+    _check_head(m, key)
+    return ResolvedModel(m, resolved)
+
+
+def _check_sizes(m: ModelConfig, key: str) -> None:
     for name in ("d_model", "n_layers", "n_encoder_layers", "n_decoder_layers", "n_heads", "n_kv_heads",
                  "head_dim", "d_ff", "max_seq_len", "vocab_size"):
         _positive(f"{key}.{name}", getattr(m, name))
@@ -125,11 +164,13 @@ def validate_model(m: ModelConfig, key: str = "model", stack: Optional[str] = No
         if other and getattr(m, f.name) != f.default and getattr(m, other) is None:
             raise ConfigError(f"{key}.{f.name}", f"refines {key}.{other}, which is not set: set {key}.{other} "
                               f"too, or leave {f.name} at {f.default}")
-    if m.d_ff is None:
-        m = dataclasses.replace(m, d_ff=default_d_ff(m.d_model, is_gated(m.ffn)))
+
+
+def _check_embeddings_and_heads(m: ModelConfig, key: str) -> None:
     _positive(f"{key}.type_vocab_size", m.type_vocab_size, allow_zero=True)
-    if m.type_vocab_size and m.kind != "encoder":
-        raise ConfigError(f"{key}.type_vocab_size", f"token-type embeddings are built for kind 'encoder' only, "
+    if m.type_vocab_size and not kind_of(m).token_types:
+        able = " or ".join(f"'{k.name}'" for k in KINDS.values() if k.token_types)
+        raise ConfigError(f"{key}.type_vocab_size", f"token-type embeddings are built for kind {able} only, "
                           f"not '{m.kind}'; set it to 0")
     for name in ("dropout", "attention_dropout", "embedding_dropout"):
         value = getattr(m, name)
@@ -140,58 +181,65 @@ def validate_model(m: ModelConfig, key: str = "model", stack: Optional[str] = No
                           f"change one, or set {key}.head_dim explicitly")
     if m.n_heads % m.kv_heads:
         raise ConfigError(f"{key}.n_kv_heads", f"n_heads ({m.n_heads}) is not divisible by n_kv_heads ({m.kv_heads})")
+
+
+def _check_positions(m: ModelConfig, key: str) -> None:
     scheme = POSITIONS.get(m.position.name)
     for causal in stack_causality(m):
         scheme.factory.check(m.position.options, PositionContext.of(m, causal), f"{key}.position")
-    if m.cross_attention_position:
-        if m.kind != "encoder_decoder":
-            raise ConfigError(f"{key}.cross_attention_position", "only applies to kind 'encoder_decoder'")
-        if not scheme.factory.acts_in_attention:
-            able = [e.name for e in POSITIONS.entries() if e.factory.acts_in_attention]
-            raise ConfigError(f"{key}.cross_attention_position", f"position '{m.position.name}' only adds to "
-                              f"embeddings, so it cannot act in cross-attention; schemes that can: {', '.join(able)}")
+    if not m.cross_attention_position:
+        return
+    if not kind_of(m).cross_attention:
+        able = " or ".join(f"'{k.name}'" for k in KINDS.values() if k.cross_attention)
+        raise ConfigError(f"{key}.cross_attention_position", f"only applies to kind {able}")
+    if not scheme.factory.acts_in_attention:
+        able = [e.name for e in POSITIONS.entries() if e.factory.acts_in_attention]
+        raise ConfigError(f"{key}.cross_attention_position", f"position '{m.position.name}' only adds to "
+                          f"embeddings, so it cannot act in cross-attention; schemes that can: {', '.join(able)}")
+
+
+def _check_cross_attention(m: ModelConfig, key: str) -> None:
     placement = PLACEMENTS.get(m.norm_placement.name).factory
-    if m.kind == "encoder_decoder" and not placement.cross_attention:
+    if kind_of(m).cross_attention and not placement.cross_attention:
         raise ConfigError(f"{key}.norm_placement", f"placement '{m.norm_placement.name}' has no form with "
-                          f"cross-attention; for encoder_decoder choose one of: "
+                          f"cross-attention; for {m.kind} choose one of: "
                           f"{', '.join(e.name for e in PLACEMENTS.entries() if e.factory.cross_attention)}")
-    if stack is None:
-        check_entries(m, stacks(m), key)
-    if m.layers is None:  # with model.layers, each layer's own mixer is checked as it resolves
-        for name in [stack] if stack is not None else [s for s, _ in stacks(m)]:
-            one = stack is None and m.kind == "encoder_decoder" and serves(m.mixer, "decoder")
-            check_mixer(m, name, key, hint=f"; for the decoder only: {key}.layers: [{{stack: decoder, mixer: "
-                                           f"{m.mixer.name}}}]" if one else "")
-    resolved = {name: layer_models(m, name, depth, key) for name, depth in stacks(m)}
-    if stack is None:
-        check_attention_keys(m, resolved, key)
-    PARAMETRIZATIONS.get(m.parametrization.name).factory.check(m.parametrization.options, m, f"{key}.parametrization")
+
+
+def _check_model_mixer(m: ModelConfig, key: str, stack: Optional[str]) -> None:
+    """The model's mixer serves each stack it reaches (``stack``, or all the model's)."""
+    for name in [stack] if stack is not None else kind_of(m).stacks:
+        # of a model whose other stack it serves: how to give it to the decoder alone
+        one = stack is None and len(kind_of(m).stacks) > 1 and serves(m.mixer, "decoder")
+        check_mixer(m, name, key, hint=f"; for the decoder only: {key}.layers: [{{stack: decoder, mixer: "
+                                       f"{m.mixer.name}}}]" if one else "")
+
+
+def _check_head(m: ModelConfig, key: str) -> None:
     head = HEADS.get(m.head.name)
     if m.kind not in head.factory.kinds:
         fits = [e.name for e in HEADS.entries() if m.kind in e.factory.kinds]
         raise ConfigError(f"{key}.head", f"head '{m.head.name}' does not fit kind '{m.kind}'; "
                           f"heads for {m.kind}: {', '.join(fits)}")
-    # The per-layer configs travel with the validated config, so the stacks build from this
-    # resolution instead of redoing it (a frozen dataclass: the attribute is not a field, so it is
-    # neither saved nor compared, and dataclasses.replace drops it with the config it described).
-    object.__setattr__(m, RESOLVED_LAYERS, resolved)
-    return m
 
 
+# Where versions before the resolved model hid the per-layer configs on the config itself; nothing
+# sets it now (the resolution is ResolvedModel, a value), and tests hold that no config carries it.
 RESOLVED_LAYERS = "_resolved_layers"
 
 
-def layer_configs(m: ModelConfig, stack: str, depth: int) -> List[ModelConfig]:
-    """The config of each layer of ``stack``, as ``validate_model`` resolved it; a config that did not
-    come through validation (built by hand and handed to a model class) is resolved here."""
-    resolved = getattr(m, RESOLVED_LAYERS, {}).get(stack)
-    return resolved if resolved is not None and len(resolved) == depth else layer_models(m, stack, depth)
+def layer_configs(m: Union[ModelConfig, ResolvedModel], stack: str, depth: int) -> List[ModelConfig]:
+    """The config of each layer of ``stack``: a resolved model's as validation resolved them; a config
+    that did not come through validation is resolved here."""
+    if isinstance(m, ResolvedModel):
+        return m.layers(stack)
+    return layer_models(m, stack, depth)
 
 
 def stacks(m: ModelConfig) -> List[tuple]:
     """(stack, depth) of each stack the model has."""
-    return [(s, d) for s, d, kinds in (("encoder", m.encoder_layers, ("encoder", "encoder_decoder")),
-                                        ("decoder", m.decoder_layers, ("decoder", "encoder_decoder"))) if m.kind in kinds]
+    depth = {"encoder": m.encoder_layers, "decoder": m.decoder_layers}
+    return [(s, depth[s]) for s in kind_of(m).stacks]
 
 
 def layer_models(m: ModelConfig, stack: str, depth: int, key: str = "model") -> List[ModelConfig]:
@@ -222,7 +270,7 @@ def _stack_hint(m: ModelConfig, layer: ModelConfig, stack: str, key: str) -> str
     other stack: how to keep it to that one."""
     other = {"encoder": "decoder", "decoder": "encoder"}[stack]
     entries = {f"{key.rsplit('.layers[', 1)[0]}.layers[{i}]": e for i, e in enumerate(m.layers or [])}
-    if m.kind != "encoder_decoder" or "stack" in entries.get(key, {"stack": stack}) or not serves(layer.mixer, other):
+    if len(kind_of(m).stacks) < 2 or "stack" in entries.get(key, {"stack": stack}) or not serves(layer.mixer, other):
         return ""
     return f"; the entry has no stack, so it reaches both stacks: add stack: {other} to change the {other} only"
 
@@ -272,7 +320,9 @@ def validate_train(t: TrainConfig, key: str = "train") -> None:
 
 
 def validate(cfg: ExperimentConfig) -> ExperimentConfig:
-    cfg = dataclasses.replace(cfg, model=validate_model(cfg.model))
+    """``cfg`` checked, its model's defaults filled in and its layers resolved (``resolved_model``)."""
+    resolved = resolve_model(cfg.model)
+    cfg = dataclasses.replace(cfg, model=resolved.config, resolved_model=resolved)
     validate_train(cfg.train)
     for check in experiment_checks():  # the recipe's and the task's, registered by their packages
         check(cfg)

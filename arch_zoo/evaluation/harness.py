@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from .. import rundir
 from ..errors import ConfigError
 from ..provenance import git_commit
-from ..training.restore import restore
+from ..trained.restore import restore
 from .lm import ArchZooLM, check_scorable
 from .results import task_records, write_records
 from .tasks import check_tasks, task_manager

@@ -23,7 +23,7 @@ from ..errors import ConfigError
 from ..generation import generate
 from ..generation.prompts import learned_positions
 from ..models.transformer import DecoderModel, EncoderDecoderModel
-from ..training.restore import Restored, restore
+from ..trained.restore import Restored, restore
 from .encoding import Encoding
 from .scoring import loglikelihoods, seq2seq_loglikelihoods
 

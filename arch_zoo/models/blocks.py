@@ -17,7 +17,6 @@ from ..components.placements import PLACEMENTS, Slot, ends_with_norm
 from ..components.positions import POSITIONS, PositionContext, PositionScheme
 from ..components.state import KVCache, LayerState
 from ..config import ModelConfig
-from ..config.validation import layer_configs
 from .cache import StackState, default_positions
 from .renamed_keys import renamed_slot_keys
 
@@ -99,8 +98,9 @@ def _in_attention(spec) -> bool:
 class Stack(nn.Module):
     """Position scheme + layers + optional final norm: token embeddings in, hidden states out."""
 
-    def __init__(self, cfg: ModelConfig, n_layers: int, causal: bool, cross: bool):
+    def __init__(self, cfg: ModelConfig, layer_cfgs: List[ModelConfig], causal: bool, cross: bool):
         super().__init__()
+        n_layers = len(layer_cfgs)
         n_enc = cfg.encoder_layers if cfg.kind != "decoder" else 0
         n_dec = cfg.decoder_layers if cfg.kind != "encoder" else 0
         stack = "decoder" if causal else "encoder"
@@ -110,7 +110,6 @@ class Stack(nn.Module):
         self.position: PositionScheme = POSITIONS.build(cfg.position, ctx)
         self.embedding_norm = NORMS.build(cfg.norm, cfg.d_model) if cfg.embedding_norm else nn.Identity()
         self.dropout = nn.Dropout(cfg.rate("embedding_dropout"))
-        layer_cfgs = layer_configs(cfg, stack, n_layers)
         self.layers = nn.ModuleList(
             TransformerLayer(layer_cfg, LayerContext(i, n_layers, stack, cfg.kind, n_enc, n_dec, cfg.d_model))
             for i, layer_cfg in enumerate(layer_cfgs))

@@ -18,6 +18,7 @@ from torch import nn
 from ..components.init import INITS
 from ..components.positions import POSITIONS, PositionContext, stack_causality
 from ..config import ModelConfig
+from ..config.validation import stacks
 
 WARN_RATIO = 10.0  # a position signal this many times the token embeddings' RMS gets a warning
 MEASURE_ELEMENTS = 1 << 22  # an undeclared init is measured on an embedding table up to this size
@@ -82,7 +83,7 @@ def embedding_scale(m: ModelConfig, vocab_size: int) -> EmbeddingScale:
     """The position signal and token embedding scales of model config ``m`` at initialisation."""
     ctx = PositionContext.of(m, stack_causality(m)[-1])  # the stack that generates (its embeddings are shared)
     with torch.device("cpu"):  # (describe builds its model on the meta device)
-        layers = (m.encoder_layers if m.kind != "decoder" else 0) + (m.decoder_layers if m.kind != "encoder" else 0)
+        layers = sum(depth for _, depth in stacks(m))
         init = INITS.build(m.init, layers)
 
         def init_std(rows: int, cols: int) -> Optional[float]:

@@ -21,6 +21,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from torch import nn
 
 from ..components.flops import linear_flops  # noqa: F401  (long imported from here)
+from ..config.kinds import kind_of
 from .blocks import Stack
 
 LengthCounts = Mapping[Tuple[int, int], int]
@@ -35,7 +36,7 @@ class FlopCounter:
     """Forward FLOPs of one model at any lengths; the length-independent parts are read once."""
 
     def __init__(self, model: nn.Module):
-        self.encoder_decoder = model.config.kind == "encoder_decoder"
+        self.encoder_decoder = kind_of(model.config).cross_attention  # a source and a target
         self._stacks: List[tuple] = []
         for name in ("encoder", "decoder"):
             stack = getattr(model, name, None)
@@ -96,7 +97,7 @@ class FlopCounter:
 
 def at_length(model: nn.Module, seq_len: int, target_len: Optional[int] = None) -> LengthCounts:
     """One sequence of ``seq_len`` tokens; an encoder-decoder's target is ``target_len`` (default: as long)."""
-    if model.config.kind != "encoder_decoder":
+    if not kind_of(model.config).cross_attention:
         return {(seq_len, 0): 1}
     return {(seq_len, seq_len if target_len is None else target_len): 1}
 
@@ -111,10 +112,10 @@ def flops_per_token(model: nn.Module, seq_len: int, target_len: Optional[int] = 
 def state_bytes_per_token(model: nn.Module, m) -> Optional[float]:
     """float32 decoding-state bytes per token at model.max_seq_len (an encoder-decoder's source as long),
     as describe prints them at that length; None for an encoder, which does not decode."""
-    if m.kind == "encoder":
+    if not kind_of(m).decodes:
         return None
     n = m.max_seq_len
-    return decoding_state_bytes(model, n, 4, n if m.kind == "encoder_decoder" else 0) / n
+    return decoding_state_bytes(model, n, 4, n if kind_of(m).cross_attention else 0) / n
 
 
 def decoding_state_bytes(model: nn.Module, context: int, element_bytes: int = 4, source: int = 0) -> int:

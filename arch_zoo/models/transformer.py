@@ -1,4 +1,4 @@
-"""The three model kinds, all assembled from one ModelConfig by ``build_model``.
+"""The three model kinds, each built from a resolved ModelConfig (``build_model``, in ``build``).
 
 Every model takes (batch, length) token ids plus Hugging Face style padding information
 (``attention_mask``: 1 for real tokens) and returns a ``ModelOutput`` with the logits.
@@ -6,8 +6,7 @@ Every model takes (batch, length) token ids plus Hugging Face style padding info
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import List, Mapping, Optional, Union
+from typing import List, Optional, Union
 
 import torch
 from torch import Tensor, nn
@@ -15,10 +14,12 @@ from torch import Tensor, nn
 from ..components.heads import EMBEDDING, HEADS, HeadContext
 from ..components.init import INITS
 from ..components.parametrization import PARAMETRIZATIONS, readout
-from ..config import ExperimentConfig, ModelConfig
-from ..config.loading import model_config
+from ..config import ModelConfig
+from ..config.schema import ResolvedModel
+from ..config.validation import resolve_layers
 from ..errors import ConfigError
 from .blocks import Stack
+from .build import MODEL_KINDS, build_model, model_kind  # noqa: F401  (build_model: its long-standing import path)
 from .cache import Cache, StackState
 from .renamed_keys import for_transformers
 
@@ -112,12 +113,14 @@ class TransformerModel(nn.Module):
         return Cache([layer.new_state() for layer in self.decoder.layers])
 
 
+@model_kind("encoder")
 class EncoderModel(TransformerModel):
     """Bidirectional encoder with a classification, token-classification, MLM or embedding head."""
 
-    def __init__(self, cfg: ModelConfig, vocab_size: int):
-        super().__init__(cfg, vocab_size)
-        self.encoder = Stack(cfg, cfg.encoder_layers, causal=False, cross=False)
+    def __init__(self, cfg: Union[ModelConfig, ResolvedModel], vocab_size: int):
+        resolved = resolve_layers(cfg)
+        super().__init__(resolved.config, vocab_size)
+        self.encoder = Stack(resolved.config, resolved.layers("encoder"), causal=False, cross=False)
         self._finish()
 
     def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
@@ -133,12 +136,14 @@ def _last(hidden: Tensor, n: int) -> Tensor:
     return hidden[:, -n:] if n else hidden
 
 
+@model_kind("decoder")
 class DecoderModel(TransformerModel):
     """Causal language model."""
 
-    def __init__(self, cfg: ModelConfig, vocab_size: int):
-        super().__init__(cfg, vocab_size)
-        self.decoder = Stack(cfg, cfg.decoder_layers, causal=True, cross=False)
+    def __init__(self, cfg: Union[ModelConfig, ResolvedModel], vocab_size: int):
+        resolved = resolve_layers(cfg)
+        super().__init__(resolved.config, vocab_size)
+        self.decoder = Stack(resolved.config, resolved.layers("decoder"), causal=True, cross=False)
         self._finish()
 
     def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
@@ -152,13 +157,16 @@ class DecoderModel(TransformerModel):
                            self._attentions(self.decoder, need_weights))
 
 
+@model_kind("encoder_decoder")
 class EncoderDecoderModel(TransformerModel):
     """Encoder over the source; decoder with causal self-attention and cross-attention to the memory."""
 
-    def __init__(self, cfg: ModelConfig, vocab_size: int):
-        super().__init__(cfg, vocab_size)
-        self.encoder = Stack(cfg, cfg.encoder_layers, causal=False, cross=False)
-        self.decoder = Stack(cfg, cfg.decoder_layers, causal=True, cross=True)
+    def __init__(self, cfg: Union[ModelConfig, ResolvedModel], vocab_size: int):
+        resolved = resolve_layers(cfg)
+        super().__init__(resolved.config, vocab_size)
+        cfg = resolved.config
+        self.encoder = Stack(cfg, resolved.layers("encoder"), causal=False, cross=False)
+        self.decoder = Stack(cfg, resolved.layers("decoder"), causal=True, cross=True)
         self.decoder_embed = self.embed if cfg.tie_encoder_decoder_embeddings else self.token_embedding()
         self._finish()
 
@@ -185,21 +193,3 @@ class EncoderDecoderModel(TransformerModel):
                           need_weights=need_weights)
         out.extras["memory"] = memory
         return out
-
-
-MODEL_KINDS = {"encoder": EncoderModel, "decoder": DecoderModel, "encoder_decoder": EncoderDecoderModel}
-
-
-def build_model(cfg: Union[ModelConfig, ExperimentConfig, Mapping, str, Path], vocab_size: Optional[int] = None
-                ) -> TransformerModel:
-    """A pure function of the config: the same config (and seed) rebuilds the same model. ``cfg`` is
-    anything the CLI takes as a model: ``preset:NAME``, a YAML path, a mapping (``base:`` allowed),
-    a ModelConfig or an ExperimentConfig."""
-    if isinstance(cfg, ExperimentConfig):
-        cfg = cfg.model
-    cfg = model_config(cfg)
-    vocab_size = vocab_size if vocab_size is not None else cfg.vocab_size
-    if vocab_size is None:
-        raise ConfigError("vocab_size", "is unknown: pass it to build_model or set model.vocab_size")
-    for_transformers()  # a remote-code export's modelling file builds through here, then transformers loads it
-    return MODEL_KINDS[cfg.kind](cfg, vocab_size)

@@ -8,6 +8,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..config import ExperimentConfig
 from ..coerce import to_dict
+from ..config.kinds import kind_of
 from ..data.lengths import split_lengths
 from ..errors import ConfigError
 from .costs import tokens_per_step
@@ -73,7 +74,7 @@ class Sizer:
         key = self._key(cfg)
         if key not in self.split_lengths:
             data = self.data.get(key)
-            seq2seq = cfg.model.kind == "encoder_decoder"
+            seq2seq = kind_of(cfg.model).cross_attention  # a source and a target
             if data is None:
                 n = cfg.model.max_seq_len
                 self.split_lengths[key] = ({(n, n if seq2seq else 0): 1},
@@ -119,9 +120,9 @@ class Sizer:
             with torch.random.fork_rng(devices=[]):
                 try:
                     with torch.device("meta"):
-                        model = build_model(cfg.model, vocab)
+                        model = build_model(cfg, vocab)
                 except (NotImplementedError, RuntimeError):
-                    model = build_model(cfg.model, vocab)
+                    model = build_model(cfg, vocab)
             self.shapes[key] = (count_parameters(model), non_embedding_parameters(model))
         return self.shapes[key]
 
@@ -136,7 +137,7 @@ class Sizer:
             from ..models.summary import count_parameters, non_embedding_parameters
 
             with torch.random.fork_rng(devices=[]):  # counting must not move anyone's random state
-                model = build_model(cfg.model, vocab)
+                model = build_model(cfg, vocab)
             per_token = FlopCounter(model).per_token(self.lengths(cfg, blame)[0])["total"]
             self.counts[key] = (count_parameters(model), per_token, non_embedding_parameters(model))
         return self.counts[key]

@@ -1,7 +1,7 @@
 """Training: Lightning module and data module, callbacks, and ``run_one(config, out_dir)``.
 
-Names load on first use, so the parts that need no Lightning (``restore``, ``rundir``, ``prepare``)
-can be imported without paying for it."""
+Names load on first use, so the parts that need no Lightning (``rundir``, ``prepare``) can be imported
+without paying for it; restoring a trained run is ``arch_zoo.trained``, below training."""
 import importlib
 
 _EXPORTS = {"RunResult": "run", "prepare": "run", "run_one": "run"}

@@ -74,6 +74,13 @@ def _component_family(f: dataclasses.Field):
     return family_registry(family) if family is not None else None
 
 
+def _keys(cls: type) -> tuple:
+    """The fields of a config section that are keys (a derived field, computed by validation, is not)."""
+    from arch_zoo.coerce import schema_fields
+
+    return schema_fields(cls)
+
+
 def config_sections() -> List[Tuple[str, type]]:
     """(dotted prefix, dataclass) for the root and every nested section, depth first."""
     out: List[Tuple[str, type]] = []
@@ -81,7 +88,7 @@ def config_sections() -> List[Tuple[str, type]]:
     def walk(prefix: str, cls: type) -> None:
         out.append((prefix, cls))
         hints = resolved_hints(cls)
-        for f in dataclasses.fields(cls):
+        for f in _keys(cls):
             if _component_family(f) is None and dataclasses.is_dataclass(hints[f.name]):
                 walk(f"{prefix}{f.name}.", hints[f.name])
 
@@ -92,7 +99,7 @@ def config_sections() -> List[Tuple[str, type]]:
 def config_rows(prefix: str, cls: type) -> List[Dict[str, str]]:
     hints, layered = resolved_hints(cls), set(per_layer_keys()) if prefix == "model." else set()
     rows = []
-    for f in dataclasses.fields(cls):
+    for f in _keys(cls):
         family = _component_family(f)
         if family is not None:
             kind = f"{family.kind} ([choices](components.md#{family.family}))"
@@ -144,7 +151,7 @@ def keys_taking(family: str) -> List[str]:
     """The config keys (and task options) whose value is a component of ``family``."""
     found = []
     for prefix, cls in config_sections():
-        for f in dataclasses.fields(cls):
+        for f in _keys(cls):
             fam = _component_family(f)
             if fam is not None and fam.family == family:
                 found.append(prefix + f.name)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from arch_zoo.config.coerce import to_dict
+from arch_zoo.coerce import to_dict
 from arch_zoo.config.loading import load, model_config
 from arch_zoo.models import build_model
 from tests.interop.references import VOCAB, padded_batch, randomize

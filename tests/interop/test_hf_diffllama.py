@@ -4,7 +4,7 @@ gives the tokens of HF `generate`."""
 import pytest
 import torch
 
-from arch_zoo.config.coerce import to_dict
+from arch_zoo.coerce import to_dict
 from arch_zoo.config.loading import model_config
 from arch_zoo.interop import from_hf, model_config_from_hf
 from arch_zoo.interop.checkpoint import CheckpointError

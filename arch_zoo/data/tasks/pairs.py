@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple, Type
 
+from ...config.kinds import KINDS
 from ..tokenizers import BOS, EOS, SEP, Tokenizer
 from .base import IGNORE, Example, Task, TaskData
 from .common import SPLITS, check_fits, check_tokenizer, fit_tokenizer, parse_tokenizer, tokenizer_class
@@ -19,9 +20,9 @@ Pairs = Dict[str, List[Tuple[str, str]]]
 
 
 def pair_example(src: List[int], tgt: List[int], model_kind: str) -> Example:
-    if model_kind == "encoder_decoder":
+    if KINDS[model_kind].cross_attention:  # the source through the encoder, the target through the decoder
         return Example(list(src), tgt + [EOS], decoder_input_ids=[BOS] + tgt, prompt_ids=list(src), target_ids=tgt)
-    if model_kind == "decoder":
+    if KINDS[model_kind].decoder_only:
         prompt = [BOS] + src + [SEP]
         return Example(prompt + tgt + [EOS], [IGNORE] * len(prompt) + tgt + [EOS], prompt_ids=prompt,
                        target_ids=list(tgt))
@@ -30,7 +31,7 @@ def pair_example(src: List[int], tgt: List[int], model_kind: str) -> Example:
 
 def tokens_needed(src_len: int, tgt_len: int, model_kind: str) -> int:
     """The longest sequence the model sees for a source/target of these token counts."""
-    if model_kind == "decoder":
+    if KINDS[model_kind].decoder_only:
         return src_len + tgt_len + 3  # bos, sep, eos
     return max(src_len, tgt_len + 1)  # decoder side: bos + target / target + eos
 
@@ -62,7 +63,7 @@ class PairTask(Task):
     def encode_prompt(cls, tokenizer: Tokenizer, text: str, model_kind: str) -> List[int]:
         """A decoder is given bos + source + sep, as in training; an encoder-decoder the source alone."""
         ids = tokenizer.encode(text)
-        return [tokenizer.bos_id] + ids + [tokenizer.sep_id] if model_kind == "decoder" else ids
+        return [tokenizer.bos_id] + ids + [tokenizer.sep_id] if KINDS[model_kind].decoder_only else ids
 
     def tokenizer_class(self) -> Type[Tokenizer]:
         return tokenizer_class(parse_tokenizer(self.options.tokenizer))
@@ -75,7 +76,7 @@ class PairTask(Task):
         longest = max(max(len(e.input_ids), len(e.decoder_input_ids or ())) for rows in splits.values()
                       for e in rows)
         check_fits(longest, self.max_seq_len, self.length_key, f"the longest {self.model_kind} examples")
-        objective = "seq2seq" if self.model_kind == "encoder_decoder" else "lm"
+        objective = KINDS[self.model_kind].generative_objective
         info = {"sizes": {k: len(v) for k, v in splits.items()}, "tokenizer": tok.name,
                 "vocab_size": tok.vocab_size, "longest_sequence": longest}
         return TaskData(tok, objective, splits, metrics=("exact_match",), info=info)
