@@ -135,6 +135,13 @@ class TrainConfig:
     progress_bar: bool = True  # `arch-zoo train` shows step/max, loss, tokens/s and ETA as it trains (redrawn on a terminal, a line every 10-30 s elsewhere)
     num_workers: int = 0  # data loader processes (0: in the training process)
 
+    @property
+    def examples_per_step(self) -> int:
+        """Examples one optimizer step trains: per device, times accumulation and the device count."""
+        d = self.devices
+        devices = len(d) if isinstance(d, (list, tuple)) else d if isinstance(d, int) else 1
+        return self.batch_size * self.accumulate_grad_batches * max(1, devices)
+
 
 @dataclass(frozen=True)
 class WandbConfig:

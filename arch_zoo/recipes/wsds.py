@@ -9,7 +9,7 @@ of (seed, step). The run itself is the budget at 1.0. Pure arithmetic: training
 (``training/branches.py``) and ``sweep --dry-run`` read the same plan.
 
 Budgets given as training tokens (``decay_tokens``) are each the whole number of steps nearest to
-training that many tokens, at the tokens per step run.json's budget counts (``sweeps/costs.py``),
+training that many tokens, at the tokens per step run.json's budget counts (``TrainConfig.examples_per_step`` x tokens per example),
 so a branch's recorded tokens are within half a step of the count asked for. Only a task whose
 every step trains the same tokens (windows of a token stream) has such a count."""
 from __future__ import annotations
@@ -23,7 +23,6 @@ from ..config import ExperimentConfig, TrainConfig
 from ..data.lengths import split_lengths
 from ..data.windows import Windows
 from ..errors import ConfigError
-from ..sweeps.costs import tokens_per_step
 from .schedules import SCHEDULES, WarmupStableDecay
 
 TOKENS_KEY = "train.schedule.decay_tokens"
@@ -70,7 +69,7 @@ def step_tokens(cfg: ExperimentConfig, train_split: Any) -> float:
         raise ConfigError(TOKENS_KEY, f"task {task}'s steps do not all train the same number of tokens (its "
                           "examples differ in length), so a token count names no step; give the budgets as "
                           "train.schedule.decays, fractions of train.max_steps")
-    return tokens_per_step(cfg, lengths.mean(0) + lengths.mean(1))
+    return cfg.train.examples_per_step * (lengths.mean(0) + lengths.mean(1))
 
 
 def branches(train: TrainConfig, tokens_per_step: Optional[float] = None) -> List[Branch]:

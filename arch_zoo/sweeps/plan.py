@@ -18,7 +18,7 @@ from ..errors import ConfigError
 from .halving import check_budgets
 from .matching import Reference, matched_config, reference, run_budget
 from .sizer import Sizer
-from .wsds_table import check_decay_tokens
+from .decay_tokens import check_decay_tokens
 from .scale import FLOPS_KEY, SIZE_KEY, size_overrides, transfer_lookup, with_sizes
 from .scale_plan import check_increasing, check_transfer, ladder_steps, references, scale_record, size_blame, \
     warmup_override

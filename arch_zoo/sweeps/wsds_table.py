@@ -4,32 +4,13 @@ the tokens each trains), and the steps and training FLOPs the plan spends agains
 budget as a separate run."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List
+from typing import List
 
-from ..config import ExperimentConfig
-from ..errors import ConfigError
-from ..recipes.wsds import branches, decay_tokens, saved_steps, step_tokens
-
-if TYPE_CHECKING:  # plan.py checks its runs' token budgets here
-    from .plan import Plan
+from ..recipes.wsds import branches, saved_steps
+from .plan import Plan
 
 
-def check_decay_tokens(cfg: ExperimentConfig, sizer, blame) -> None:
-    """A planned run's token budgets, refused as its training would refuse them (before anything is
-    written): the task's steps must train the same tokens, and no budget may pass the run's. Each
-    variant keeps the token counts as written, so under ``budget:`` matching (its own max_steps and
-    tokens per step) every variant branches at the same tokens."""
-    if not decay_tokens(cfg.train):
-        return
-    sizer.vocab_size(cfg, blame)
-    data = sizer.data.get(sizer._key(cfg))
-    try:
-        branches(cfg.train, step_tokens(cfg, data.splits["train"] if data is not None else None))
-    except ConfigError as exc:
-        raise blame(exc) from None
-
-
-def wsds_text(plan: "Plan", table) -> str:
+def wsds_text(plan: Plan, table) -> str:
     """'' for a plan without decays; ``table(header, rows, right)`` lays the rows out."""
     per_run = [(r, r.budget.get("tokens_per_step")) for r in plan.runs]
     runs = [(r, t, branches(r.config.train, t)) for r, t in per_run if branches(r.config.train, t)]
