@@ -12,6 +12,7 @@ import math
 from typing import Any, Dict, Optional
 
 from ..components.mixers import MIXERS
+from ..components.parametrization import PARAMETRIZATIONS
 from ..components.placements import ends_with_norm
 from ..config import ModelConfig
 from ..coerce import to_dict
@@ -41,6 +42,8 @@ def function_view(m: ModelConfig) -> Dict[str, Any]:
     if isinstance(top.get("ffn"), dict):
         top["ffn"] = {k: v for k, v in top["ffn"].items() if k not in MOE_TRAINING_ONLY}
     top["mixer"] = _mixer_view(m)
+    if m.scale_embeddings:  # the parametrization's number (TRAINING_ONLY leaves the rest out): RecurrentGemma's is rounded
+        top["embedding_multiplier"] = PARAMETRIZATIONS.build(m.parametrization, m).embedding_multiplier()
     out: Dict[str, Any] = {"model": top}
     for stack, depth in stacks(m)[:2]:
         layers = []
