@@ -133,7 +133,9 @@ class Standard(Parametrization):
     def embedding_multiplier(self) -> float:
         exact = math.sqrt(self.d_model)
         dtype = self.options.embedding_multiplier_dtype
-        return exact if dtype is None else float(torch.tensor(exact, dtype=getattr(torch, dtype), device="cpu"))  # as HF rounds it
+        if dtype is None:
+            return exact
+        return float(torch.tensor(exact, dtype=getattr(torch, dtype), device="cpu"))  # rounded as HF rounds it
 
 
 @dataclass(frozen=True)

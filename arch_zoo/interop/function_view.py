@@ -42,7 +42,7 @@ def function_view(m: ModelConfig) -> Dict[str, Any]:
     if isinstance(top.get("ffn"), dict):
         top["ffn"] = {k: v for k, v in top["ffn"].items() if k not in MOE_TRAINING_ONLY}
     top["mixer"] = _mixer_view(m)
-    if m.scale_embeddings:  # the parametrization's number (TRAINING_ONLY leaves the rest out): RecurrentGemma's is rounded
+    if m.scale_embeddings:  # the parametrization's number, which TRAINING_ONLY leaves out (RecurrentGemma rounds it)
         top["embedding_multiplier"] = PARAMETRIZATIONS.build(m.parametrization, m).embedding_multiplier()
     out: Dict[str, Any] = {"model": top}
     for stack, depth in stacks(m)[:2]:

@@ -99,8 +99,8 @@ def test_the_parity_check_notices_a_detail_left_out(ref, what):
         changed = dataclasses.replace(cfg.position, options=dataclasses.replace(cfg.position.options, fraction=1.0))
         cfg = dataclasses.replace(cfg, position=changed)
     else:
-        cfg = dataclasses.replace(cfg, parametrization=dataclasses.replace(cfg.parametrization, options=dataclasses.replace(
-            cfg.parametrization.options, embedding_multiplier_dtype=None)))
+        exact = dataclasses.replace(cfg.parametrization.options, embedding_multiplier_dtype=None)
+        cfg = dataclasses.replace(cfg, parametrization=dataclasses.replace(cfg.parametrization, options=exact))
     model = build_model(dataclasses.replace(cfg, vocab_size=VOCAB), VOCAB)
     model.load_state_dict(from_hf(ref).state_dict())
     a, b = causal_lm_logits(ref, model.eval(), "right")
@@ -169,7 +169,7 @@ def test_an_export_loads_in_transformers_alone_with_the_same_logits_and_greedy_t
     model = randomize(from_hf(ref), seed=4)
     assert save_hf(model, None, tmp_path / "hf") == "written as RecurrentGemmaForCausalLM"
     assert json.loads((tmp_path / "hf" / "config.json").read_text())["architectures"] == ["RecurrentGemmaForCausalLM"]
-    right, whole = padded_batch(LENGTHS, 12, "right"), padded_batch([12, 12], 12, "left")  # left: unpadded (HF convolves pads)
+    right, whole = padded_batch(LENGTHS, 12, "right"), padded_batch([12, 12], 12, "left")  # HF convolves left pads
     job = {"dir": str(tmp_path / "hf"), "auto_class": "AutoModelForCausalLM", "remote": False, "right": right,
            "left": whole, "prompts": [[5, 9, 14, 3], [7, 2]], "new_tokens": 6}
     torch.save([job], tmp_path / "job.pt")
