@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, Literal, Optional, Tuple
 
+import torch
 from torch import nn
 
 from ..errors import ConfigError
-from ..registry import NoOptions, Registry
+from ..registry import Registry
 
 PARAMETRIZATIONS = Registry("parametrizations", "parametrization")
 
@@ -119,10 +120,22 @@ class Parametrization:
         return "init, multipliers and learning rates as the components give them"
 
 
-@PARAMETRIZATIONS.register("standard", NoOptions, "init, multipliers and learning rates as the components and "
+@dataclass(frozen=True)
+class StandardOptions:
+    # sqrt(d_model) rounded to this dtype before it scales the embeddings (model.scale_embeddings);
+    # null: exact. RecurrentGemma keeps its normalizer in bfloat16 (50.5, not 50.596, at d_model 2560)
+    embedding_multiplier_dtype: Optional[Literal["bfloat16"]] = None
+
+
+@PARAMETRIZATIONS.register("standard", StandardOptions, "init, multipliers and learning rates as the components and "
                            "train.lr give them, at any width")
 class Standard(Parametrization):
-    pass
+    def embedding_multiplier(self) -> float:
+        exact = math.sqrt(self.d_model)
+        dtype = self.options.embedding_multiplier_dtype
+        if dtype is None:
+            return exact
+        return float(torch.tensor(exact, dtype=getattr(torch, dtype), device="cpu"))  # rounded as HF rounds it
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any, Dict, Optional
 
 from ..components.mixers import MIXERS
 from ..components.mixers.attention import score_width
+from ..components.parametrization import PARAMETRIZATIONS
 from ..components.placements import ends_with_norm
 from ..config import ModelConfig
 from ..coerce import to_dict
@@ -42,6 +43,8 @@ def function_view(m: ModelConfig) -> Dict[str, Any]:
     if isinstance(top.get("ffn"), dict):
         top["ffn"] = {k: v for k, v in top["ffn"].items() if k not in MOE_TRAINING_ONLY}
     top["mixer"] = _mixer_view(m)
+    if m.scale_embeddings:  # the parametrization's number, which TRAINING_ONLY leaves out (RecurrentGemma rounds it)
+        top["embedding_multiplier"] = PARAMETRIZATIONS.build(m.parametrization, m).embedding_multiplier()
     out: Dict[str, Any] = {"model": top}
     for stack, depth in stacks(m)[:2]:
         layers = []

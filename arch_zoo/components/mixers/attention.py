@@ -9,10 +9,11 @@ memory's K/V, filled on the first call. It serves the encoder-decoder kind only,
 registered mixer."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal, Optional, Tuple
 
-from torch import Tensor
+from torch import Tensor, nn
 
 from ...errors import ConfigError
 from ..attention import KERNELS, MultiHeadAttention, MultiHeadCrossAttention, attention_args
@@ -27,6 +28,9 @@ class AttentionOptions:
     gate: Optional[Literal["sigmoid"]] = None  # an output gate after the attention (Qiu et al. 2025; Qwen3-Next)
     gate_scope: Literal["elementwise", "head"] = "elementwise"  # one gate per element of each head, or per head
     sinks: bool = False  # a learned logit per head that takes softmax mass and returns nothing (gpt-oss)
+    # biases on the q, k, v projections; null: model.bias, as the output projection's (RecurrentGemma:
+    # none there, one on the output)
+    qkv_bias: Optional[bool] = None
 
     def __post_init__(self):
         if self.gate is None and self.gate_scope != "elementwise":
@@ -91,6 +95,14 @@ class Attention(MultiHeadAttention, Mixer):
         gate = None if options.gate is None else options.gate_scope
         super().__init__(cross=False, gate=gate, sinks=options.sinks, **attention_args(cfg))
         mark_residual_out(self.out)
+        if options.qkv_bias is not None and options.qkv_bias != cfg.bias:  # (the model's init draws it later)
+            self.qkv = nn.Linear(self.qkv.in_features, self.qkv.out_features, bias=options.qkv_bias)
+
+    @classmethod
+    def resolved_options(cls, options, cfg):
+        if isinstance(options, AttentionOptions) and options.qkv_bias is None:
+            return dataclasses.replace(options, qkv_bias=cfg.bias)
+        return options
 
     @classmethod
     def check(cls, options: AttentionOptions, cfg, key: str) -> None:

@@ -1,0 +1,223 @@
+"""RecurrentGemma (Griffin): the recurrentgemma-tiny preset computes what Hugging Face's
+RecurrentGemmaForCausalLM computes (its pure-torch path; nothing downloaded, random weights), right-padded
+and, row by row, left-padded; cached greedy decoding gives the tokens of HF `generate`; both round trips
+are bit for bit; an export loads with transformers alone in a fresh process; `arch-zoo import` reads a
+saved checkpoint; the full preset (RecurrentGemma-2B) has the parameter count HF's class gives.
+
+transformers' recurrent block convolves the pads' inputs into a left-padded row's first real positions
+(it masks nothing), so its left-padded logits depend on the padding; arch_zoo's do not: a left-padded
+row is compared with HF's run on that row alone."""
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from arch_zoo.cli import main
+from arch_zoo.interop import from_hf, model_config_from_hf, to_hf
+from tests.interop.references import (ATOL, VOCAB, assert_round_trip, assert_same_logits, causal_lm_logits,
+                                      greedy_cached, meta_parameters, padded_batch, randomize, tiny)
+
+tf = pytest.importorskip("transformers")
+ROOT = Path(__file__).resolve().parents[2]
+LENGTHS = [7, 12, 3]
+# google/recurrentgemma-2b's published config (the rest are RecurrentGemmaConfig's defaults, which are
+# that model's: 26 layers, hidden 2560, 10 heads, lru_width 2560, window 2048, vocab 256000)
+RECURRENTGEMMA_2B = dict(intermediate_size=15360, num_key_value_heads=1)
+
+
+def hf_config(**changes):
+    m = tiny("recurrentgemma")
+    config = tf.RecurrentGemmaConfig(**{
+        "vocab_size": VOCAB, "hidden_size": m.d_model, "num_hidden_layers": m.n_layers,
+        "num_attention_heads": m.n_heads, "num_key_value_heads": m.n_kv_heads, "intermediate_size": 2 * m.d_ff,
+        "lru_width": 27, "conv1d_width": 3, "attention_window_size": m.attention.options.window,
+        "logits_soft_cap": m.final_logit_softcap, "max_position_embeddings": m.max_seq_len, **changes})
+    config._attn_implementation = "eager"
+    return config
+
+
+def reference(seed=0, **changes):
+    torch.manual_seed(seed)
+    return randomize(tf.RecurrentGemmaForCausalLM(hf_config(**changes)), seed).eval()
+
+
+@pytest.fixture(scope="module")
+def ref():
+    return reference()
+
+
+def assert_left_padded_rows_equal_hf_alone(ref, model):
+    """Each left-padded row's real positions: the logits HF gives that row unpadded."""
+    ids, mask = padded_batch(LENGTHS, 12, "left")
+    with torch.no_grad():
+        ours = model(ids, mask).logits
+        for row, n in enumerate(LENGTHS):
+            theirs = ref(input_ids=ids[row:row + 1, 12 - n:]).logits[0]
+            assert theirs.abs().max() > 0.1
+            torch.testing.assert_close(ours[row, 12 - n:], theirs, atol=ATOL, rtol=0)
+
+
+def test_the_tiny_config_is_the_one_the_brief_names(ref):
+    assert ref.config.layers_block_type == ["linear_attention", "linear_attention", "sliding_attention",
+                                            "linear_attention"]
+    assert (ref.config.hidden_size, ref.config.lru_width, ref.config.head_dim) == (24, 27, 8)
+    assert float(ref.model.normalizer) != 24 ** 0.5  # bfloat16's 4.906: the rounding shows
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_preset_logits_equal_the_reference(ref, side):
+    model = from_hf(ref, config="preset:recurrentgemma-tiny")
+    assert model.config == tiny("recurrentgemma")
+    assert [type(layer.mixer.sublayer).__name__ for layer in model.decoder.layers] == [
+        "RGLRU", "RGLRU", "Attention", "RGLRU"]
+    assert model.decoder.layers[2].mixer.sublayer.qkv.bias is None  # HF's q, k, v have none; o_proj has one
+    if side == "right":
+        assert_same_logits(ref, model, side)
+    else:
+        assert_left_padded_rows_equal_hf_alone(ref, model)
+
+
+def test_derived_config_equals_the_preset(ref):
+    model = from_hf(ref)
+    assert model.config == model_config_from_hf(ref)
+    assert model.config == dataclasses.replace(tiny("recurrentgemma"), vocab_size=VOCAB)
+
+
+@pytest.mark.parametrize("what", ["embedding_multiplier_dtype", "fraction"])
+def test_the_parity_check_notices_a_detail_left_out(ref, what):
+    """The bfloat16 embedding multiplier (4.906, not 4.899) and the half-rotated heads change the
+    logits past the tolerance: without them the comparison fails."""
+    from arch_zoo.models import build_model
+
+    cfg = tiny("recurrentgemma")
+    if what == "fraction":
+        changed = dataclasses.replace(cfg.position, options=dataclasses.replace(cfg.position.options, fraction=1.0))
+        cfg = dataclasses.replace(cfg, position=changed)
+    else:
+        exact = dataclasses.replace(cfg.parametrization.options, embedding_multiplier_dtype=None)
+        cfg = dataclasses.replace(cfg, parametrization=dataclasses.replace(cfg.parametrization, options=exact))
+    model = build_model(dataclasses.replace(cfg, vocab_size=VOCAB), VOCAB)
+    model.load_state_dict(from_hf(ref).state_dict())
+    a, b = causal_lm_logits(ref, model.eval(), "right")
+    assert (a - b).abs().max() > 1e-3
+
+
+def test_cached_greedy_decoding_gives_the_tokens_of_hf_generate(ref):
+    """Left-padded prompts decoded together through arch_zoo's cache; each prompt alone through HF's."""
+    ids, mask = padded_batch([5, 8, 2], 8, "left")
+    steps = 8
+    ours = greedy_cached(from_hf(ref, config="preset:recurrentgemma-tiny"), ids, mask, steps)
+    expected = torch.cat([ref.generate(input_ids=ids[row:row + 1, 8 - n:], do_sample=False, max_new_tokens=steps,
+                                       min_new_tokens=steps, pad_token_id=0)[:, -steps:]
+                          for row, n in enumerate([5, 8, 2])])
+    assert len(set(expected.flatten().tolist())) > 1
+    assert torch.equal(ours, expected)
+
+
+@pytest.mark.parametrize("changes", [{}, {"tie_word_embeddings": False, "attention_bias": True, "lru_width": None,
+                                         "block_types": ["attention", "recurrent"], "hidden_activation": "gelu"}])
+def test_to_hf_of_from_hf_gives_the_tensors_back(ref, changes):
+    """The tiny config, and one with an untied head, q/k/v biases, lru_width left to hidden_size, another
+    block pattern and exact GELU."""
+    hf = reference(seed=1, **changes) if changes else ref
+    if changes:
+        assert_same_logits(hf, from_hf(hf), "right")
+    assert_round_trip(hf)
+
+
+def test_from_hf_of_to_hf_rebuilds_the_model_bit_for_bit(ref):
+    from arch_zoo.interop.export_hf import native_config, sized
+
+    model = randomize(from_hf(ref, config="preset:recurrentgemma-tiny"), seed=3)  # its own tensors, not HF's
+    assert native_config(sized(model)).reason == "written as RecurrentGemmaForCausalLM"
+    hf = to_hf(model)
+    assert type(hf) is tf.RecurrentGemmaForCausalLM and hf.config.layers_block_type == ref.config.layers_block_type
+    again = from_hf(hf)
+    assert again.config == sized(model)
+    ours, back = model.state_dict(), again.state_dict()
+    assert set(ours) == set(back) and all(torch.equal(back[k], v) for k, v in ours.items())
+    assert_same_logits(hf.eval(), model, "right")
+
+
+@pytest.mark.parametrize("changes,why", [
+    ({"attention": "global"}, "attention global has no RecurrentGemma equivalent"),
+    ({"final_logit_softcap": None}, "final_logit_softcap null has no RecurrentGemma equivalent"),
+    ({"parametrization": "standard"}, "embedding_multiplier 4.898979485566356 has no RecurrentGemma equivalent"),
+    ({"layers": [{"pattern": [{"mixer": {"name": "rg_lru", "width": 27, "conv_size": 3}},
+                              {"mixer": {"name": "rg_lru", "width": 27, "conv_size": 4}}, {}]}]},
+     "rg_lru options differing between layers"),
+])
+def test_what_recurrent_gemma_cannot_hold_is_named_in_one_line(changes, why):
+    from arch_zoo.coerce import to_dict
+    from arch_zoo.config.loading import model_config
+    from arch_zoo.interop.export_hf import native_config
+
+    cfg = model_config({**to_dict(tiny("recurrentgemma")), "vocab_size": VOCAB, **changes})
+    reason = native_config(cfg).reason
+    assert "fits RecurrentGemma only" in reason and why in reason and "\n" not in reason, reason
+
+
+def test_an_export_loads_in_transformers_alone_with_the_same_logits_and_greedy_tokens(tmp_path, ref):
+    from arch_zoo.generation import generate
+    from arch_zoo.interop import save_hf
+
+    model = randomize(from_hf(ref), seed=4)
+    assert save_hf(model, None, tmp_path / "hf") == "written as RecurrentGemmaForCausalLM"
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["architectures"] == ["RecurrentGemmaForCausalLM"]
+    right, whole = padded_batch(LENGTHS, 12, "right"), padded_batch([12, 12], 12, "left")  # HF convolves left pads
+    job = {"dir": str(tmp_path / "hf"), "auto_class": "AutoModelForCausalLM", "remote": False, "right": right,
+           "left": whole, "prompts": [[5, 9, 14, 3], [7, 2]], "new_tokens": 6}
+    torch.save([job], tmp_path / "job.pt")
+    subprocess.run([sys.executable, "-m", "tests.interop.hf_load", str(tmp_path / "job.pt"), str(tmp_path / "out.pt")],
+                   cwd=ROOT, check=True, env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1",
+                                              "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home")})
+    got = torch.load(tmp_path / "out.pt")[job["dir"]]
+    for side in ("right", "left"):
+        ids, mask = job[side]
+        with torch.no_grad():
+            torch.testing.assert_close(got[side][mask.bool()], model(ids, mask).logits[mask.bool()], atol=ATOL, rtol=0)
+    for prompt, theirs in zip(job["prompts"], got["greedy"]):
+        assert theirs[len(prompt):] == generate(model, [prompt], max_new_tokens=6).to_lists()[0][0]
+
+
+def test_arch_zoo_import_reads_a_saved_checkpoint(tmp_path):
+    from transformers import PreTrainedTokenizerFast
+
+    from arch_zoo import restore
+    from tests.evaluation.helpers import bos_tokenizer
+
+    tok = bos_tokenizer()
+    ref = reference(vocab_size=tok.get_vocab_size())
+    ref.save_pretrained(tmp_path / "hf")
+    PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
+                            unk_token="<unk>").save_pretrained(tmp_path / "hf")
+    assert main(["import", str(tmp_path / "hf"), "--out", str(tmp_path / "run")]) == 0
+    cfg, model, _ = restore(tmp_path / "run")
+    assert cfg.model.layers == tiny("recurrentgemma").layers
+    assert_same_logits(ref, model.eval(), "right")
+
+
+def test_the_full_preset_has_the_parameters_of_hf_recurrentgemma_2b(capsys):
+    config = tf.RecurrentGemmaConfig(**RECURRENTGEMMA_2B)
+    hf = meta_parameters(tf.RecurrentGemmaForCausalLM, config)
+    assert hf == 2_682_862_080  # RecurrentGemma-2B: the report's "2.7B"
+    assert main(["describe", "preset:recurrentgemma-2b", "--vocab-size", str(config.vocab_size)]) == 0
+    out = capsys.readouterr().out
+    assert f"parameters  {hf:,} total" in out, out
+    assert "decoder layers 2, 5, 8, 11, 14, 17, 20, 23: as the model" in out
+    assert "held at 50.5 by the parametrization" in out
+
+
+def test_a_rope_scaling_is_refused_in_one_line():
+    from arch_zoo.interop.checkpoint import CheckpointError
+
+    hf = reference()
+    hf.config.rope_parameters = {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}
+    with pytest.raises(CheckpointError, match="recurrent_gemma config: rope_type 'linear' has no arch_zoo") as info:
+        from_hf(hf)
+    assert "\n" not in str(info.value)
