@@ -235,6 +235,7 @@ def test_the_full_preset_has_the_parameters_of_hf_kimi_linear_48b_a3b(capsys):
     ({"attention_bias": True}, "kimi_linear config: attention_bias"),
     ({"num_key_value_heads": 1}, "kimi_linear config: num_key_value_heads 1 differing from num_attention_heads 3"),
     ({"mla_use_nope": False}, "kimi_linear config: mla_use_nope False"),
+    ({"moe_router_activation_func": "softmax"}, "kimi_linear config: moe_router_activation_func 'softmax'"),
     ({"num_shared_experts": 0}, "kimi_linear config: num_shared_experts 0"),
     ({"linear_attn_config": {"full_attn_layers": [9], "kda_layers": [1, 2, 3]}, "layer_types": None},
      "kimi_linear config: linear_attn_config.full_attn_layers layer 9"),

@@ -185,7 +185,8 @@ def write(m: ModelConfig, d: dict) -> Dict[str, Any]:
                    routed_scaling_factor=moe.get("routed_scaling_factor"), n_group=moe.get("n_group"),
                    topk_group=moe.get("topk_group"), norm_topk_prob=moe.get("norm_topk_prob"))
     # pad_token_id: HF's default (163839) lies past a small vocabulary's end, where its embedding refuses it
-    return {**common(m, d), "pad_token_id": m.pad_token_id, "model_type": "kimi_linear", "architectures": ["KimiLinearForCausalLM"],
+    return {**common(m, d), "pad_token_id": m.pad_token_id, "model_type": "kimi_linear",
+            "architectures": ["KimiLinearForCausalLM"],
             "hidden_size": m.d_model, "num_hidden_layers": m.n_layers, "num_attention_heads": m.n_heads,
             "num_key_value_heads": m.n_heads, "intermediate_size": m.d_ff, "max_position_embeddings": m.max_seq_len,
             "rms_norm_eps": spec(d, "norm").get("eps", 1e-5), "hidden_act": "silu", "attention_bias": False,
