@@ -16,7 +16,7 @@ from arch_zoo.cli import main
 from arch_zoo.interop import convert, from_hf, to_hf
 from arch_zoo.interop.checkpoint import CheckpointError
 from arch_zoo.interop.export_hf import native_config, sized
-from arch_zoo.interop.function_view import function_view
+from arch_zoo.interop.function_view import first_difference, function_view
 from tests.interop.references import (VOCAB, assert_generates_as_hf, assert_round_trip, assert_same_logits,
                                       causal_lm_logits, meta_parameters, padded_batch, randomize, tiny)
 
@@ -215,6 +215,28 @@ def test_arch_zoo_import_reads_a_checkpoint_in_the_published_layout(tmp_path):
     assert [type(layer.mixer.sublayer).__name__ for layer in imported.decoder.layers] == [
         "KimiDeltaAttention", "LatentAttention"] * 2
     assert_same_logits(hf, imported.eval(), "right")
+
+
+def test_the_full_preset_is_what_the_published_config_imports_as():
+    import dataclasses
+
+    from arch_zoo.config.loading import load, model_config
+    from arch_zoo.interop.checkpoint import WeightMap
+    from arch_zoo.interop.families.kimi_linear import FAMILY
+
+    preset = function_view(dataclasses.replace(load("preset:kimi-linear-48b-a3b").model, vocab_size=163840))
+    for published in (PUBLISHED, tf.KimiLinearConfig(**PUBLISHED).to_dict()):  # as written, as transformers reads it
+        imported = function_view(model_config(FAMILY.config(dict(published), WeightMap({}))))
+        assert first_difference(imported, preset) is None and imported == preset
+
+
+def test_an_odd_rotated_width_is_refused_only_where_something_rotates(capsys):
+    assert main(["describe", "preset:kimi-linear-tiny", "--vocab-size", "97"]) == 0
+    capsys.readouterr()
+    assert main(["describe", "preset:kimi-linear-tiny", "model.position=rope", "model.head_dim=8"]) == 2
+    err = capsys.readouterr().err
+    assert "model.layers[0].mixer.qk_rope_head_dim: must be even (RoPE rotates pairs), got 5" in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
 
 
 def test_the_full_preset_has_the_parameters_of_hf_kimi_linear_48b_a3b(capsys):
