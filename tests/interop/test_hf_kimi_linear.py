@@ -279,3 +279,12 @@ def test_an_export_kimi_linear_cannot_hold_names_the_family_and_the_field(change
 
     reason = native_config(model_config({**to_dict(tiny("kimi-linear")), "vocab_size": VOCAB, **change})).reason
     assert "fits Kimi Linear only" in reason and why in reason, reason
+
+
+def test_mla_in_every_layer_exports_as_deepseek_v3_with_rope_and_as_kimi_linear_without_positions():
+    from arch_zoo.coerce import to_dict
+    from arch_zoo.config.loading import model_config
+
+    m = {**to_dict(tiny("deepseek-v3")), "vocab_size": VOCAB}
+    assert native_config(model_config(m)).reason == "written as DeepseekV3ForCausalLM"
+    assert native_config(model_config({**m, "position": "none"})).reason == "written as KimiLinearForCausalLM"
