@@ -33,7 +33,7 @@ from . import deepseek_v3
 from .qwen3_next import _runs
 
 LAYER_TYPES, MLP_TYPES = ("linear_attention", "full_attention"), ("dense", "sparse")
-MIXERS = {"kda": "linear_attention", "mla": "full_attention"}
+TYPE_OF = {"kda": "linear_attention", "mla": "full_attention"}  # mixer -> HF layer type
 LATENT_EPS = 1e-6  # KimiLinearRMSNorm's default, which its kv_a / q_a layernorms keep
 # (ours, HF's) in KimiLinearDeltaAttention; the published checkpoints keep the forget gate's on the layer
 KDA_NAMES = [(ours, theirs) for theirs, ours in HF_NAMES.items() if ours] + [
@@ -58,7 +58,7 @@ def _linear(c: dict) -> dict:
 
 def _types(c: dict) -> List[str]:
     n, lin = c["num_hidden_layers"], c.get("linear_attn_config") or {}
-    if "full_attn_layers" in lin and "kda_layers" in lin:  # 1-indexed in the published config
+    if c.get("layer_types") is None and "full_attn_layers" in lin and "kda_layers" in lin:  # 1-indexed
         default: List[Any] = [None] * n
         for key, kind in (("full_attn_layers", "full_attention"), ("kda_layers", "linear_attention")):
             for i in lin[key]:
@@ -162,10 +162,10 @@ def write(m: ModelConfig, d: dict) -> Dict[str, Any]:
         raise NotExpressible("bias True")
     layers = layer_configs(m, "decoder", m.decoder_layers)
     for layer in layers:
-        if layer.mixer.name not in MIXERS:
+        if layer.mixer.name not in TYPE_OF:
             raise NotExpressible(f"mixer {layer.mixer.name}")
     out: Dict[str, Any] = {}
-    for name in MIXERS:
+    for name in TYPE_OF:
         options = {str(resolved_mixer(layer).mixer.options) for layer in layers if layer.mixer.name == name}
         if len(options) > 1:
             raise NotExpressible(f"{name} options differing between layers {sorted(options)}")
@@ -191,7 +191,7 @@ def write(m: ModelConfig, d: dict) -> Dict[str, Any]:
             "num_key_value_heads": m.n_heads, "intermediate_size": m.d_ff, "max_position_embeddings": m.max_seq_len,
             "rms_norm_eps": spec(d, "norm").get("eps", 1e-5), "hidden_act": "silu", "attention_bias": False,
             "attention_dropout": m.rate("attention_dropout"),
-            "layer_types": [MIXERS[layer.mixer.name] for layer in layers],
+            "layer_types": [TYPE_OF[layer.mixer.name] for layer in layers],
             "mlp_layer_types": ["sparse" if s["name"] == "moe" else "dense" for s in specs], **out}
 
 
