@@ -43,14 +43,16 @@ class LatentOptions:
     qk_rope_head_dim: Optional[int] = None  # per head, the rotated part (key shared by heads); null: head_dim / 2
     v_head_dim: Optional[int] = None  # per head value width; null: model head_dim
     absorb: bool = False  # decode in the absorbed form (W_uk into the query, W_uv into the output): same tokens
+    # the latents' RMSNorms' eps; null: model.norm's (Kimi Linear's HF class keeps 1e-6 beside rms_norm_eps 1e-5)
+    norm_eps: Optional[float] = None
 
     def __post_init__(self):
         for name in RANKS:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(name, f"must be a positive integer, got {value}")
-        if self.qk_rope_head_dim is not None and self.qk_rope_head_dim % 2:
-            raise ConfigError("qk_rope_head_dim", f"must be even (RoPE rotates pairs), got {self.qk_rope_head_dim}")
+        if self.norm_eps is not None and self.norm_eps <= 0:
+            raise ConfigError("norm_eps", f"must be positive, got {self.norm_eps}")
 
 
 def resolved(options: LatentOptions, cfg) -> LatentOptions:
@@ -58,7 +60,16 @@ def resolved(options: LatentOptions, cfg) -> LatentOptions:
     d = cfg.dim_per_head
     return dataclasses.replace(
         options, kv_lora_rank=options.kv_lora_rank or 4 * d, qk_nope_head_dim=options.qk_nope_head_dim or d,
-        qk_rope_head_dim=options.qk_rope_head_dim or d // 2, v_head_dim=options.v_head_dim or d)
+        qk_rope_head_dim=options.qk_rope_head_dim or d // 2, v_head_dim=options.v_head_dim or d,
+        norm_eps=options.norm_eps if options.norm_eps is not None else getattr(cfg.norm.options, "eps", None))
+
+
+def latent_norm(cfg, options: LatentOptions, dim: int) -> nn.Module:
+    """model.norm over a latent, with the mixer's own eps where it sets one."""
+    spec = cfg.norm
+    if options.norm_eps is not None:
+        spec = dataclasses.replace(spec, options=dataclasses.replace(spec.options, eps=options.norm_eps))
+    return NORMS.build(spec, dim)
 
 
 @MIXERS.register("mla", LatentOptions, "multi-head latent attention (DeepSeek-V2/V3): keys and values from a "
@@ -85,10 +96,10 @@ class LatentAttention(Mixer):
             self.q_proj = nn.Linear(d_model, h * qk, bias=False)
         else:
             self.q_a = nn.Linear(d_model, o.q_lora_rank, bias=cfg.bias)
-            self.q_norm = NORMS.build(cfg.norm, o.q_lora_rank)
+            self.q_norm = latent_norm(cfg, options, o.q_lora_rank)
             self.q_b = nn.Linear(o.q_lora_rank, h * qk, bias=False)
         self.kv_a = nn.Linear(d_model, self.rank + self.rope, bias=cfg.bias)
-        self.kv_norm = NORMS.build(cfg.norm, self.rank)
+        self.kv_norm = latent_norm(cfg, options, self.rank)
         self.kv_b = nn.Linear(self.rank, h * (self.nope + self.dv), bias=False)  # no bias: absorbable
         self.out = mark_residual_out(nn.Linear(h * self.dv, d_model, bias=cfg.bias))
         scale = cfg.attention_scale
@@ -103,14 +114,20 @@ class LatentAttention(Mixer):
 
     @classmethod
     def check(cls, options: LatentOptions, cfg, key: str) -> None:
-        if options.qk_rope_head_dim is None and (cfg.dim_per_head // 2) % 2 + (cfg.dim_per_head < 4):
+        scheme = POSITIONS.get(cfg.position.name).factory
+        # only a rotation needs pairs: Kimi Linear's MLA layers (no positions) take any width
+        rope = options.qk_rope_head_dim
+        if scheme.rotates and rope is not None and rope % 2:
+            raise ConfigError(f"{key}.mixer.qk_rope_head_dim", f"must be even (RoPE rotates pairs), got {rope}")
+        if scheme.rotates and rope is None and (cfg.dim_per_head // 2) % 2 + (cfg.dim_per_head < 4):
             raise ConfigError(f"{key}.mixer.qk_rope_head_dim", f"must be even (RoPE rotates pairs); null takes "
                               f"head_dim / 2 = {cfg.dim_per_head // 2}: set it")
         o = resolved(options, cfg)
         if cfg.qk_norm is not None:
             raise ConfigError(f"{key}.qk_norm", "mla normalises its latents (model.norm) and has no qk-norm: "
                               "leave qk_norm unset")
-        scheme = POSITIONS.get(cfg.position.name).factory
+        if options.norm_eps is not None and not hasattr(cfg.norm.options, "eps"):
+            raise ConfigError(f"{key}.mixer.norm_eps", f"model.norm {cfg.norm.name} has no eps to set")
         if scheme.rotates:  # it rotates the decoupled part, not a whole head
             ctx = dataclasses.replace(PositionContext.of(cfg, True), head_dim=o.qk_rope_head_dim)
             scheme.check(cfg.position.options, ctx, f"{key}.position")
