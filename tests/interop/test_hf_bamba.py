@@ -11,7 +11,8 @@ import torch
 from arch_zoo.cli import main
 from arch_zoo.interop import from_hf, model_config_from_hf, to_hf
 from tests.interop.references import (VOCAB, assert_generates_as_hf, assert_round_trip, assert_same_logits,
-                                      causal_lm_logits, meta_parameters, randomize, tiny)
+                                      causal_lm_logits, meta_parameters, padded_batch, positions, randomize,
+                                      tiny)
 
 tf = pytest.importorskip("transformers")
 # ibm-ai-platform/Bamba-9B's published config (the rest are BambaConfig's defaults)
@@ -106,6 +107,13 @@ def test_biases_a_tied_head_and_adjacent_attention_layers_import_too():
     assert model.config.layers == [{"range": "2:4", "mixer": "attention"}]
     assert_same_logits(hf, model, "right")
     assert_round_trip(hf)
+    ids, mask = padded_batch([3, 12], 12, "left")  # the 3-token row: HF's logits move with its pads, ours not
+    with torch.no_grad():
+        alone = hf(input_ids=ids[:1, -3:]).logits[0]
+        padded = hf(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits[0, -3:]
+        ours = model(ids, mask).logits[0, -3:]
+    assert (padded - alone).abs().max() > 1e-2
+    torch.testing.assert_close(ours, alone, atol=1e-4, rtol=0)
 
 
 def test_bias_flags_that_differ_are_refused_in_one_line():
@@ -153,3 +161,4 @@ def test_the_full_preset_has_the_parameters_of_hf_bamba_9b(capsys):
     assert main(["describe", "preset:bamba-9b", "--vocab-size", str(config.vocab_size)]) == 0
     out = capsys.readouterr().out
     assert f"parameters  {hf:,} total" in out, out
+    assert "decoder layers 9, 18, 27: mixer=attention" in out
