@@ -137,6 +137,20 @@ def test_export_names_bamba_and_the_first_field_it_cannot_hold():
         native_config(whole).reason
 
 
+@pytest.mark.parametrize("changes,why", [
+    ({"layers": [{"range": 1, "mixer": "attention"}, {"range": 2, "mixer": {"state_size": 4}}]},
+     "mamba2 options differing between layers"),
+    ({"mixer": {"name": "mamba2", "n_heads": 6, "head_dim": 10, "state_size": 8, "n_groups": 2}}, "mamba2 n_heads x head_dim (6 x 10) not a multiple of d_model has no Bamba"),
+])
+def test_mamba2_layers_bamba_cannot_write_are_named(changes, why):
+    from arch_zoo.coerce import to_dict
+    from arch_zoo.config.loading import model_config
+    from arch_zoo.interop.export_hf import native_config
+
+    reason = native_config(model_config({**to_dict(tiny("bamba")), "vocab_size": VOCAB, **changes})).reason
+    assert "fits Bamba only: " in reason and why in reason and "\n" not in reason, reason
+
+
 def test_arch_zoo_import_reads_a_saved_checkpoint(tmp_path):
     from transformers import PreTrainedTokenizerFast
 
