@@ -9,7 +9,7 @@ from arch_zoo.config.loading import load, preset_names, published_vocab
 from tests.test_presets import REFERENCE_SIZES
 
 # every preset of a published model (the others are test sizes or papers without a released checkpoint)
-PUBLISHED = {"bert": 30522, "bloom": 250880, "deepseek-v3": 129280, "gemma2": 256000, "gpt-oss-120b": 201088,
+PUBLISHED = {"bamba-9b": 128256, "bert": 30522, "bloom": 250880, "deepseek-v3": 129280, "gemma2": 256000, "gpt-oss-120b": 201088,
              "gpt-oss-20b": 201088, "gpt2": 50257, "kimi-linear-48b-a3b": 163840, "lfm2": 65536, "llama": 32000,
              "mamba2": 32768, "mistral": 32000, "mixtral": 32000, "pythia": 50304, "qwen3": 151936,
              "qwen3-next": 151936, "recurrentgemma-2b": 256000, "t5": 32128, "t5-v1_1": 32128}
@@ -40,19 +40,21 @@ def test_a_published_preset_is_described_at_its_published_size_without_a_vocab_s
 
 def _hf(name):
     tf = pytest.importorskip("transformers")
+    from tests.interop.test_hf_bamba import BAMBA_9B  # Bamba-9B's published config
     from tests.interop.test_hf_lfm2 import LFM2_1_2B  # LFM2-1.2B's published config
 
     return {"deepseek-v3": (tf.DeepseekV3ForCausalLM, tf.DeepseekV3Config()),
             "qwen3-next": (tf.Qwen3NextForCausalLM, tf.Qwen3NextConfig()),
             "mamba2": (tf.Mamba2ForCausalLM, tf.Mamba2Config()),
             "lfm2": (tf.Lfm2ForCausalLM, tf.Lfm2Config(**LFM2_1_2B)),
+            "bamba-9b": (tf.BambaForCausalLM, tf.BambaConfig(**BAMBA_9B)),
             "gpt-oss-120b": (tf.GptOssForCausalLM, tf.GptOssConfig(num_hidden_layers=36, num_local_experts=128)),
             "gpt-oss-20b": (tf.GptOssForCausalLM, tf.GptOssConfig(num_hidden_layers=24, num_local_experts=32)),
             "gpt2": (tf.GPT2LMHeadModel, tf.GPT2Config()), "llama": (tf.LlamaForCausalLM, tf.LlamaConfig())}[name]
 
 
-@pytest.mark.parametrize("name", ["deepseek-v3", "qwen3-next", "mamba2", "lfm2", "gpt-oss-120b", "gpt-oss-20b", "gpt2",
-                                  "llama"])
+@pytest.mark.parametrize("name", ["deepseek-v3", "qwen3-next", "mamba2", "lfm2", "bamba-9b", "gpt-oss-120b",
+                                  "gpt-oss-20b", "gpt2", "llama"])
 def test_a_published_preset_has_as_many_parameters_as_hf_counts_at_its_published_config(name, capsys):
     from tests.interop.references import meta_parameters
 

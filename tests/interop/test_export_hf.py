@@ -30,7 +30,7 @@ NATIVE = {"gpt2-tiny": "GPT2LMHeadModel", "llama-tiny": "LlamaForCausalLM", "mis
           "pythia-tiny": "GPTNeoXForCausalLM", "bloom-tiny": "BloomForCausalLM", "bert-tiny": "BertForMaskedLM",
           "t5-tiny": "T5ForConditionalGeneration"}
 NATIVE.update({"mamba2-tiny": "Mamba2ForCausalLM", "qwen3-next-tiny": "Qwen3NextForCausalLM",
-               "lfm2-tiny": "Lfm2ForCausalLM"})  # the mixer families
+               "lfm2-tiny": "Lfm2ForCausalLM", "bamba-tiny": "BambaForCausalLM"})  # the mixer families
 NATIVE.update({"deepseek-v3-tiny": "DeepseekV3ForCausalLM", "diffllama-tiny": "DiffLlamaForCausalLM"})
 # no family has a field for these: remote code, and the command says which field
 REMOTE = {"alibi-gqa": ("llama-tiny", {"position": "alibi", "n_kv_heads": 2}, "position alibi has no Llama equivalent"),

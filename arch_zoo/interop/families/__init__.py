@@ -6,7 +6,7 @@ HF config.json) and ``FAMILY = register(HFFamily(...))``. The import order below
 tries the families of a kind: the first whose importer gives the model back is written (a Llama
 before the descendants that also express it)."""
 from . import gpt2, llama, mistral, qwen3, mixtral, gemma2, gpt_neox, bloom  # noqa: F401  (attention-only decoders)
-from . import mamba2, qwen3_next, lfm2, diffllama, deepseek_v3, gpt_oss  # noqa: F401  (other mixers, MoE)
+from . import mamba2, qwen3_next, lfm2, bamba, diffllama, deepseek_v3, gpt_oss  # noqa: F401  (other mixers, MoE)
 from . import kimi_linear  # noqa: F401  (KDA + MLA hybrid, MoE)
 from . import recurrent_gemma  # noqa: F401  (Griffin: RG-LRU and local attention)
 from . import bert, t5  # noqa: F401  (an encoder, an encoder-decoder)

@@ -12,13 +12,28 @@ from ..family import HFFamily, register, unsupported
 from ..mapping import PARAMS, NotExpressible, common, copy_each, integral, shared_keys, spec
 
 
+def unclamped(model_type: str, c: dict) -> None:
+    """Refuses a ``time_step_limit`` that clamps dt: arch_zoo's mamba2 mixer does not. A saved config.json
+    spells infinity as transformers' ``{"__float__": "Infinity"}``."""
+    limit = tuple(float(x["__float__"]) if isinstance(x, dict) else x
+                  for x in c.get("time_step_limit") or (0.0, math.inf))
+    if limit[0] > 0.0 or limit[1] != math.inf:
+        raise unsupported(model_type, f"time_step_limit {list(limit)} (dt is not clamped here)")
+
+
+def mixer_weights(w: WeightMap, a: str, h: str) -> None:
+    """One mamba2 mixer's tensors (``a``: arch_zoo's mixer, ``h``: HF's ``Mamba2Mixer`` / ``BambaMixer``),
+    biases where the checkpoint has them (use_bias, use_conv_bias)."""
+    copy_each(w, a, h, (("in_proj", "in_proj"), ("out", "out_proj"), ("conv.conv", "conv1d")), PARAMS)
+    for name in ("dt_bias", "A_log", "D", "norm.weight"):
+        w.copy(f"{a}{name}", f"{h}{name}")
+
+
 def config(c: dict, weights: WeightMap) -> dict:
     hidden, heads, head_dim = c["hidden_size"], c["num_heads"], c["head_dim"]
     if heads * head_dim != int(c.get("expand", 2) * hidden):
         raise unsupported("mamba2", f"num_heads x head_dim ({heads} x {head_dim}) other than expand x hidden_size")
-    limit = tuple(c.get("time_step_limit") or (0.0, math.inf))
-    if limit[0] > 0.0 or limit[1] != math.inf:
-        raise unsupported("mamba2", f"time_step_limit {list(limit)} (dt is not clamped here)")
+    unclamped("mamba2", c)
     if c.get("hidden_act", "silu") != "silu":
         raise unsupported("mamba2", f"hidden_act '{c['hidden_act']}'")
     eps = c.get("layer_norm_epsilon", 1e-5)
@@ -42,11 +57,7 @@ def weights(w: WeightMap, cfg: ModelConfig) -> None:
     for i in range(cfg.decoder_layers):
         a, h = f"decoder.layers.{i}.mixer.", f"layers.{i}."
         w.copy(f"{a}norm.weight", f"{h}norm.weight")
-        # biases where the checkpoint has them (use_bias, use_conv_bias)
-        copy_each(w, f"{a}sublayer.", f"{h}mixer.", (("in_proj", "in_proj"), ("out", "out_proj"),
-                                                     ("conv.conv", "conv1d")), PARAMS)
-        for name in ("dt_bias", "A_log", "D", "norm.weight"):
-            w.copy(f"{a}sublayer.{name}", f"{h}mixer.{name}")
+        mixer_weights(w, f"{a}sublayer.", f"{h}mixer.")
     w.copy("decoder.final_norm.weight", "norm_f.weight")
     if not cfg.tie_embeddings:
         w.copy("head.proj.weight", "lm_head.weight")
