@@ -91,6 +91,12 @@ def branches(train: TrainConfig, tokens_per_step: Optional[float] = None) -> Lis
     return [out[k] for k in sorted(out)]
 
 
+def planned(cfg: ExperimentConfig, train_split: Any) -> List[Branch]:
+    """A run's branches, token budgets converted at its task's tokens per step (ConfigError for a
+    budget the run cannot branch: training says it before the run dir is written)."""
+    return branches(cfg.train, step_tokens(cfg, train_split) if decay_tokens(cfg.train) else None)
+
+
 def _budget_steps(train: TrainConfig, options, per_step: Optional[float]):
     if options.decays:
         return [(f, max(1, round(f * train.max_steps))) for f in options.decays]

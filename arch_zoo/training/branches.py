@@ -23,18 +23,10 @@ import pytorch_lightning as pl
 from .. import rundir
 from ..config import ExperimentConfig
 from ..config.loading import save
-from ..data.tasks import TaskData
-from ..recipes.wsds import Branch, branch_config, branches, decay_tokens, step_tokens
+from ..recipes.wsds import Branch, branch_config, planned
 from ..run_names import BUDGET_KEY, budget_variant
 
 FORKED = "forked"  # an attempt that stopped at a fork and went on in the same process
-
-
-def plan(cfg: ExperimentConfig, data: TaskData) -> List[Branch]:
-    """The run's branches, token budgets converted at its task's tokens per step (ConfigError for a
-    budget the run cannot branch: said before its run dir is written)."""
-    tokens = decay_tokens(cfg.train)
-    return branches(cfg.train, step_tokens(cfg, data.splits["train"]) if tokens else None)
 
 
 def branch_dir(run_dir: Path, steps: int) -> Path:
@@ -59,7 +51,7 @@ def train_trunk(train: Callable[..., Dict[str, Any]], cfg: ExperimentConfig, run
                 attempt: rundir.Attempt, writer: bool, **kwargs) -> Dict[str, Any]:
     """``train(cfg, ..., fork_at=...)`` to each fork not yet taken, in order, then to the end; what
     the last call returns (a run that diverged or paused before a fork returns there)."""
-    for branch in plan(cfg, kwargs["data"]):
+    for branch in planned(cfg, kwargs["data"].splits["train"]):
         if branch_dir(run_dir, branch.steps).exists():
             continue
         resume = rundir.resume_state(run_dir)

@@ -21,6 +21,7 @@ from ..data.unigram import unigram_loss
 from ..errors import ConfigError
 from ..models.embedding_scale import embedding_scale
 from ..recipes import recipe_warnings
+from ..recipes.wsds import planned
 from .interrupts import RunInterrupted, sigterm_raises
 from .objectives import objective
 
@@ -175,9 +176,7 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
     if done is not None:
         return done
     data = prepare(cfg, quiet)  # user errors surface here, before the run dir exists
-    from .branches import plan
-
-    points = plan(cfg, data)  # WSD-S branches: a token budget past the run is refused here too
+    points = planned(cfg, data.splits["train"])  # WSD-S branches: a token budget past the run is refused here too
     _check_checkpoint(run_dir)
     writer = _is_rank_zero()
     _check_machine(cfg, writer)
