@@ -9,7 +9,7 @@ import arch_zoo
 PACKAGE = Path(arch_zoo.__file__).parent
 MAX_LINES = 60
 # Folders of the package held to MAX_LINES; (".",) is the whole package.
-CHECKED = ("sweeps", "reports", "training", "cli", "data", "evaluation", "dashboards", "tracking")
+CHECKED = (".",)
 
 
 def long_functions(source: str, where: str = "<source>") -> List[str]:
@@ -35,6 +35,6 @@ def test_the_count_runs_from_def_to_the_last_line():
 
 def test_no_function_over_60_lines():
     files = sorted({p for folder in CHECKED for p in (PACKAGE / folder).rglob("*.py")})
-    assert len(files) > len(CHECKED)  # the folders are there and hold modules
+    assert len(files) > 100  # the package is there and holds its modules
     found = [f for p in files for f in long_functions(p.read_text(), str(p.relative_to(PACKAGE)))]
     assert found == [], "split these into steps named for what they do:\n" + "\n".join(found)
