@@ -172,6 +172,16 @@ def test_a_ladder_with_no_data_term_says_it_resolves_no_beta():
     r = analyse_points(pts, "base", replicates=20)
     assert len(r.notes) == 1 and r.notes[0].startswith("base: the ladder resolves no beta"), r.notes
     assert r.optimum.empty and r.multipliers.empty
+    assert r.notes[0].endswith("no optimum or multiplier is given")
+
+
+def test_a_ladder_with_no_floor_keeps_its_optimum_and_says_what_it_assumes():
+    """E fitted at 0 (the points show no floor): N*, D* and k are still the surface's, and the note
+    says they are those of a surface without a floor, not that they were left out."""
+    pts = ladder(None, {"base": (0.0, 60.0, 0.35, 40.0, 0.3), "var": (0.0, 40.0, 0.35, 40.0, 0.3)})
+    r = analyse_points(pts, "base", replicates=20)
+    assert r.notes and all("resolves no E" in n and n.endswith("no floor in the ladder's range") for n in r.notes), r.notes
+    assert set(r.optimum["variant"]) == {"base", "var"} and list(r.multipliers["variant"]) == ["var"]
 
 
 def write_wsds_ladder(root, surfaces, seeds=(0, 1, 2)):

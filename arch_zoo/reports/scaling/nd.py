@@ -140,7 +140,10 @@ def unresolved(s: Surface) -> Optional[str]:
                if v <= 1e-6 or v >= ALPHA_MAX - 1e-6]
     if not missing:
         return None
-    return f"{s.variant}: the ladder resolves {' and '.join(missing)}; the numbers that rest on it are left out"
+    if s.ok:  # only the floor is unresolved: the optimum and k stand, on a surface without one
+        return (f"{s.variant}: the ladder resolves {' and '.join(missing)}; N*, D*, the loss there and k are "
+                "those of a surface with no floor in the ladder's range")
+    return f"{s.variant}: the ladder resolves {' and '.join(missing)}; no optimum or multiplier is given"
 
 
 def _fit_rows(surfaces: Dict[str, Surface]) -> pd.DataFrame:
