@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # On a GPU machine: make TORCH_SPEC=torch test
 TORCH_SPEC ?= torch==2.13.0
 export WANDB_MODE ?= offline
-STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer ladder probes recurrence recurrence_recall mixers_mqar hybrid_ratio hybrid_ratio_rope hybrid_ratio_mqar attention_variants attention_sinks mup_transfer_mlm tokenizers tokenizers_flops ladder_transfer attention_variants_adaptive
+STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer ladder probes recurrence recurrence_recall mixers_mqar hybrid_ratio hybrid_ratio_rope hybrid_ratio_mqar attention_variants attention_sinks mup_transfer_mlm tokenizers tokenizers_flops ladder_transfer attention_variants_adaptive ladder_wsds
 
 .PHONY: install test test-cpus test-order test-slow demo docs bench studies $(addprefix study-,$(STUDIES)) gradnorms clean
 
@@ -96,6 +96,10 @@ studies: $(addprefix study-,$(STUDIES)) gradnorms
 # training FLOPs, lr tuned per tokenizer), 44 and 37 min measured with 2 workers on the 2-core machine shared with
 # other jobs. study-ladder_transfer: 36 runs (issue 42: ladder.yaml's recipes at widths 32-80 under µP with the lr
 # tuned at width 32 and transferred, the largest rung held out), 54.8 min measured with 2 workers on the 2-core machine.
+# study-attention_variants_adaptive: 15 tuning runs, then 15 to 40 (issue 56: attention_variants under seeds
+# {start: 3, max: 8}; the committed design trained 36), 2.5 h of training, about 100 min with 2 workers on the 2-core
+# machine shared with other jobs. study-ladder_wsds: 12 runs with 2 decay branches each (issue 56: ladder.yaml's
+# recipes on a WSD-S ladder, 2 seeds), 73 min with 2 workers on the 2-core machine shared with other jobs.
 $(addprefix study-,$(STUDIES)): study-%: $(VENV)/.installed
 	$(VENV)/bin/arch-zoo sweep sweeps/studies/$*.yaml --workers 2 --out runs/studies; rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(VENV)/bin/arch-zoo report runs/studies/$* --out reports/$*
