@@ -5,7 +5,7 @@ skeleton). A family module (``families/<model_type>.py``) takes these and adds w
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from torch import Tensor
 
@@ -63,6 +63,18 @@ def period(types: Sequence[Any]) -> int:
     """The shortest period that repeats ``types`` over all its layers."""
     n = len(types)
     return next(p for p in range(1, n + 1) if all(t == types[i % p] for i, t in enumerate(types)))
+
+
+def layer_ranges(indices: Sequence[int], single: bool = False) -> List[Union[int, str]]:
+    """Sorted layer indices as ``model.layers`` ranges, consecutive ones as 'a:b' (``single``: an index
+    with no neighbour as itself)."""
+    runs: List[List[int]] = []
+    for i in indices:
+        if runs and runs[-1][1] == i:
+            runs[-1][1] = i + 1
+        else:
+            runs.append([i, i + 1])
+    return [a if single and b == a + 1 else f"{a}:{b}" for a, b in runs]
 
 
 def layer_attention(model_type: str, c: dict, default: List[str],

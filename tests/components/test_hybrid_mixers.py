@@ -10,16 +10,18 @@ import torch.nn.functional as F
 
 from arch_zoo import testing
 from arch_zoo.components.masks import AttentionMask
-from arch_zoo.components.mixers import MIXERS, MixerInputs, mlstm, rg_lru, short_conv
+from arch_zoo.components.mixers import MixerInputs, mlstm, rg_lru, short_conv
 from arch_zoo.config.loading import model_config
 from arch_zoo.errors import ConfigError
 from arch_zoo.models import build_model
 from arch_zoo.models.flops import decoding_state_bytes
 from tests.conftest import tiny
 
+from .mixer_checks import (D, L, assert_a_prefill_then_steps_equal_one_full_forward,
+                           assert_chunked_gradients_equal_the_one_position_chunks,
+                           assert_the_state_keeps_alive_what_it_reports, inputs, randomised, run)
 from .test_mixers_numerics import conv_loop
 
-L, D = 11, 13  # odd sizes: nothing lines up by accident
 NAMES = ["short_conv", "rg_lru", "mlstm"]
 OPTIONS = {"short_conv": {"conv_size": 4, "bias": True}, "rg_lru": {"width": 15, "n_heads": 3, "conv_size": 3,
                                                                    "chunk_size": 4},
@@ -29,24 +31,7 @@ WIDTH = {"mlstm": 18}  # 3 heads: q, k 3 wide, v 6 wide (a capped gate: the cap'
 
 def build(name, n_heads=1, **options):
     d = WIDTH.get(name, D)
-    cfg = model_config(tiny(d_model=d, n_heads=n_heads, mixer={"name": name, **OPTIONS[name], **options}))
-    mixer = MIXERS.build(cfg.mixer, cfg, None).double().eval()
-    with torch.no_grad():  # the init leaves biases at zero: random ones test their wiring too
-        for p in mixer.parameters():
-            p.add_(0.3 * torch.randn_like(p))
-    return mixer
-
-
-def _inputs(batch=2, d=D):
-    x = torch.randn(batch, L, d, dtype=torch.float64)
-    tokens = torch.ones(batch, L, dtype=torch.bool)
-    tokens[1, :3] = False  # a left-padded row
-    return x, tokens
-
-
-def _run(mixer, x, tokens=None, state=None):
-    with torch.no_grad():
-        return mixer(x, MixerInputs(AttentionMask(None, True), tokens=tokens), state)
+    return randomised(model_config(tiny(d_model=d, n_heads=n_heads, mixer={"name": name, **OPTIONS[name], **options})))
 
 
 # ---- transformers' modules, from tiny random configs of odd sizes
@@ -91,11 +76,11 @@ def test_short_conv_equals_transformers_lfm2_short_conv():
         _randomise(hf)
         mixer = build("short_conv", bias=bias)
         mixer.load_state_dict(short_conv.from_hf_layer(hf))
-        x, tokens = _inputs()
+        x, tokens = inputs()
         with torch.no_grad():
-            torch.testing.assert_close(_run(mixer, x), hf(x), rtol=0, atol=1e-12)
+            torch.testing.assert_close(run(mixer, x), hf(x), rtol=0, atol=1e-12)
             if not bias:  # transformers zeroes a padded input: with no bias, the same as zeroing B * x
-                got, want = _run(mixer, x, tokens), hf(x, attention_mask=tokens.long())
+                got, want = run(mixer, x, tokens), hf(x, attention_mask=tokens.long())
                 torch.testing.assert_close(got[tokens], want[tokens], rtol=0, atol=1e-12)
         back = short_conv.to_hf_layer(mixer)  # and back, bit for bit
         assert back.keys() == hf.state_dict().keys()
@@ -108,11 +93,11 @@ def test_rg_lru_equals_transformers_recurrent_gemma_recurrent_block():
     _randomise(hf)
     mixer = build("rg_lru")
     mixer.load_state_dict(rg_lru.from_hf_layer(hf))
-    x, _ = _inputs()
+    x, _ = inputs()
     positions = torch.arange(L).expand(2, L)
     with torch.no_grad():
         want = hf(x, positions, None, use_cache=False)[0]
-    torch.testing.assert_close(_run(mixer, x), want, rtol=0, atol=1e-5)
+    torch.testing.assert_close(run(mixer, x), want, rtol=0, atol=1e-5)
     back = rg_lru.to_hf_layer(mixer)
     assert back.keys() == hf.state_dict().keys()
     assert all(torch.equal(back[k], v) for k, v in hf.state_dict().items())
@@ -125,9 +110,9 @@ def test_mlstm_equals_transformers_xlstm_layer():
         _randomise(hf)
         mixer = build("mlstm", bias=bias)
         mixer.load_state_dict(mlstm.from_hf_layer(hf))
-        x, _ = _inputs(d=18)
+        x, _ = inputs(d=18)
         with torch.no_grad():
-            torch.testing.assert_close(_run(mixer, x), hf(x)[0], rtol=0, atol=1e-5)
+            torch.testing.assert_close(run(mixer, x), hf(x)[0], rtol=0, atol=1e-5)
         back = mlstm.to_hf_layer(mixer)
         assert back.keys() == hf.state_dict().keys()
         assert all(torch.equal(back[k], v) for k, v in hf.state_dict().items())
@@ -150,9 +135,9 @@ def test_a_left_padded_row_gets_what_transformers_gives_the_row_unpadded(name):
     _randomise(hf)
     mixer = build(name)
     mixer.load_state_dict(mapping(hf))
-    x, tokens = _inputs(d=WIDTH.get(name, D))
+    x, tokens = inputs(d=WIDTH.get(name, D))
     with torch.no_grad():
-        torch.testing.assert_close(_run(mixer, x, tokens)[1, 3:], call(hf, x[1:, 3:])[0], rtol=0, atol=1e-5)
+        torch.testing.assert_close(run(mixer, x, tokens)[1, 3:], call(hf, x[1:, 3:])[0], rtol=0, atol=1e-5)
 
 
 # ---- float64 loops of the papers' recurrences, one row, padding skipped
@@ -221,8 +206,8 @@ def test_the_parallel_form_equals_a_float64_loop_of_the_recurrence(name):
     """At every chunk size that matters: one position, chunks that do not divide L, the whole sequence."""
     for chunk in ((1, 2, 3, 4, L) if "chunk_size" in OPTIONS[name] else (None,)):
         mixer = build(name, **({} if chunk is None else {"chunk_size": chunk}))
-        x, tokens = _inputs(d=WIDTH.get(name, D))
-        got, want = _run(mixer, x, tokens), _loop(mixer, name, x, tokens)
+        x, tokens = inputs(d=WIDTH.get(name, D))
+        got, want = run(mixer, x, tokens), _loop(mixer, name, x, tokens)
         torch.testing.assert_close(got[tokens], want[tokens], rtol=0, atol=1e-10, msg=f"chunk {chunk}")
 
 
@@ -230,17 +215,7 @@ def test_the_parallel_form_equals_a_float64_loop_of_the_recurrence(name):
 def test_chunked_gradients_equal_the_one_position_chunks(name):
     """Training runs the chunked form's backward: with a padded row, every parameter's gradient is the
     one of chunks of one position (the recurrence step by step), in float64."""
-    x, tokens = _inputs(d=WIDTH.get(name, D))
-    weights = torch.randn(x.shape[0], L, x.shape[-1], dtype=torch.float64) * tokens.unsqueeze(-1)
-    grads, weights_of = [], build(name).state_dict()
-    for chunk in (4, 1):
-        mixer = build(name, chunk_size=chunk).train()
-        mixer.load_state_dict(weights_of)
-        (mixer(x, MixerInputs(AttentionMask(None, True), tokens=tokens)) * weights).sum().backward()
-        grads.append({n: p.grad for n, p in mixer.named_parameters()})
-    for n, g in grads[0].items():
-        assert torch.isfinite(g).all(), n
-        torch.testing.assert_close(g, grads[1][n], rtol=1e-9, atol=1e-10, msg=n)
+    assert_chunked_gradients_equal_the_one_position_chunks(build, name, *inputs(d=WIDTH.get(name, D)))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -248,19 +223,7 @@ def test_a_prefill_then_steps_equal_one_full_forward_at_every_split(name):
     """Prefill positions [0, s) (the left-padded row's first s may all be padding), then one position at a
     time; also through the static state a compiled step writes in place."""
     mixer = build(name)
-    x, tokens = _inputs(d=WIDTH.get(name, D))
-    full = _run(mixer, x, tokens)
-    for s in range(1, L):
-        state = mixer.new_state()
-        outs = [_run(mixer, x[:, :s], tokens[:, :s], state)]
-        static = mixer.static_state(2, L, torch.float64, x.device, torch.zeros(1, dtype=torch.long))
-        static.load(state, s)
-        for t in range(s, L):
-            outs.append(_run(mixer, x[:, t:t + 1], tokens[:, t:t + 1], state))
-            torch.testing.assert_close(_run(mixer, x[:, t:t + 1], tokens[:, t:t + 1], static), outs[-1], rtol=0,
-                                       atol=1e-12)
-        got = torch.cat(outs, dim=1)
-        torch.testing.assert_close(got[tokens], full[tokens], rtol=0, atol=1e-10, msg=f"split at {s}")
+    assert_a_prefill_then_steps_equal_one_full_forward(mixer, *inputs(d=WIDTH.get(name, D)))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -269,10 +232,7 @@ def test_the_state_keeps_alive_the_bytes_it_reports_after_a_prefill(name):
     would keep all of them alive), = 8 x state_elements per row, for any prompt length."""
     mixer = build(name)
     for length in (1, L):
-        state = mixer.new_state()
-        _run(mixer, torch.randn(3, length, WIDTH.get(name, D), dtype=torch.float64), None, state)
-        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in state.tensors()}
-        assert state.nbytes == sum(storages.values()) == 3 * 8 * mixer.state_elements(length)
+        assert_the_state_keeps_alive_what_it_reports(mixer, length, WIDTH.get(name, D), mixer.state_elements(length))
 
 
 # what each mixer's state holds and costs per token, counted by hand (2 FLOPs a multiply-add)
@@ -322,6 +282,6 @@ def test_rg_lru_gradients_stay_finite_where_the_decay_reaches_one():
     mixer = build("rg_lru").train()
     with torch.no_grad():
         mixer.recurrent_param.fill_(-800.0)  # softplus underflows to 0: a = 1 exactly
-    x, tokens = _inputs()
+    x, tokens = inputs()
     mixer(x, MixerInputs(AttentionMask(None, True), tokens=tokens)).sum().backward()
     assert all(torch.isfinite(p.grad).all() for p in mixer.parameters())

@@ -14,8 +14,7 @@ import yaml
 
 from arch_zoo import testing
 from arch_zoo.cli import main
-from arch_zoo.components.masks import AttentionMask
-from arch_zoo.components.mixers import MIXERS, MixerInputs, kda
+from arch_zoo.components.mixers import MIXERS, kda
 from arch_zoo.config.loading import model_config
 from arch_zoo.errors import ConfigError
 from arch_zoo.generation import generate
@@ -23,9 +22,11 @@ from arch_zoo.models import build_model
 from arch_zoo.models.flops import decoding_state_bytes
 from tests.conftest import tiny
 
+from .mixer_checks import (D, L, assert_a_prefill_then_steps_equal_one_full_forward,
+                           assert_chunked_gradients_equal_the_one_position_chunks,
+                           assert_the_state_keeps_alive_what_it_reports, inputs, randomised, run)
 from .test_mixers_numerics import conv_loop
 
-L, D = 11, 13  # odd sizes: nothing lines up by accident
 NAMES = ["kda", "rwkv7", "gated_deltaproduct"]
 OPTIONS = {"kda": {"n_heads": 3, "head_dim": 5, "conv_size": 3, "chunk_size": 4},
            "rwkv7": {"n_heads": 3, "head_dim": 5, "decay_rank": 3, "icl_rank": 2, "gate_rank": 4, "chunk_size": 4},
@@ -34,24 +35,8 @@ OPTIONS = {"kda": {"n_heads": 3, "head_dim": 5, "conv_size": 3, "chunk_size": 4}
 
 
 def build(name, **options):
-    cfg = model_config(tiny(d_model=D, n_heads=1, bias=False, mixer={"name": name, **OPTIONS[name], **options}))
-    mixer = MIXERS.build(cfg.mixer, cfg, None).double().eval()
-    with torch.no_grad():  # random weights everywhere (the init leaves some at zero or one)
-        for p in mixer.parameters():
-            p.add_(0.3 * torch.randn_like(p))
-    return mixer
-
-
-def _inputs(batch=2):
-    x = torch.randn(batch, L, D, dtype=torch.float64)
-    tokens = torch.ones(batch, L, dtype=torch.bool)
-    tokens[1, :3] = False  # a left-padded row
-    return x, tokens
-
-
-def _run(mixer, x, tokens=None, state=None):
-    with torch.no_grad():
-        return mixer(x, MixerInputs(AttentionMask(None, True), tokens=tokens), state)
+    return randomised(model_config(tiny(d_model=D, n_heads=1, bias=False,
+                                        mixer={"name": name, **OPTIONS[name], **options})))
 
 
 # ---- transformers' Kimi Linear layer
@@ -79,17 +64,17 @@ def test_kda_equals_transformers_kimi_linear_delta_attention():
     hf = hf_kda()
     mixer = build("kda")
     mixer.load_state_dict(kda.from_hf_layer(hf))
-    x, tokens = _inputs()
+    x, tokens = inputs()
     with torch.no_grad():
-        torch.testing.assert_close(_run(mixer, x), hf(x), rtol=0, atol=1e-5)
+        torch.testing.assert_close(run(mixer, x), hf(x), rtol=0, atol=1e-5)
         # a left-padded row's real positions: what transformers gives the row alone
-        torch.testing.assert_close(_run(mixer, x, tokens)[1, 3:], hf(x[1:, 3:])[0], rtol=0, atol=1e-5)
+        torch.testing.assert_close(run(mixer, x, tokens)[1, 3:], hf(x[1:, 3:])[0], rtol=0, atol=1e-5)
         q, k, v, g, beta = (torch.randn(2, 1, 3, 5, dtype=torch.float64) for _ in range(5))
         S = torch.randn(2, 3, 5, 5, dtype=torch.float64)
         want, want_S = recurrent_kimi_delta_attention(q, k, v, g=-g.abs(), beta=beta[..., 0].sigmoid(), initial_state=S,
                                                       output_final_state=True, use_qk_l2norm_in_kernel=True)
         # in float32 both ways: the same to 1e-5
-        torch.testing.assert_close(_run(mixer.float(), x.float()), hf.float()(x.float()), rtol=0, atol=1e-5)
+        torch.testing.assert_close(run(mixer.float(), x.float()), hf.float()(x.float()), rtol=0, atol=1e-5)
     back = kda.to_hf_layer(mixer.double())
     hf.double()
     assert back.keys() == hf.state_dict().keys()
@@ -197,12 +182,12 @@ LOOPS = {"kda": kda_loop, "rwkv7": rwkv7_loop, "gated_deltaproduct": gated_delta
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_chunked_form_equals_a_float64_loop_of_the_papers_recurrence(name):
-    x, tokens = _inputs()
+    x, tokens = inputs()
     for chunk in (1, 2, 3, L):
         mixer = build(name, chunk_size=chunk)
         with torch.no_grad():
             want = torch.stack([LOOPS[name](mixer, x[b], tokens[b].double()) for b in range(2)])
-        got = _run(mixer, x, tokens)
+        got = run(mixer, x, tokens)
         torch.testing.assert_close(got[tokens], want[tokens], rtol=0, atol=1e-10, msg=f"chunk {chunk}")
 
 
@@ -212,42 +197,20 @@ def test_gated_deltaproduct_with_one_step_is_gated_deltanet_weight_for_weight():
     cfg = model_config(tiny(d_model=D, n_heads=1, bias=False, mixer={"name": "gated_deltanet", **options}))
     net = MIXERS.build(cfg.mixer, cfg, None).double().eval()
     net.load_state_dict(product.state_dict())  # the same parameters, the same shapes
-    x, tokens = _inputs()
-    assert torch.equal(_run(product, x, tokens), _run(net, x, tokens))
+    x, tokens = inputs()
+    assert torch.equal(run(product, x, tokens), run(net, x, tokens))
     assert build("gated_deltaproduct").in_proj.out_features == 2 * 3 + 3 * 2 * 3 + 3 * 4 * 5 + 4 * 5  # q, 3 k, 3 v, z
 
 
 @pytest.mark.parametrize("name", ["kda", "rwkv7"])
 def test_chunked_gradients_equal_the_one_position_chunks(name):
-    x, tokens = _inputs()
-    weights = torch.randn(2, L, D, dtype=torch.float64) * tokens.unsqueeze(-1)
-    grads, weights_of = [], build(name).state_dict()
-    for chunk in (4, 1):
-        mixer = build(name, chunk_size=chunk).train()
-        mixer.load_state_dict(weights_of)
-        (mixer(x, MixerInputs(AttentionMask(None, True), tokens=tokens)) * weights).sum().backward()
-        grads.append({n: p.grad for n, p in mixer.named_parameters()})
-    for n, g in grads[0].items():
-        assert torch.isfinite(g).all(), n
-        torch.testing.assert_close(g, grads[1][n], rtol=1e-9, atol=1e-10, msg=n)
+    assert_chunked_gradients_equal_the_one_position_chunks(build, name, *inputs())
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_a_prefill_then_steps_equal_one_full_forward_at_every_split(name):
     mixer = build(name)
-    x, tokens = _inputs()
-    full = _run(mixer, x, tokens)
-    for s in range(1, L):
-        state = mixer.new_state()
-        outs = [_run(mixer, x[:, :s], tokens[:, :s], state)]
-        static = mixer.static_state(2, L, torch.float64, x.device, torch.zeros(1, dtype=torch.long))
-        static.load(state, s)
-        for t in range(s, L):
-            outs.append(_run(mixer, x[:, t:t + 1], tokens[:, t:t + 1], state))
-            torch.testing.assert_close(_run(mixer, x[:, t:t + 1], tokens[:, t:t + 1], static), outs[-1], rtol=0,
-                                       atol=1e-12)
-        got = torch.cat(outs, dim=1)
-        torch.testing.assert_close(got[tokens], full[tokens], rtol=0, atol=1e-10, msg=f"split at {s}")
+    assert_a_prefill_then_steps_equal_one_full_forward(mixer, *inputs())
 
 
 # what each state holds and one step costs, by hand (2 FLOPs a multiply-add)
@@ -269,10 +232,7 @@ def test_state_bytes_and_flops_are_hand_counts_and_the_bytes_kept_alive(name):
     for length in (1, L):
         assert mixer.state_elements(length) == elements
         assert mixer.step_mixing_flops(length) == per_token and mixer.mixing_flops(length, True) == length * per_token
-        state = mixer.new_state()
-        _run(mixer, torch.randn(3, length, D, dtype=torch.float64), None, state)
-        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in state.tensors()}
-        assert state.nbytes == sum(storages.values()) == 3 * 8 * elements
+        assert_the_state_keeps_alive_what_it_reports(mixer, length, D, elements)
     model = build_model(tiny(d_model=D, n_layers=2, n_heads=1, mixer={"name": name, **OPTIONS[name]}), 11)
     assert decoding_state_bytes(model, 9) == 2 * 4 * elements  # two layers, float32
 

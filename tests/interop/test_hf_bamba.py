@@ -8,11 +8,11 @@ import dataclasses
 import pytest
 import torch
 
-from arch_zoo.cli import main
-from arch_zoo.interop import from_hf, model_config_from_hf, to_hf
+from arch_zoo.interop import from_hf, model_config_from_hf
+from tests.interop.family_checks import (assert_import_reads_a_saved_checkpoint, assert_refused_in_one_line, described,
+                                         preset_model, rebuilt, seeded)
 from tests.interop.references import (VOCAB, assert_generates_as_hf, assert_round_trip, assert_same_logits,
-                                      causal_lm_logits, meta_parameters, padded_batch, positions, randomize,
-                                      tiny)
+                                      causal_lm_logits, padded_batch, positions, randomize, tiny)
 
 tf = pytest.importorskip("transformers")
 # ibm-ai-platform/Bamba-9B's published config (the rest are BambaConfig's defaults)
@@ -35,8 +35,7 @@ def hf_config(**changes):
 
 
 def reference(seed=0, **changes):
-    torch.manual_seed(seed)
-    return randomize(tf.BambaForCausalLM(hf_config(**changes)), seed).eval()
+    return seeded(tf.BambaForCausalLM, hf_config(**changes), seed)
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +51,7 @@ def test_the_tiny_config_is_the_one_the_preset_names(ref):
 
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_preset_logits_equal_the_reference(ref, side):
-    model = from_hf(ref, config="preset:bamba-tiny")
-    assert model.config == tiny("bamba")
-    assert [type(layer.mixer.sublayer).__name__ for layer in model.decoder.layers] == [
-        "Mamba2", "Attention", "Mamba2", "Mamba2", "Attention"]
+    model = preset_model(ref, "bamba", ["Mamba2", "Attention", "Mamba2", "Mamba2", "Attention"])
     assert_same_logits(ref, model, side)
 
 
@@ -82,16 +78,11 @@ def test_to_hf_of_from_hf_gives_the_tensors_back(ref):
 
 
 def test_from_hf_of_to_hf_rebuilds_the_model_bit_for_bit(ref):
-    from arch_zoo.interop.export_hf import native_config, sized
+    from arch_zoo.interop.export_hf import sized
 
     model = randomize(from_hf(ref, config="preset:bamba-tiny"), seed=3)  # its own tensors, not HF's
-    assert native_config(sized(model)).reason == "written as BambaForCausalLM"
-    hf = to_hf(model)
-    assert type(hf) is tf.BambaForCausalLM and hf.config.layers_block_type == ref.config.layers_block_type
-    again = from_hf(hf)
+    hf, again = rebuilt(ref, model, "layers_block_type")
     assert again.config == sized(model)
-    ours, back = model.state_dict(), again.state_dict()
-    assert set(ours) == set(back) and all(torch.equal(back[k], v) for k, v in ours.items())
     assert_same_logits(hf.eval(), model, "left")
 
 
@@ -117,12 +108,8 @@ def test_biases_a_tied_head_and_adjacent_attention_layers_import_too():
 
 
 def test_bias_flags_that_differ_are_refused_in_one_line():
-    from arch_zoo.interop.checkpoint import CheckpointError
-
-    with pytest.raises(CheckpointError, match=r"bamba config: mlp_bias, mamba_proj_bias, attention_bias "
-                                              r"differing \(False, True, False\) has no arch_zoo equivalent") as info:
-        from_hf(reference(mamba_proj_bias=True))
-    assert "\n" not in str(info.value)
+    assert_refused_in_one_line(reference(mamba_proj_bias=True), r"bamba config: mlp_bias, mamba_proj_bias, attention_bias "
+                                                                r"differing \(False, True, False\) has no arch_zoo equivalent")
 
 
 def test_export_names_bamba_and_the_first_field_it_cannot_hold():
@@ -152,27 +139,13 @@ def test_mamba2_layers_bamba_cannot_write_are_named(changes, why):
 
 
 def test_arch_zoo_import_reads_a_saved_checkpoint(tmp_path):
-    from transformers import PreTrainedTokenizerFast
-
-    from arch_zoo import restore
-    from tests.evaluation.helpers import bos_tokenizer
-
-    tok = bos_tokenizer()
-    ref = reference(vocab_size=tok.get_vocab_size())
-    ref.save_pretrained(tmp_path / "hf")
-    PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
-                            unk_token="<unk>").save_pretrained(tmp_path / "hf")
-    assert main(["import", str(tmp_path / "hf"), "--out", str(tmp_path / "run")]) == 0
-    cfg, model, _ = restore(tmp_path / "run")
-    assert cfg.model.layers == tiny("bamba").layers and cfg.model.mixer == tiny("bamba").mixer
-    assert_same_logits(ref, model.eval(), "right")
+    cfg = assert_import_reads_a_saved_checkpoint(tmp_path, reference, "bamba")
+    assert cfg.model.mixer == tiny("bamba").mixer
 
 
 def test_the_full_preset_has_the_parameters_of_hf_bamba_9b(capsys):
     config = tf.BambaConfig(**BAMBA_9B)
-    hf = meta_parameters(tf.BambaForCausalLM, config)
+    hf, out = described(capsys, tf.BambaForCausalLM, config, "preset:bamba-9b")
     assert hf == 9_780_235_392  # Bamba-9B ("9.8b" in its checkpoint names)
-    assert main(["describe", "preset:bamba-9b", "--vocab-size", str(config.vocab_size)]) == 0
-    out = capsys.readouterr().out
     assert f"parameters  {hf:,} total" in out, out
     assert "decoder layers 9, 18, 27: mixer=attention" in out

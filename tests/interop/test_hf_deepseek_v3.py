@@ -10,6 +10,7 @@ from arch_zoo.config.loading import model_config
 from arch_zoo.interop import from_hf, model_config_from_hf
 from arch_zoo.interop.checkpoint import CheckpointError
 from arch_zoo.interop.export_hf import native_config
+from tests.interop.family_checks import with_router_bias
 from tests.interop.references import (VOCAB, assert_generates_as_hf, assert_round_trip, assert_same_logits,
                                       causal_lm_logits, meta_parameters, randomize, tiny)
 
@@ -33,13 +34,7 @@ def hf_config(**changes):
 
 def reference(**changes):
     torch.manual_seed(0)
-    ref = randomize(tf.DeepseekV3ForCausalLM(hf_config(**changes))).eval()
-    g = torch.Generator().manual_seed(1)
-    for layer in ref.model.layers:  # a buffer randomize leaves at zero: the selection bias must act too
-        if hasattr(layer.mlp, "gate"):
-            bias = layer.mlp.gate.e_score_correction_bias
-            bias.copy_(torch.randn(bias.shape, generator=g) * 0.3)
-    return ref
+    return with_router_bias(randomize(tf.DeepseekV3ForCausalLM(hf_config(**changes))).eval(), 1)
 
 
 @pytest.fixture(scope="module")

@@ -4,24 +4,20 @@ greedy decoding gives the tokens of HF `generate`; both round trips are bit for 
 transformers in a fresh process; `arch-zoo import` reads a checkpoint in the published layout; the full
 preset (Kimi-Linear-48B-A3B) has the parameter count HF's class gives for the published config."""
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from arch_zoo.cli import main
-from arch_zoo.interop import convert, from_hf, to_hf
+from arch_zoo.interop import convert, from_hf
 from arch_zoo.interop.checkpoint import CheckpointError
 from arch_zoo.interop.export_hf import native_config, sized
 from arch_zoo.interop.function_view import first_difference, function_view
+from tests.interop.family_checks import assert_export_loads_alone, described, imported, rebuilt, with_router_bias
 from tests.interop.references import (VOCAB, assert_generates_as_hf, assert_round_trip, assert_same_logits,
-                                      causal_lm_logits, meta_parameters, padded_batch, randomize, tiny)
+                                      causal_lm_logits, padded_batch, randomize, tiny)
 
 tf = pytest.importorskip("transformers")
-ROOT = Path(__file__).resolve().parents[2]
 # transformers' default experts path (grouped GEMM) fails on CPU at widths whose rows are not 16-byte
 # multiples ("strides should be multiple of 16 bytes"); its eager loop is the pure-torch reference
 EAGER = "eager"
@@ -56,13 +52,7 @@ def hf_config(**changes):
 
 def reference(seed=0, **changes):
     torch.manual_seed(seed)
-    ref = randomize(tf.KimiLinearForCausalLM(hf_config(**changes)), seed).eval()
-    g = torch.Generator().manual_seed(seed + 1)
-    for layer in ref.model.layers:  # a buffer randomize leaves at zero: the selection bias must act too
-        if hasattr(layer.mlp, "gate"):
-            bias = layer.mlp.gate.e_score_correction_bias
-            bias.copy_(torch.randn(bias.shape, generator=g) * 0.3)
-    return ref
+    return with_router_bias(randomize(tf.KimiLinearForCausalLM(hf_config(**changes)), seed).eval(), seed + 1)
 
 
 @pytest.fixture(scope="module")
@@ -123,13 +113,8 @@ def test_to_hf_of_from_hf_gives_the_tensors_back(ref):
 
 def test_from_hf_of_to_hf_rebuilds_the_model_bit_for_bit(ref, model):
     ours = randomize(from_hf(ref, config="preset:kimi-linear-tiny"), seed=3)  # its own tensors, not HF's
-    assert native_config(sized(ours)).reason == "written as KimiLinearForCausalLM"
-    hf = to_hf(ours)
-    assert type(hf) is tf.KimiLinearForCausalLM and hf.config.layer_types == ref.config.layer_types
-    again = from_hf(hf)
+    hf, again = rebuilt(ref, ours, "layer_types")
     assert function_view(again.config) == function_view(sized(ours))
-    mine, back = ours.state_dict(), again.state_dict()
-    assert set(mine) == set(back) and all(torch.equal(back[k], v) for k, v in mine.items())
     hf.config._experts_implementation = EAGER
     assert_same_logits(hf.eval(), ours, "right")
 
@@ -138,7 +123,6 @@ def test_an_export_loads_in_transformers_alone_with_the_same_logits_and_tokens(t
     """Widths of 16-byte rows (44, experts of 12): transformers loads it with its default experts path."""
     from arch_zoo.coerce import to_dict
     from arch_zoo.config.loading import model_config
-    from arch_zoo.generation import generate
     from arch_zoo.interop import save_hf
     from arch_zoo.models import build_model
 
@@ -150,18 +134,7 @@ def test_an_export_loads_in_transformers_alone_with_the_same_logits_and_tokens(t
     job = {"dir": str(tmp_path / "hf"), "auto_class": "AutoModelForCausalLM", "remote": False,
            "prompts": [[5, 9, 14, 3], [7]], "new_tokens": 6,
            **{side: padded_batch([7, 12, 3], 12, side, low=3) for side in ("right", "left")}}
-    torch.save([job], tmp_path / "jobs.pt")
-    subprocess.run([sys.executable, "-m", "tests.interop.hf_load", str(tmp_path / "jobs.pt"), str(tmp_path / "out.pt")],
-                   cwd=ROOT, check=True, env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1",
-                                              "HF_HOME": str(tmp_path / "hf_home"), "TRANSFORMERS_OFFLINE": "1"})
-    got = torch.load(tmp_path / "out.pt")[job["dir"]]
-    for side in ("right", "left"):
-        ids, mask = job[side]
-        with torch.no_grad():
-            mine = ours(ids, mask).logits[mask.bool()]
-        torch.testing.assert_close(got[side][mask.bool()], mine, atol=1e-4, rtol=0)
-    for prompt, theirs in zip(job["prompts"], got["greedy"]):
-        assert theirs[len(prompt):] == generate(ours, [prompt], max_new_tokens=6).to_lists()[0][0]
+    assert_export_loads_alone(tmp_path, ours, job)
 
 
 def _published_layout(hf):
@@ -196,9 +169,7 @@ def _published_layout(hf):
 
 def test_arch_zoo_import_reads_a_checkpoint_in_the_published_layout(tmp_path):
     from safetensors.torch import save_file
-    from transformers import PreTrainedTokenizerFast
 
-    from arch_zoo import restore
     from tests.evaluation.helpers import bos_tokenizer
 
     tok = bos_tokenizer()
@@ -208,13 +179,10 @@ def test_arch_zoo_import_reads_a_checkpoint_in_the_published_layout(tmp_path):
     (tmp_path / "hf").mkdir()
     save_file({k: v.contiguous() for k, v in state.items()}, str(tmp_path / "hf" / "model.safetensors"))
     (tmp_path / "hf" / "config.json").write_text(json.dumps({**config, "architectures": ["KimiLinearForCausalLM"]}))
-    PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
-                            unk_token="<unk>").save_pretrained(tmp_path / "hf")
-    assert main(["import", str(tmp_path / "hf"), "--out", str(tmp_path / "run")]) == 0
-    _, imported, _ = restore(tmp_path / "run")
-    assert [type(layer.mixer.sublayer).__name__ for layer in imported.decoder.layers] == [
+    _, model = imported(tmp_path / "hf", tok)
+    assert [type(layer.mixer.sublayer).__name__ for layer in model.decoder.layers] == [
         "KimiDeltaAttention", "LatentAttention"] * 2
-    assert_same_logits(hf, imported.eval(), "right")
+    assert_same_logits(hf, model, "right")
 
 
 def test_the_full_preset_is_what_the_published_config_imports_as():
@@ -242,10 +210,8 @@ def test_an_odd_rotated_width_is_refused_only_where_something_rotates(capsys):
 def test_the_full_preset_has_the_parameters_of_hf_kimi_linear_48b_a3b(capsys):
     config = tf.KimiLinearConfig(**PUBLISHED)
     assert config.layer_types.count("full_attention") == 7 and config.num_local_experts == 256
-    hf = meta_parameters(tf.KimiLinearForCausalLM, config)
+    hf, out = described(capsys, tf.KimiLinearForCausalLM, config, "preset:kimi-linear-48b-a3b")
     assert hf == 49_122_675_072
-    assert main(["describe", "preset:kimi-linear-48b-a3b", "--vocab-size", str(config.vocab_size)]) == 0
-    out = capsys.readouterr().out
     # active: the total less, in each of the 26 MoE layers, the 248 experts (3 x 2304 x 1024 each) a token skips
     active = hf - 26 * (256 - 8) * 3 * 2304 * 1024
     assert f"parameters  {hf:,} total, {active:,} active per token" in out, out

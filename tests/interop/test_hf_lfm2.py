@@ -6,10 +6,11 @@ checkpoint; the feed-forward takes HF's actual width (block_auto_adjust_ff_dim);
 import pytest
 import torch
 
-from arch_zoo.cli import main
-from arch_zoo.interop import from_hf, model_config_from_hf, to_hf
+from arch_zoo.interop import from_hf, model_config_from_hf
+from tests.interop.family_checks import (assert_import_reads_a_saved_checkpoint, assert_refused_in_one_line, described,
+                                         preset_model, rebuilt, seeded)
 from tests.interop.references import (VOCAB, assert_generates_as_hf, assert_round_trip, assert_same_logits,
-                                      causal_lm_logits, meta_parameters, randomize, tiny)
+                                      causal_lm_logits, randomize, tiny)
 
 tf = pytest.importorskip("transformers")
 TYPES = {"short_conv": "conv", "attention": "full_attention"}
@@ -31,8 +32,7 @@ def hf_config(**changes):
 
 
 def reference(seed=0, **changes):
-    torch.manual_seed(seed)
-    return randomize(tf.Lfm2ForCausalLM(hf_config(**changes)), seed).eval()
+    return seeded(tf.Lfm2ForCausalLM, hf_config(**changes), seed)
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +47,7 @@ def test_the_tiny_config_is_the_one_the_brief_names(ref):
 
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_preset_logits_equal_the_reference(ref, side):
-    model = from_hf(ref, config="preset:lfm2-tiny")
-    assert model.config == tiny("lfm2")
-    assert [type(layer.mixer.sublayer).__name__ for layer in model.decoder.layers] == [
-        "GatedShortConv", "GatedShortConv", "Attention", "GatedShortConv"]
+    model = preset_model(ref, "lfm2", ["GatedShortConv", "GatedShortConv", "Attention", "GatedShortConv"])
     assert_same_logits(ref, model, side)
 
 
@@ -114,17 +111,12 @@ def test_to_hf_of_from_hf_gives_the_tensors_back(ref):
 
 
 def test_from_hf_of_to_hf_rebuilds_the_model_bit_for_bit(ref):
-    from arch_zoo.interop.export_hf import native_config, sized
+    from arch_zoo.interop.export_hf import sized
 
     model = from_hf(ref, config="preset:lfm2-tiny")
     model = randomize(model, seed=3)  # its own tensors, not HF's
-    assert native_config(sized(model)).reason == "written as Lfm2ForCausalLM"
-    hf = to_hf(model)
-    assert type(hf) is tf.Lfm2ForCausalLM and hf.config.layer_types == ref.config.layer_types
-    again = from_hf(hf)
+    hf, again = rebuilt(ref, model, "layer_types")
     assert again.config == sized(model)
-    ours, back = model.state_dict(), again.state_dict()
-    assert set(ours) == set(back) and all(torch.equal(back[k], v) for k, v in ours.items())
     assert_same_logits(hf.eval(), model, "left")
 
 
@@ -141,39 +133,20 @@ def test_a_conv_layer_of_another_width_is_named_when_no_family_fits():
 
 
 def test_arch_zoo_import_reads_a_saved_checkpoint(tmp_path):
-    from transformers import PreTrainedTokenizerFast
-
-    from arch_zoo import restore
-    from tests.evaluation.helpers import bos_tokenizer
-
-    tok = bos_tokenizer()
-    ref = reference(vocab_size=tok.get_vocab_size())
-    ref.save_pretrained(tmp_path / "hf")
-    PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
-                            unk_token="<unk>").save_pretrained(tmp_path / "hf")
-    assert main(["import", str(tmp_path / "hf"), "--out", str(tmp_path / "run")]) == 0
-    cfg, model, _ = restore(tmp_path / "run")
-    assert cfg.model.layers == tiny("lfm2").layers
-    assert_same_logits(ref, model.eval(), "right")
+    assert_import_reads_a_saved_checkpoint(tmp_path, reference, "lfm2")
 
 
 def test_the_full_preset_has_the_parameters_of_hf_lfm2_1_2b(capsys):
     config = tf.Lfm2Config(**LFM2_1_2B)
-    hf = meta_parameters(tf.Lfm2ForCausalLM, config)
+    hf, out = described(capsys, tf.Lfm2ForCausalLM, config, "preset:lfm2")
     assert hf == 1_170_340_608  # LFM2-1.2B
-    assert main(["describe", "preset:lfm2", "--vocab-size", str(config.vocab_size)]) == 0
-    out = capsys.readouterr().out
     assert f"parameters  {hf:,} total" in out, out
     assert "decoder layers 2, 5, 8, 10, 12, 14: as the model" in out
     assert "decoder layers 0-1, 3-4, 6-7, 9, 11, 13, 15: mixer=short_conv(conv_size=3, bias=False)" in out
 
 
 def test_a_rope_scaling_is_refused_in_one_line():
-    from arch_zoo.interop.checkpoint import CheckpointError
-
     torch.manual_seed(0)
     hf = tf.Lfm2ForCausalLM(hf_config(rope_parameters={"rope_type": "linear", "factor": 2.0,
                                                        "rope_theta": 1e6}))
-    with pytest.raises(CheckpointError, match="lfm2 config: rope_type 'linear' has no arch_zoo equivalent") as info:
-        from_hf(hf)
-    assert "\n" not in str(info.value)
+    assert_refused_in_one_line(hf, "lfm2 config: rope_type 'linear' has no arch_zoo equivalent")

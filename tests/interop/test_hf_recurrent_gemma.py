@@ -9,21 +9,17 @@ transformers' recurrent block convolves the pads' inputs into a left-padded row'
 row is compared with HF's run on that row alone."""
 import dataclasses
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from arch_zoo.cli import main
-from arch_zoo.interop import from_hf, model_config_from_hf, to_hf
+from arch_zoo.interop import from_hf, model_config_from_hf
+from tests.interop.family_checks import (assert_export_loads_alone, assert_import_reads_a_saved_checkpoint,
+                                         assert_refused_in_one_line, described, preset_model, rebuilt, seeded)
 from tests.interop.references import (ATOL, VOCAB, assert_round_trip, assert_same_logits, causal_lm_logits,
-                                      greedy_cached, meta_parameters, padded_batch, randomize, tiny)
+                                      greedy_cached, padded_batch, randomize, tiny)
 
 tf = pytest.importorskip("transformers")
-ROOT = Path(__file__).resolve().parents[2]
 LENGTHS = [7, 12, 3]
 # google/recurrentgemma-2b's published config (the rest are RecurrentGemmaConfig's defaults, which are
 # that model's: 26 layers, hidden 2560, 10 heads, lru_width 2560, window 2048, vocab 256000)
@@ -42,8 +38,7 @@ def hf_config(**changes):
 
 
 def reference(seed=0, **changes):
-    torch.manual_seed(seed)
-    return randomize(tf.RecurrentGemmaForCausalLM(hf_config(**changes)), seed).eval()
+    return seeded(tf.RecurrentGemmaForCausalLM, hf_config(**changes), seed)
 
 
 @pytest.fixture(scope="module")
@@ -71,10 +66,7 @@ def test_the_tiny_config_is_the_one_the_brief_names(ref):
 
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_preset_logits_equal_the_reference(ref, side):
-    model = from_hf(ref, config="preset:recurrentgemma-tiny")
-    assert model.config == tiny("recurrentgemma")
-    assert [type(layer.mixer.sublayer).__name__ for layer in model.decoder.layers] == [
-        "RGLRU", "RGLRU", "Attention", "RGLRU"]
+    model = preset_model(ref, "recurrentgemma", ["RGLRU", "RGLRU", "Attention", "RGLRU"])
     assert model.decoder.layers[2].mixer.sublayer.qkv.bias is None  # HF's q, k, v have none; o_proj has one
     if side == "right":
         assert_same_logits(ref, model, side)
@@ -131,16 +123,11 @@ def test_to_hf_of_from_hf_gives_the_tensors_back(ref, changes):
 
 
 def test_from_hf_of_to_hf_rebuilds_the_model_bit_for_bit(ref):
-    from arch_zoo.interop.export_hf import native_config, sized
+    from arch_zoo.interop.export_hf import sized
 
     model = randomize(from_hf(ref, config="preset:recurrentgemma-tiny"), seed=3)  # its own tensors, not HF's
-    assert native_config(sized(model)).reason == "written as RecurrentGemmaForCausalLM"
-    hf = to_hf(model)
-    assert type(hf) is tf.RecurrentGemmaForCausalLM and hf.config.layers_block_type == ref.config.layers_block_type
-    again = from_hf(hf)
+    hf, again = rebuilt(ref, model, "layers_block_type")
     assert again.config == sized(model)
-    ours, back = model.state_dict(), again.state_dict()
-    assert set(ours) == set(back) and all(torch.equal(back[k], v) for k, v in ours.items())
     assert_same_logits(hf.eval(), model, "right")
 
 
@@ -163,7 +150,6 @@ def test_what_recurrent_gemma_cannot_hold_is_named_in_one_line(changes, why):
 
 
 def test_an_export_loads_in_transformers_alone_with_the_same_logits_and_greedy_tokens(tmp_path, ref):
-    from arch_zoo.generation import generate
     from arch_zoo.interop import save_hf
 
     model = randomize(from_hf(ref), seed=4)
@@ -172,52 +158,23 @@ def test_an_export_loads_in_transformers_alone_with_the_same_logits_and_greedy_t
     right, whole = padded_batch(LENGTHS, 12, "right"), padded_batch([12, 12], 12, "left")  # HF convolves left pads
     job = {"dir": str(tmp_path / "hf"), "auto_class": "AutoModelForCausalLM", "remote": False, "right": right,
            "left": whole, "prompts": [[5, 9, 14, 3], [7, 2]], "new_tokens": 6}
-    torch.save([job], tmp_path / "job.pt")
-    subprocess.run([sys.executable, "-m", "tests.interop.hf_load", str(tmp_path / "job.pt"), str(tmp_path / "out.pt")],
-                   cwd=ROOT, check=True, env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1",
-                                              "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home")})
-    got = torch.load(tmp_path / "out.pt")[job["dir"]]
-    for side in ("right", "left"):
-        ids, mask = job[side]
-        with torch.no_grad():
-            torch.testing.assert_close(got[side][mask.bool()], model(ids, mask).logits[mask.bool()], atol=ATOL, rtol=0)
-    for prompt, theirs in zip(job["prompts"], got["greedy"]):
-        assert theirs[len(prompt):] == generate(model, [prompt], max_new_tokens=6).to_lists()[0][0]
+    assert_export_loads_alone(tmp_path, model, job)
 
 
 def test_arch_zoo_import_reads_a_saved_checkpoint(tmp_path):
-    from transformers import PreTrainedTokenizerFast
-
-    from arch_zoo import restore
-    from tests.evaluation.helpers import bos_tokenizer
-
-    tok = bos_tokenizer()
-    ref = reference(vocab_size=tok.get_vocab_size())
-    ref.save_pretrained(tmp_path / "hf")
-    PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
-                            unk_token="<unk>").save_pretrained(tmp_path / "hf")
-    assert main(["import", str(tmp_path / "hf"), "--out", str(tmp_path / "run")]) == 0
-    cfg, model, _ = restore(tmp_path / "run")
-    assert cfg.model.layers == tiny("recurrentgemma").layers
-    assert_same_logits(ref, model.eval(), "right")
+    assert_import_reads_a_saved_checkpoint(tmp_path, reference, "recurrentgemma")
 
 
 def test_the_full_preset_has_the_parameters_of_hf_recurrentgemma_2b(capsys):
     config = tf.RecurrentGemmaConfig(**RECURRENTGEMMA_2B)
-    hf = meta_parameters(tf.RecurrentGemmaForCausalLM, config)
+    hf, out = described(capsys, tf.RecurrentGemmaForCausalLM, config, "preset:recurrentgemma-2b")
     assert hf == 2_682_862_080  # RecurrentGemma-2B: the report's "2.7B"
-    assert main(["describe", "preset:recurrentgemma-2b", "--vocab-size", str(config.vocab_size)]) == 0
-    out = capsys.readouterr().out
     assert f"parameters  {hf:,} total" in out, out
     assert "decoder layers 2, 5, 8, 11, 14, 17, 20, 23: as the model" in out
     assert "held at 50.5 by the parametrization" in out
 
 
 def test_a_rope_scaling_is_refused_in_one_line():
-    from arch_zoo.interop.checkpoint import CheckpointError
-
     hf = reference()
     hf.config.rope_parameters = {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}
-    with pytest.raises(CheckpointError, match="recurrent_gemma config: rope_type 'linear' has no arch_zoo") as info:
-        from_hf(hf)
-    assert "\n" not in str(info.value)
+    assert_refused_in_one_line(hf, "recurrent_gemma config: rope_type 'linear' has no arch_zoo")

@@ -9,26 +9,15 @@ reads one ``hidden_act`` for the mixer's convolution and the feed-forward's gate
 attention's and the feed-forward's biases are three flags, one ``bias`` here."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Union
+from typing import Any, Dict, List
 
 from ...config import ModelConfig
 from ...config.validation import layer_configs
 from ..checkpoint import WeightMap
 from ..family import HFFamily, register, unsupported
 from ..mapping import (PARAMS, ROTARY_ANY, NotExpressible, common, copy_each, decoder_layers, dense_mlp, integral,
-                       plain_rope, shared_keys, spec)
+                       layer_ranges, plain_rope, shared_keys, spec)
 from .mamba2 import mixer_weights, unclamped
-
-
-def _runs(indices: List[int]) -> List[Union[int, str]]:
-    """Sorted layer indices as ``model.layers`` ranges: one index alone, consecutive ones as 'a:b'."""
-    runs: List[List[int]] = []
-    for i in indices:
-        if runs and runs[-1][1] == i:
-            runs[-1][1] = i + 1
-        else:
-            runs.append([i, i + 1])
-    return [a if b == a + 1 else f"{a}:{b}" for a, b in runs]
 
 
 def _biases(c: dict, attention: List[int]) -> bool:
@@ -70,7 +59,7 @@ def config(c: dict, weights: WeightMap) -> dict:
         "position": {"name": "rope", "base": float(rope.get("rope_theta", c.get("rope_theta", 10000.0))),
                      "fraction": float(rope.get("partial_rotary_factor", 0.5))},
         "mixer": mamba, "attention": "global",
-        "layers": [{"range": r, "mixer": "attention"} for r in _runs(attention)] or None,
+        "layers": [{"range": r, "mixer": "attention"} for r in layer_ranges(attention, single=True)] or None,
         "norm": {"name": "rmsnorm", "eps": eps}, "norm_placement": "pre", "final_norm": True,
         "ffn": "swiglu", "bias": _biases(c, attention),
         **shared_keys(c, tie=False), "dropout": 0.0,

@@ -27,10 +27,9 @@ from ...config.layers import resolved_mixer
 from ...config.validation import layer_configs
 from ..checkpoint import WeightMap
 from ..family import HFFamily, register, unsupported
-from ..mapping import NotExpressible, common, copy_each, decoder_layers, dense_mlp, layer_types, period, \
+from ..mapping import NotExpressible, common, copy_each, decoder_layers, dense_mlp, layer_ranges, layer_types, period, \
     shared_keys, spec
 from . import deepseek_v3
-from .qwen3_next import _runs
 
 LAYER_TYPES, MLP_TYPES = ("linear_attention", "full_attention"), ("dense", "sparse")
 TYPE_OF = {"kda": "linear_attention", "mla": "full_attention"}  # mixer -> HF layer type
@@ -122,7 +121,7 @@ def config(c: dict, weights: WeightMap) -> dict:
                       "n_shared_experts": shared, "selection_bias": True,
                       "bias_update_speed": deepseek_v3.BIAS_UPDATE_SPEED,
                       "aux_loss_weight": deepseek_v3.BALANCE_LOSS_WEIGHT}
-        layers += [{"range": r, "ffn": dense} for r in _runs([i for i, t in enumerate(mlps) if t == "dense"])]
+        layers += [{"range": r, "ffn": dense} for r in layer_ranges([i for i, t in enumerate(mlps) if t == "dense"])]
     cfg["layers"] = layers or None
     return cfg
 

@@ -17,8 +17,8 @@ from ...config import ModelConfig
 from ...config.validation import layer_configs
 from ..checkpoint import WeightMap
 from ..family import HFFamily, register, unsupported
-from ..mapping import ROTARY_ANY, NotExpressible, decoder_layers, dense_mlp, layer_types, period, qk_norms, \
-    rope_parameters, spec, stacked_experts
+from ..mapping import ROTARY_ANY, NotExpressible, decoder_layers, dense_mlp, layer_ranges, layer_types, period, \
+    qk_norms, rope_parameters, spec, stacked_experts
 from . import llama
 
 LAYER_TYPES = ("linear_attention", "full_attention")
@@ -29,17 +29,6 @@ def _dense_layers(c: dict) -> List[int]:
     only, step = set(c.get("mlp_only_layers") or ()), c.get("decoder_sparse_step", 1)
     return [i for i in range(c["num_hidden_layers"])
             if i in only or not (c.get("num_experts", 0) > 0 and (i + 1) % step == 0)]
-
-
-def _runs(layers: List[int]) -> List[str]:
-    """Consecutive layer indices as ``model.layers`` ranges ('a:b')."""
-    runs: List[List[int]] = []
-    for i in layers:
-        if runs and runs[-1][1] == i:
-            runs[-1][1] = i + 1
-        else:
-            runs.append([i, i + 1])
-    return [f"{a}:{b}" for a, b in runs]
 
 
 def config(c: dict, weights: WeightMap) -> dict:
@@ -71,7 +60,7 @@ def config(c: dict, weights: WeightMap) -> dict:
                       "n_shared_experts": 1, "shared_d_ff": c["shared_expert_intermediate_size"],
                       "shared_gate": True, "aux_loss_weight": float(c.get("router_aux_loss_coef", 0.001)),
                       "aux_loss_layers": "pooled"}  # HF's load_balancing_loss_func pools the layers
-        layers += [{"range": r, "ffn": "swiglu"} for r in _runs(dense)]
+        layers += [{"range": r, "ffn": "swiglu"} for r in layer_ranges(dense)]
     cfg["layers"] = layers or None
     return cfg
 
