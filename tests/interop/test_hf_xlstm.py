@@ -96,6 +96,19 @@ def test_the_parity_check_notices_the_gate_cap_left_out(ref):
     assert (a - b).abs().max() > 1e-3
 
 
+def test_chunks_of_three_positions_give_hf_recurrent_kernels_logits(ref):
+    """arch_zoo's chunk size is its own (the function does not change): 3-position chunks, several per row,
+    still give the logits of HF's recurrent kernel."""
+    from arch_zoo.models import build_model
+
+    cfg = tiny("xlstm")
+    chunked = dataclasses.replace(cfg.mixer, options=dataclasses.replace(cfg.mixer.options, chunk_size=3))
+    model = build_model(dataclasses.replace(cfg, mixer=chunked, vocab_size=VOCAB), VOCAB)
+    model.load_state_dict(from_hf(ref).state_dict())
+    assert model.decoder.layers[0].mixer.sublayer.chunk == 3
+    assert_same_logits(ref, model.eval())
+
+
 def test_cached_greedy_decoding_gives_the_tokens_of_hf_generate():
     """Left-padded prompts decoded together through arch_zoo's cache; each prompt alone through HF's."""
     hf = reference(seed=2, **CACHEABLE)
