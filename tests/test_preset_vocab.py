@@ -12,7 +12,8 @@ from tests.test_presets import REFERENCE_SIZES
 PUBLISHED = {"bamba-9b": 128256, "bert": 30522, "bloom": 250880, "deepseek-v3": 129280, "gemma2": 256000, "gpt-oss-120b": 201088,
              "gpt-oss-20b": 201088, "gpt2": 50257, "kimi-linear-48b-a3b": 163840, "lfm2": 65536, "llama": 32000,
              "mamba2": 32768, "mistral": 32000, "mixtral": 32000, "pythia": 50304, "qwen3": 151936,
-             "qwen3-next": 151936, "recurrentgemma-2b": 256000, "t5": 32128, "t5-v1_1": 32128}
+             "qwen3-next": 151936, "recurrentgemma-2b": 256000, "t5": 32128, "t5-v1_1": 32128,
+             "xlstm-7b": 50304}
 
 
 def _described(capsys, *args):
