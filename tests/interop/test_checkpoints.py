@@ -105,7 +105,7 @@ def write(path, config=None, weights=b""):
     ("empty", "no config.json"),
     ("no_weights", "no model.safetensors"),
     ("bad_json", "not valid JSON"),
-    ("unknown_type", "model_type 'mamba' is not supported; supported: bert, "),  # then every registered one
+    ("unknown_type", "model_type 'mamba' is not supported; supported: bamba, bert, "),  # then every registered one
     ("corrupt", "cannot read safetensors file"),
 ])
 def test_not_a_checkpoint_is_one_line(tmp_path, case, match):
