@@ -20,6 +20,7 @@ from typing import Callable, List, Tuple
 from torch import Tensor, nn
 
 from ..registry import NoOptions, Registry
+from ..config.kinds import KINDS
 from .context import LayerContext
 
 PLACEMENTS = Registry("placements", "norm placement")
@@ -125,9 +126,8 @@ def deepnorm_constants(ctx: LayerContext) -> Tuple[float, float]:
     decoder-only (2L)^(1/4), (8L)^(-1/4); encoder-decoder: encoder 0.81 (N^4 M)^(1/16),
     0.87 (N^4 M)^(-1/16), decoder (3M)^(1/4), (12M)^(-1/4) (N encoder, M decoder layers)."""
     n, m = ctx.n_encoder_layers, ctx.n_decoder_layers
-    if ctx.model_kind != "encoder_decoder":
-        depth = n if ctx.model_kind == "encoder" else m
-        return (2 * depth) ** 0.25, (8 * depth) ** -0.25
+    if len(KINDS[ctx.model_kind].stacks) == 1:  # encoder-only or decoder-only: the stack's own depth
+        return (2 * ctx.depth) ** 0.25, (8 * ctx.depth) ** -0.25
     if ctx.stack == "encoder":
         return 0.81 * (n ** 4 * m) ** (1 / 16), 0.87 * (n ** 4 * m) ** (-1 / 16)
     return (3 * m) ** 0.25, (12 * m) ** -0.25

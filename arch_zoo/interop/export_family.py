@@ -15,6 +15,7 @@ from ..components.mixers.attention import reads_attention_keys
 from ..components.positions import POSITIONS
 from ..config import ModelConfig
 from ..config.validation import ATTENTION_KEYS, layer_configs, stacks
+from ..config.kinds import kind_of
 from .family import HFFamily
 
 HEAD_KEYS = ("n_heads", "n_kv_heads", "head_dim")
@@ -60,7 +61,7 @@ def drop_unread(view: Dict[str, Any], m: ModelConfig) -> Dict[str, Any]:
     unread keys from its entry, and those no layer reads from the model's."""
     unread_by_all = None
     for stack, depth in stacks(m)[:2]:
-        cross = stack == "decoder" and m.kind == "encoder_decoder"
+        cross = stack == "decoder" and kind_of(m).cross_attention
         for layer, entry in zip(layer_configs(m, stack, depth), view[stack]):
             unread = unread_keys(layer, cross)
             for key in unread:

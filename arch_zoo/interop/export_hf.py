@@ -20,6 +20,7 @@ from ..coerce import to_dict
 from ..config.loading import model_config
 from ..errors import ConfigError
 from ..generation.prompts import decoder_start_id
+from ..config.kinds import KINDS
 from .checkpoint import CheckpointError, WeightMap
 from .hf import _strip
 from .export_family import mixer_layout, takes_mixers
@@ -253,7 +254,7 @@ def to_hf(model, tokenizer=None):
 
 def build_hf(model, raw: Dict[str, Any], tokenizer=None):
     ids = special_ids(tokenizer)
-    if architecture(raw).kind == "encoder_decoder":  # the decoder starts where arch_zoo starts it: an imported
+    if KINDS[architecture(raw).kind].cross_attention:  # the decoder starts where arch_zoo starts it: an imported
         # checkpoint's own start token (T5's <pad>), else the tokenizer's BOS; without a tokenizer, pad (as T5)
         ids["decoder_start_token_id"] = decoder_start_id(tokenizer) if tokenizer is not None else model.config.pad_token_id
     raw = {**raw, **ids}

@@ -14,6 +14,7 @@ from .. import rundir
 from ..coerce import to_dict
 from ..errors import ConfigError
 from ..generation.prompts import decoder_start_id
+from ..config.kinds import kind_of
 
 CLASSES = {"AutoModelForCausalLM": "ArchZooForCausalLM", "AutoModelForMaskedLM": "ArchZooForMaskedLM",
            "AutoModelForSeq2SeqLM": "ArchZooForSeq2SeqLM"}
@@ -54,17 +55,18 @@ def write_remote(model, tokenizer, cfg, out: Path, auto_class: str, max_shard_si
     spec.loader.exec_module(code)
     name = CLASSES[auto_class]
     plugins = _plugins(run_dir, out)
+    kind = kind_of(model.config)
     config = code.ArchZooConfig(
         arch_zoo_model=to_dict(dataclasses.replace(model.config, vocab_size=model.vocab_size)),
         arch_zoo_plugins=plugins, vocab_size=model.vocab_size, use_cache=False,
-        num_hidden_layers=model.config.decoder_layers if model.config.kind != "encoder" else model.config.encoder_layers,
-        is_encoder_decoder=model.config.kind == "encoder_decoder", architectures=[name],
+        num_hidden_layers=model.config.decoder_layers if kind.has("decoder") else model.config.encoder_layers,
+        is_encoder_decoder=kind.cross_attention, architectures=[name],
         auto_map={"AutoConfig": f"{MODELING[:-3]}.ArchZooConfig", auto_class: f"{MODELING[:-3]}.{name}"},
         **special_ids(tokenizer),
         # the decoder starts where arch_zoo starts it (generation.prompts.decoder_start_id), else with pad (as T5)
         **({"decoder_start_token_id": decoder_start_id(tokenizer) if tokenizer is not None
             else model.config.pad_token_id}
-           if model.config.kind == "encoder_decoder" else {}))
+           if kind.cross_attention else {}))
     hf = getattr(code, name)(config)
     hf.model.load_state_dict(model.state_dict())
     generation_config(hf, {**special_ids(tokenizer), "decoder_start_token_id": getattr(config, "decoder_start_token_id",

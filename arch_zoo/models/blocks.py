@@ -17,6 +17,7 @@ from ..components.placements import PLACEMENTS, Slot, ends_with_norm
 from ..components.positions import POSITIONS, PositionContext, PositionScheme
 from ..components.state import KVCache, LayerState
 from ..config import ModelConfig
+from ..config.kinds import kind_of
 from .cache import StackState, default_positions
 from .renamed_keys import renamed_slot_keys
 
@@ -101,8 +102,9 @@ class Stack(nn.Module):
     def __init__(self, cfg: ModelConfig, layer_cfgs: List[ModelConfig], causal: bool, cross: bool):
         super().__init__()
         n_layers = len(layer_cfgs)
-        n_enc = cfg.encoder_layers if cfg.kind != "decoder" else 0
-        n_dec = cfg.decoder_layers if cfg.kind != "encoder" else 0
+        kind = kind_of(cfg)
+        n_enc = cfg.encoder_layers if kind.has("encoder") else 0
+        n_dec = cfg.decoder_layers if kind.has("decoder") else 0
         stack = "decoder" if causal else "encoder"
         self.causal = causal
         self.cross_positions = cross and cfg.cross_attention_position
