@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.interop.references import ATOL, meta_parameters, randomize, tiny
+from tests.interop.references import ATOL, meta_parameters, padded_batch, randomize, tiny
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,3 +129,15 @@ def assert_refused_in_one_line(hf, match: str) -> None:
     with pytest.raises(CheckpointError, match=match) as info:
         from_hf(hf)
     assert "\n" not in str(info.value)
+
+
+def assert_left_padded_rows_equal_hf_alone(ref, model, lengths, total: int = 12) -> None:
+    """Each left-padded row's real positions give the logits HF gives that row unpadded (for a family
+    whose HF model masks no left padding: RecurrentGemma, xLSTM)."""
+    ids, mask = padded_batch(lengths, total, "left")
+    with torch.no_grad():
+        ours = model(ids, mask).logits
+        for row, n in enumerate(lengths):
+            theirs = ref(input_ids=ids[row:row + 1, total - n:]).logits[0]
+            assert theirs.abs().max() > 0.1
+            torch.testing.assert_close(ours[row, total - n:], theirs, atol=ATOL, rtol=0)

@@ -15,8 +15,9 @@ import torch
 
 from arch_zoo.interop import from_hf, model_config_from_hf
 from tests.interop.family_checks import (assert_export_loads_alone, assert_import_reads_a_saved_checkpoint,
-                                         assert_refused_in_one_line, described, preset_model, rebuilt, seeded)
-from tests.interop.references import (ATOL, VOCAB, assert_round_trip, assert_same_logits, causal_lm_logits,
+                                         assert_left_padded_rows_equal_hf_alone, assert_refused_in_one_line, described,
+                                         preset_model, rebuilt, seeded)
+from tests.interop.references import (VOCAB, assert_round_trip, assert_same_logits, causal_lm_logits,
                                       greedy_cached, padded_batch, randomize, tiny)
 
 tf = pytest.importorskip("transformers")
@@ -46,17 +47,6 @@ def ref():
     return reference()
 
 
-def assert_left_padded_rows_equal_hf_alone(ref, model):
-    """Each left-padded row's real positions: the logits HF gives that row unpadded."""
-    ids, mask = padded_batch(LENGTHS, 12, "left")
-    with torch.no_grad():
-        ours = model(ids, mask).logits
-        for row, n in enumerate(LENGTHS):
-            theirs = ref(input_ids=ids[row:row + 1, 12 - n:]).logits[0]
-            assert theirs.abs().max() > 0.1
-            torch.testing.assert_close(ours[row, 12 - n:], theirs, atol=ATOL, rtol=0)
-
-
 def test_the_tiny_config_is_the_one_the_brief_names(ref):
     assert ref.config.layers_block_type == ["linear_attention", "linear_attention", "sliding_attention",
                                             "linear_attention"]
@@ -71,7 +61,7 @@ def test_preset_logits_equal_the_reference(ref, side):
     if side == "right":
         assert_same_logits(ref, model, side)
     else:
-        assert_left_padded_rows_equal_hf_alone(ref, model)
+        assert_left_padded_rows_equal_hf_alone(ref, model, LENGTHS)
 
 
 def test_derived_config_equals_the_preset(ref):

@@ -21,6 +21,7 @@ import torch
 
 from arch_zoo.cli import main
 from arch_zoo.interop import from_hf, model_config_from_hf, to_hf
+from tests.interop.family_checks import assert_left_padded_rows_equal_hf_alone
 from tests.interop.references import (ATOL, VOCAB, assert_round_trip, causal_lm_logits, greedy_cached,
                                       meta_parameters, padded_batch, randomize, tiny)
 
@@ -69,13 +70,7 @@ def test_preset_logits_equal_the_reference(ref, side):
     if side == "right":
         assert_same_logits(ref, model)
         return
-    ids, mask = padded_batch(LENGTHS, 12, "left")
-    with torch.no_grad():
-        ours = model(ids, mask).logits
-        for row, n in enumerate(LENGTHS):
-            theirs = ref(input_ids=ids[row:row + 1, 12 - n:]).logits[0]
-            assert theirs.abs().max() > 0.1
-            torch.testing.assert_close(ours[row, 12 - n:], theirs, atol=ATOL, rtol=0)
+    assert_left_padded_rows_equal_hf_alone(ref, model, LENGTHS)
 
 
 def test_derived_config_equals_the_preset(ref):
