@@ -54,8 +54,8 @@ def _hf(name):
             "gpt2": (tf.GPT2LMHeadModel, tf.GPT2Config()), "llama": (tf.LlamaForCausalLM, tf.LlamaConfig())}[name]
 
 
-@pytest.mark.parametrize("name", ["deepseek-v3", "qwen3-next", "mamba2", "lfm2", "bamba-9b", "gpt-oss-120b",
-                                  "gpt-oss-20b", "gpt2", "llama"])
+# qwen3-next: test_hf_qwen3_next counts the same default config (79,674,391,296), 17 s on the meta device
+@pytest.mark.parametrize("name", ["deepseek-v3", "mamba2", "lfm2", "bamba-9b", "gpt-oss-120b", "gpt-oss-20b", "gpt2", "llama"])
 def test_a_published_preset_has_as_many_parameters_as_hf_counts_at_its_published_config(name, capsys):
     from tests.interop.references import meta_parameters
 

@@ -153,6 +153,7 @@ def test_the_dry_run_says_what_the_rounds_may_add(spec_dir, tmp_path, capsys):
     assert "9 runs;" in out
 
 
+@pytest.mark.slow  # ~50 s of real SIGKILLs; CI keeps the round logic's resume from the store (test_a_sweep_trains_the_rounds_and_a_rerun_trains_nothing)
 def test_a_sweep_killed_between_rounds_resumes_to_the_same_runs(spec_dir, tmp_path, hooked):
     """SIGKILL of the whole sweep while it writes the second round's first run.json (the 7th: the first
     round wrote 6); the rerun decides the same round from the store and ends where an uninterrupted sweep
