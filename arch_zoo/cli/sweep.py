@@ -1,7 +1,6 @@
 """`arch-zoo sweep`: run (or resume) a sweep spec into a run store."""
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -30,8 +29,9 @@ def _sweep(args) -> int:
     if args.dry_run:
         from ..sweeps.store import Store
 
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # the probe's threads sleep while they wait, as a
-        # worker's do (local.py)
+        from ..openmp import passive_unless_chosen
+
+        passive_unless_chosen()  # the probe's threads sleep while they wait, as a worker's do
         plan = make_plan(spec)
         store = Store(Path(args.out) / spec.name)
         store.check_conflicts(plan)

@@ -7,11 +7,13 @@ import time
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..openmp import passive_unless_chosen
 from ..provenance import command_line
 from .common import EXIT_RUN_FAILED, cache_dir, cache_option, output_dir
 
 
 def _gradnorms(args) -> int:
+    passive_unless_chosen()  # before the imports below load torch (openmp.py)
     from ..formatting import number
     from ..reports.gradnorms import write
     from ..training.gradnorms import Study, last_layer_table, run_study
@@ -37,6 +39,7 @@ def _gradnorms(args) -> int:
 
 
 def _train(args) -> int:
+    passive_unless_chosen()  # before anything imports torch (openmp.py); DDP's processes inherit it
     from ..config.loading import load
 
     cfg = load(args.config, args.overrides)

@@ -21,6 +21,7 @@ import traceback
 from multiprocessing.connection import wait
 from typing import Callable, Dict, List, Optional
 
+from ..openmp import VARIABLE, passive_unless_chosen
 from .worker import Result, Task, TaskQueue, available_cores
 
 PRELOAD = ["arch_zoo.sweeps.local", "arch_zoo.training.run", "arch_zoo.training.trainer"]
@@ -252,18 +253,15 @@ def _main_module_hidden():
 
 @contextlib.contextmanager
 def _passive_openmp():
-    """Workers' OpenMP threads sleep while they wait instead of spinning (unless the user chose
-    otherwise). Spinning threads that share cores with anything else -- another worker, the
-    coordinator, a neighbour's job -- were measured 15-20x slower on a 2-core machine; sleeping
-    ones cost a few percent when the machine is idle. Read once, when the worker's libgomp loads."""
-    if "OMP_WAIT_POLICY" in os.environ:
+    """Workers' OpenMP threads sleep while they wait (openmp.py), unless the user chose otherwise;
+    the coordinator's own environment is left as it was."""
+    if not passive_unless_chosen():
         yield
         return
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     try:
         yield
     finally:
-        os.environ.pop("OMP_WAIT_POLICY", None)
+        os.environ.pop(VARIABLE, None)
 
 
 def _death(exitcode: Optional[int]) -> str:
