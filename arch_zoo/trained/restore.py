@@ -92,7 +92,12 @@ def _first_line(exc: BaseException, limit: int = 100) -> str:
 
 def prompt_ids(cfg: ExperimentConfig, tokenizer: Tokenizer, text: str) -> list:
     """Token ids of a prompt laid out as the run's task laid out its inputs (the task declares it:
-    ``Task.encode_prompt``); plain text for a run without a task."""
+    ``Task.encode_prompt``); plain text for a run without a task. A run imported from Hugging Face
+    (its tokenizer keeps the checkpoint's declared tokens) encodes it as ``tokenizer(prompt)`` and
+    Hugging Face's pipelines do: with what the tokenizer's post-processor adds (T5's </s> after a
+    source, Llama's <s> before a prompt), which the checkpoint was trained to see."""
     if cfg.task is None:
+        if getattr(tokenizer, "declared", None) is not None:
+            return tokenizer.encode(text, add_special_tokens=True)
         return tokenizer.encode(text)
     return TASKS.get(cfg.task.name, "task").factory.encode_prompt(tokenizer, text, cfg.model.kind)

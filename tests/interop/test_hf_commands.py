@@ -33,6 +33,31 @@ def test_import_then_export_gives_the_checkpoint_back(tmp_path, capsys):
          "tokenizer.json", "tokenizer_config.json"])
 
 
+def test_generate_on_an_imported_llama_starts_the_prompt_with_bos_as_its_tokenizer_does(tmp_path, capsys):
+    """`tokenizer(prompt)` and Hugging Face's text-generation pipeline put a Llama tokenizer's <s>
+    first; `arch-zoo generate` on the imported run does too, and prints Hugging Face's greedy text."""
+    from arch_zoo import restore
+    from arch_zoo.trained.restore import prompt_ids
+
+    hf_dir = tiny_llama(tmp_path / "hf")
+    assert main(["import", str(hf_dir), "--out", str(tmp_path / "run")]) == 0
+    fast, hf = tf.AutoTokenizer.from_pretrained(hf_dir), tf.AutoModelForCausalLM.from_pretrained(hf_dir).eval()
+    prompt = TEXT[0].split(".")[0]
+    ids = fast(prompt).input_ids
+    assert ids[0] == fast.bos_token_id and ids[1:] == fast(prompt, add_special_tokens=False).input_ids
+
+    def greedy(ids):
+        out = hf.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                          max_new_tokens=6, do_sample=False, pad_token_id=fast.eos_token_id)
+        return fast.decode(out[0, len(ids):], skip_special_tokens=True)
+
+    cfg, _, tokenizer = restore(tmp_path / "run")
+    assert prompt_ids(cfg, tokenizer, prompt) == ids
+    capsys.readouterr()
+    assert main(["generate", str(tmp_path / "run"), "--prompt", prompt, "--max-new-tokens", "6"]) == 0
+    assert capsys.readouterr().out == greedy(ids) + "\n"
+
+
 @pytest.mark.parametrize("spec", ["char", "word", "byte", {"name": "bpe", "vocab_size": 300}])
 def test_every_tokenizer_is_written_so_that_auto_tokenizer_gives_the_same_ids(spec, tmp_path):
     from arch_zoo.data.tokenizers import build_tokenizer, parse_tokenizer

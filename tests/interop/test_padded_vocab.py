@@ -116,15 +116,34 @@ def test_sampling_never_draws_an_id_the_tokenizer_cannot_decode(imported):
     assert bool((out.logits[..., padded.tokens:].amax(-1) > out.logits[..., :padded.tokens].amax(-1)).all())
 
 
+def test_a_prompt_is_encoded_as_hugging_faces_tokenizer_encodes_it(imported):
+    """Issue: `arch-zoo generate` skipped the tokenizer's post-processor: T5's source lacked the </s>
+    that `tokenizer(prompt)` appends and its checkpoints were trained with."""
+    from arch_zoo import restore
+    from arch_zoo.trained.restore import prompt_ids
+
+    padded, run, _ = imported
+    cfg, _, tokenizer = restore(run)
+    theirs = tf.AutoTokenizer.from_pretrained(padded.dir)
+    for text in PROMPTS:
+        ids = prompt_ids(cfg, tokenizer, text)
+        assert ids == theirs(text).input_ids, text
+        assert (ids[-1] == padded.eos) == (cfg.model.kind == "encoder_decoder")  # only T5's template adds one
+
+
 def test_arch_zoo_generate_prints_hugging_faces_greedy_text_over_the_tokenizer(imported, capsys):
-    """T5's decoder starts from the checkpoint's decoder_start_token_id (<pad>), as in Hugging Face."""
+    """T5's decoder starts from the checkpoint's decoder_start_token_id (<pad>), as in Hugging Face,
+    from the prompt as ``tokenizer(prompt)`` encodes it (T5's with </s>, which changes the output)."""
     from arch_zoo import restore
 
     padded, run, hf = imported
     _, _, tokenizer = restore(run)
     capsys.readouterr()
     assert main(["generate", str(run), "--prompt", PROMPTS[0], "--max-new-tokens", str(NEW_TOKENS)]) == 0
-    expected = tokenizer.decode(_hugging_face(hf, padded, tokenizer.encode(PROMPTS[0]), do_sample=False))
+    ids = tf.AutoTokenizer.from_pretrained(padded.dir)(PROMPTS[0]).input_ids
+    expected = tokenizer.decode(_hugging_face(hf, padded, ids, do_sample=False))
+    if hf.config.is_encoder_decoder:  # the </s> decides what is generated, so the test tells the two apart
+        assert expected != tokenizer.decode(_hugging_face(hf, padded, ids[:-1], do_sample=False))
     assert expected.strip() and capsys.readouterr().out == expected + "\n"
 
 
