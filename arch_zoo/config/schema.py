@@ -22,7 +22,7 @@ def component(family: str, default: Optional[str]):
 @dataclass(frozen=True)
 class ModelConfig:
     kind: Literal["encoder", "decoder", "encoder_decoder"] = "decoder"  # the stacks: encoder only, decoder only, or both
-    vocab_size: Optional[int] = None  # null: taken from the task's tokenizer
+    vocab_size: Optional[int] = None  # null: taken from the task's tokenizer; more rows than its tokens (an imported checkpoint's padding) are kept, never targets
     d_model: int = 256  # width of the residual stream
     n_layers: int = 4  # layers per stack
     n_encoder_layers: Optional[int] = None  # default: n_layers

@@ -40,3 +40,15 @@ def build_model(cfg: Union[ResolvedModel, ModelConfig, ExperimentConfig, Mapping
         raise ConfigError("vocab_size", "is unknown: pass it to build_model or set model.vocab_size")
     for_transformers()  # a remote-code export's modelling file builds through here, then transformers loads it
     return MODEL_KINDS[resolved.config.kind](resolved, vocab_size)
+
+
+def embedding_rows(config: ModelConfig, tokenizer_size: int) -> int:
+    """The vocabulary rows a model of ``config`` is built with beside a tokenizer of ``tokenizer_size``
+    tokens: ``model.vocab_size`` when set, else the tokenizer's size. A checkpoint published with rows
+    past its tokenizer (t5-small, Pythia, Qwen3; ``arch-zoo import`` keeps them) trains with them as
+    Hugging Face trains it: every row in the softmax, none ever a target (no token id reaches them)."""
+    rows = config.vocab_size or tokenizer_size
+    if rows < tokenizer_size:
+        raise ConfigError("model.vocab_size", f"is {rows}, fewer than the {tokenizer_size} tokens of the task's "
+                          "tokenizer; leave it null to take the tokenizer's")
+    return rows

@@ -82,11 +82,12 @@ def width_overrides(cfg, width: int, parametrization: str, base_width: int) -> L
 def _train(cfg, data, batches: Sequence, steps: int) -> List[Dict[str, float]]:
     """Coordinate sizes of the first batch at init and after each of ``steps`` updates."""
     from ..models import build_model
+    from ..models.build import embedding_rows
     from ..recipes import build_optimizer
     from ..training import objectives
 
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg, data.tokenizer.vocab_size)
+    model = build_model(cfg, embedding_rows(cfg.model, data.tokenizer.vocab_size))
     objective = objectives.objective(data.objective)
     optimizer = build_optimizer(model, cfg.train).optimizer
     rows = []

@@ -19,6 +19,7 @@ from ..config import ExperimentConfig
 from ..config.loading import load
 from ..data.tasks.base import collate
 from ..models import build_model
+from ..models.build import embedding_rows
 from . import objectives
 from .run import prepare
 
@@ -60,7 +61,7 @@ def measure(cfg: ExperimentConfig, batch_size: int) -> List[Dict[str, object]]:
     """One backward pass of the task loss at initialisation; the rows of ``layer_norms``."""
     data = prepare(cfg)
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg, data.tokenizer.vocab_size).train()
+    model = build_model(cfg, embedding_rows(cfg.model, data.tokenizer.vocab_size)).train()
     examples = data.splits["train"][:batch_size]
     batch = collate(examples, data.tokenizer.pad_id)
     logits, labels = objectives.objective(data.objective).forward(model, batch)

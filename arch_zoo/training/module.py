@@ -17,6 +17,7 @@ from ..config import ExperimentConfig
 from ..config.loading import to_yaml
 from ..data.tasks.base import TaskData
 from ..models import build_model
+from ..models.build import embedding_rows
 from . import objectives
 from .accel import compiled_forward
 from .eval_decoding import EvalDecoding
@@ -32,7 +33,7 @@ class ArchZooModule(pl.LightningModule):
         super().__init__()
         self.cfg, self.objective = cfg, objectives.objective(data.objective)
         self.tokenizer = data.tokenizer
-        self.model = build_model(cfg, data.tokenizer.vocab_size)
+        self.model = build_model(cfg, embedding_rows(cfg.model, data.tokenizer.vocab_size))
         self.compiled = compiled_forward(self.model, cfg.train)  # None when eager; a plain object: never in state_dict
         self.eval_splits = data.eval_splits
         self.chars_per_token = {k: float(v) for k, v in (data.info.get("chars_per_token") or {}).items()}
@@ -137,7 +138,7 @@ class ArchZooModule(pl.LightningModule):
             outputs = self.decoding.run(self.model, lambda compile: objectives.greedy_outputs(
                 self.model, [e.prompt_ids for e in examples], targets, self.objective,
                 tok.bos_id, tok.eos_id, tok.pad_id, self.cfg.train.eval_batch_size or self.cfg.train.batch_size,
-                compile=compile))
+                compile=compile, tokenizer_size=tok.vocab_size))
             metrics[f"{stage}/exact_match"] = objectives.exact_match(outputs, targets)
             if stage == "test":
                 decoded = [{"prompt": tok.decode(e.prompt_ids), "target": tok.decode(e.target_ids),

@@ -172,14 +172,15 @@ def objective(name: str) -> Objective:
 
 @torch.no_grad()
 def greedy_outputs(model, prompts, targets, objective: Objective, bos: int, eos: int, pad: int, batch_size: int,
-                   compile: bool = False) -> List[Tuple[List[int], bool]]:
+                   compile: bool = False, tokenizer_size: Optional[int] = None) -> List[Tuple[List[int], bool]]:
     """Each prompt's greedy decoding (at most len(target) + 1 tokens), without its eos, and
     whether it ended with eos, in the order given. Prompts are decoded grouped by length (then by
     target length), so a batch pads little and stops as soon as its longest target allows; each
     output is cut to its own budget, so it does not depend on the batch it was decoded in.
     ``compile``: through the static cache and compiled step, every batch ``batch_size`` rows (the
     last filled up with copies of its first prompt, whose outputs are dropped) so that one compiled
-    step serves every batch of a cache length."""
+    step serves every batch of a cache length. ``tokenizer_size``: no id past it is chosen (rows an
+    imported checkpoint padded its vocabulary with)."""
     from ..generation import generate
 
     order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), len(targets[i])))
@@ -192,7 +193,8 @@ def greedy_outputs(model, prompts, targets, objective: Objective, bos: int, eos:
             chunk += [chunk[0]] * (rows - len(chunk))
         longest = max(len(targets[i]) for i in group) + 1
         out = generate(model, chunk, strategy="greedy", max_new_tokens=longest, eos_token_id=eos, pad_token_id=pad,
-                       decoder_start_token_id=objective.decoder_start(bos), compile=compile)
+                       decoder_start_token_id=objective.decoder_start(bos), compile=compile,
+                       tokenizer_size=tokenizer_size)
         for i, hyps in zip(group, out.to_lists()):
             hyp = hyps[0][:len(targets[i]) + 1]  # its own budget, whatever its batch's longest target
             ended = hyp[-1:] == [eos]

@@ -19,6 +19,7 @@ from ..data.store import cut_text
 from ..data.tasks import TASKS, TaskData
 from ..data.unigram import unigram_loss
 from ..errors import ConfigError
+from ..models.build import embedding_rows
 from ..models.embedding_scale import embedding_scale
 from ..recipes import recipe_warnings
 from ..recipes.wsds import planned
@@ -74,9 +75,7 @@ def prepare(cfg: ExperimentConfig, quiet: bool = False) -> TaskData:
     if data.n_classes is not None and getattr(head.options, "n_classes", data.n_classes) != data.n_classes:
         raise ConfigError("model.head.n_classes", f"is {head.options.n_classes} but task '{cfg.task.name}' has "
                           f"{data.n_classes} classes")
-    if cfg.model.vocab_size is not None and cfg.model.vocab_size != data.tokenizer.vocab_size:
-        raise ConfigError("model.vocab_size", f"is {cfg.model.vocab_size} but the task's tokenizer has "
-                          f"{data.tokenizer.vocab_size} tokens; leave it null to take the tokenizer's")
+    embedding_rows(cfg.model, data.tokenizer.vocab_size)  # more rows than tokens (an import's padding) train
     _drop_unreachable_lengths(cfg, data)
     if "unigram_loss" not in data.info:  # (a corpus task's store counted it once, when prepared)
         data.info["unigram_loss"] = unigram_loss(data.splits["train"], objective(data.objective).label_offset)

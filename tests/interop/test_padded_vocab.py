@@ -192,3 +192,30 @@ def test_a_tokenizer_larger_than_the_embedding_is_refused_at_import_restore_and_
     (run / "config.yaml").write_text(yaml.safe_dump(written))
     with pytest.raises(ConfigError, match=f"model.vocab_size {n - 4}, fewer than the {n} tokens"):
         restore(run)
+
+
+def test_training_from_an_imported_padded_run_keeps_every_row_and_exports(tmp_path, capsys):
+    """Issue: training from an imported run with padded rows was refused (model.vocab_size 384, the
+    tokenizer's 300). It trains as Hugging Face trains it, the softmax over every row, none a target;
+    the run keeps the padded vocab_size, so its export is the checkpoint's shape and loads alone."""
+    from arch_zoo import restore
+    from tests.evaluation.helpers import TEXT
+    from tests.interop.family_checks import assert_export_loads_alone
+    from tests.interop.references import padded_batch
+
+    padded = padded_checkpoint("gpt_neox", tmp_path / "hf")
+    assert main(["import", str(padded.dir), "--out", str(tmp_path / "run")]) == 0
+    (tmp_path / "corpus.txt").write_text("\n".join(TEXT * 4))
+    assert main(["train", str(tmp_path / "run" / "config.yaml"), "--out", str(tmp_path / "tuned"), "--quiet",
+                 "task.name=char_lm", f"task.files=[{tmp_path / 'corpus.txt'}]", "task.seq_len=32",
+                 "task.tokenizer.name=pretrained", f"task.tokenizer.path={padded.dir}", "train.max_steps=2",
+                 "train.val_every=2", "train.val_batches=1", "train.batch_size=2", "train.progress_bar=false"]) == 0
+    assert "status: completed" in capsys.readouterr().out
+    cfg, model, tokenizer = restore(tmp_path / "tuned")
+    assert (cfg.model.vocab_size, model.vocab_size, tokenizer.vocab_size) == (padded.rows, padded.rows, padded.tokens)
+    assert main(["export", str(tmp_path / "tuned"), "--to", "hf", "--out", str(tmp_path / "back")]) == 0
+    assert json.loads((tmp_path / "back" / "config.json").read_text())["vocab_size"] == padded.rows
+    job = {"dir": str(tmp_path / "back"), "auto_class": "AutoModelForCausalLM", "remote": False,
+           "prompts": [tokenizer.encode(PROMPTS[0])], "new_tokens": 4,
+           **{side: padded_batch([7, 12, 3], 12, side, low=3) for side in ("right", "left")}}
+    assert_export_loads_alone(tmp_path, model.eval(), job)

@@ -39,11 +39,12 @@ def bad_inputs(tmp_path):
         "head mismatch": ({"model": {**MODEL, "kind": "encoder"}, "task": {"name": "dyck", "max_len": 16, "n_train": 100, "n_val": 20, "n_test": 20}},
                           "model.head: task 'dyck' trains with objective 'classification'"),
         "bad train key": ({"train": {**TRAIN, "max_step": 3}}, "train.max_step: unknown key (did you mean 'max_steps'?)"),
+        "too few rows": ({"model": {**MODEL, "vocab_size": 10}}, "model.vocab_size: is 10, fewer than the "),
     }
 
 
 @pytest.mark.parametrize("case", ["missing file", "empty corpus", "unknown task", "unknown tokenizer",
-                                  "kind mismatch", "head mismatch", "bad train key"])
+                                  "kind mismatch", "head mismatch", "bad train key", "too few rows"])
 def test_bad_input_exits_2_with_one_line_and_no_run_dir(case, tmp_path, capsys):
     changes, message = bad_inputs(tmp_path)[case]
     out = tmp_path / "run"
