@@ -6,10 +6,13 @@ import pytest
 import torch
 
 from arch_zoo.cli import main
+from arch_zoo.coerce import to_dict
 from arch_zoo.config.loading import model_config
 from arch_zoo.interop import from_hf, model_config_from_hf
 from arch_zoo.interop.checkpoint import CheckpointError
 from arch_zoo.interop.export_hf import native_config
+from arch_zoo.interop.families import deepseek_v3
+from arch_zoo.interop.mapping import NotExpressible
 from tests.interop.family_checks import with_router_bias
 from tests.interop.references import (VOCAB, assert_generates_as_hf, assert_round_trip, assert_same_logits,
                                       causal_lm_logits, meta_parameters, randomize, tiny)
@@ -84,6 +87,23 @@ def test_other_settings_of_the_family_import_too(changes):
     assert_same_logits(ref, model, "left")
     dense = [type(layer.ffn.sublayer).__name__ for layer in model.decoder.layers].count("SwiGLU")
     assert dense == ref.config.first_k_dense_replace
+
+
+def test_the_latent_norms_keep_hf_eps_whatever_rms_norm_eps_says():
+    """Issue: the importer gave q_a_layernorm and kv_a_layernorm the model's rms_norm_eps, where
+    DeepseekV3Attention builds them at DeepseekV3RMSNorm's default 1e-6; 1e-2 makes the difference show.
+    The export writes them back only as DeepSeek-V3's (a latent eps of 1e-2 has no field there)."""
+    ref = reference(rms_norm_eps=1e-2)
+    model = from_hf(ref)
+    assert model.config.norm.options.eps == 1e-2 and model.config.mixer.options.norm_eps == 1e-6
+    assert_same_logits(ref, model, "right")
+    theirs, before = causal_lm_logits(ref, from_hf(ref, changes={"mixer": {"norm_eps": None}}), "right")
+    assert (theirs - before).abs().max() > 1e-3  # the model's eps in the latents: the comparison tells them apart
+    assert_round_trip(ref)
+    other = model_config({**to_dict(model.config), "mixer": {**to_dict(model.config.mixer), "norm_eps": None}})
+    assert native_config(other).hf_config is None
+    with pytest.raises(NotExpressible, match=r"mla.norm_eps 0.01 \(DeepSeek-V3's latent norms keep 1e-06\)"):
+        deepseek_v3.write(other, to_dict(other))
 
 
 def test_cached_greedy_decoding_gives_the_tokens_of_hf_generate(ref):

@@ -25,6 +25,7 @@ from . import llama
 MLA_NAMES = {"q_proj": "q_proj", "q_a": "q_a_proj", "q_norm": "q_a_layernorm", "q_b": "q_b_proj",
              "kv_a": "kv_a_proj_with_mqa", "kv_norm": "kv_a_layernorm", "kv_b": "kv_b_proj", "out": "o_proj"}
 BIAS_UPDATE_SPEED, BALANCE_LOSS_WEIGHT = 0.001, 0.0001  # the paper's gamma and alpha
+LATENT_EPS = 1e-6  # DeepseekV3RMSNorm's default: q_a_layernorm and kv_a_layernorm keep it whatever rms_norm_eps says
 
 
 def config(c: dict, weights: WeightMap) -> dict:
@@ -40,6 +41,8 @@ def config(c: dict, weights: WeightMap) -> dict:
     cfg["position"] = {"name": "rope", "base": cfg["position"]["base"],
                        "interleaved": bool(c.get("rope_interleave", True))}
     cfg["mixer"] = {"name": "mla", **{k: c[k] for k in RANKS}}
+    if cfg["norm"]["eps"] != LATENT_EPS:  # (unset where they agree: mla's null is model.norm's eps)
+        cfg["mixer"]["norm_eps"] = LATENT_EPS
     n, first = c["num_hidden_layers"], min(c.get("first_k_dense_replace") or 0, c["num_hidden_layers"])
     experts = c.get("moe_intermediate_size")
     if first < n:
@@ -91,6 +94,8 @@ def write(m: ModelConfig, d: dict) -> Dict[str, Any]:
     moe = spec(layers[first], "ffn") if first < len(layers) else {}
     dense = spec(layers[0], "ffn")["name"] if first else moe.get("expert", "swiglu")
     position, ranks = spec(d, "position"), resolved_mixer(m).mixer.options
+    if ranks.norm_eps != LATENT_EPS:
+        raise NotExpressible(f"mla.norm_eps {ranks.norm_eps} (DeepSeek-V3's latent norms keep {LATENT_EPS})")
     experts = {} if not moe else {
         "n_routed_experts": moe["n_experts"], "num_experts_per_tok": moe["top_k"],
         "moe_intermediate_size": moe.get("d_ff") or m.d_ff, "n_shared_experts": moe.get("n_shared_experts"),
