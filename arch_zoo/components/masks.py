@@ -108,3 +108,25 @@ def cross_attention_mask(source_mask: Optional[Tensor], q_len: int) -> Attention
     if source_mask is None:
         return AttentionMask()
     return _finish(padding(source_mask).expand(-1, 1, q_len, -1))
+
+
+def document_starts(document_ids: Tensor) -> Tensor:
+    """(B, L) bool: True where a document starts (the row's first token, and every token whose
+    document id differs from the one before it)."""
+    starts = torch.ones_like(document_ids, dtype=torch.bool)
+    starts[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]
+    return starts
+
+
+def within_documents(mask: AttentionMask, document_ids: Tensor) -> AttentionMask:
+    """``mask`` (over L new keys, nothing cached) and block-diagonal by document: a query reads only the
+    keys of its own document (Llama 3's document mask). Every query may read its own key, so only a row
+    that padding emptied stays empty, and it is handled as ``restrict`` handles it."""
+    length = document_ids.shape[-1]
+    same = (document_ids[:, :, None] == document_ids[:, None, :]).unsqueeze(1)  # (B, 1, L, L)
+    allowed = mask.materialize(length, length, document_ids.device)
+    if allowed is None:
+        return AttentionMask(same, False, None)
+    if allowed.dtype == torch.bool:
+        return AttentionMask(allowed & same, False, mask.keep)
+    return AttentionMask(allowed.masked_fill(~same, float("-inf")), False, mask.keep)
