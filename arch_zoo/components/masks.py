@@ -34,13 +34,15 @@ class AttentionMask:
         return AttentionMask(bias, False, self.keep)
 
     def restrict(self, band: Tensor) -> "AttentionMask":
-        """This mask and a (q_len, k_len) bool ``band`` (an attention pattern's). A query row left with
-        nothing to attend attends everywhere and is zeroed through ``keep``, as in ``_finish``. Without
-        padding (``keep`` None) no row can empty: every band here includes the query's own key."""
-        q_len, k_len = band.shape
+        """This mask and a (q_len, k_len) bool ``band`` (an attention pattern's; (B, 1, q_len, k_len): the
+        document mask's). A query row left with nothing to attend attends everywhere and is zeroed through
+        ``keep``, as in ``_finish``. Without padding (``keep`` None) no row can empty: every band here
+        includes the query's own key."""
+        q_len, k_len = band.shape[-2:]
+        band = band.view(-1, 1, q_len, k_len)  # (q_len, k_len), or one per batch row (B, 1, q_len, k_len)
         allowed = self.materialize(q_len, k_len, band.device)
         if allowed is None:
-            return AttentionMask(band.view(1, 1, q_len, k_len), False, None)
+            return AttentionMask(band, False, None)
         if allowed.dtype == torch.bool:
             allowed = allowed & band
             nonempty = allowed.any(-1, keepdim=True)
@@ -120,13 +122,6 @@ def document_starts(document_ids: Tensor) -> Tensor:
 
 def within_documents(mask: AttentionMask, document_ids: Tensor) -> AttentionMask:
     """``mask`` (over L new keys, nothing cached) and block-diagonal by document: a query reads only the
-    keys of its own document (Llama 3's document mask). Every query may read its own key, so only a row
-    that padding emptied stays empty, and it is handled as ``restrict`` handles it."""
-    length = document_ids.shape[-1]
-    same = (document_ids[:, :, None] == document_ids[:, None, :]).unsqueeze(1)  # (B, 1, L, L)
-    allowed = mask.materialize(length, length, document_ids.device)
-    if allowed is None:
-        return AttentionMask(same, False, None)
-    if allowed.dtype == torch.bool:
-        return AttentionMask(allowed & same, False, mask.keep)
-    return AttentionMask(allowed.masked_fill(~same, float("-inf")), False, mask.keep)
+    keys of its own document (Llama 3's document mask). Every query may read its own key, so only a
+    padded query (padding is a document of its own) can be left with nothing: ``restrict`` zeroes it."""
+    return mask.restrict((document_ids[:, :, None] == document_ids[:, None, :]).unsqueeze(1))
