@@ -163,3 +163,13 @@ def test_a_mixer_without_float64_is_checked_in_float32_at_the_stated_tolerance()
         oracle = Oracle(name, {"conv_size": 3}, {})
         assert (oracle.dtype, oracle.tol) == (torch.float32, 1e-4)
         assert "prefill_then_decode [splits 0-7]" in check_mixer(name)
+
+
+def test_the_own_mixer_page_quotes_the_message_a_leaking_plugin_gets():
+    from tests.test_docs import DOCS
+
+    page = " ".join((DOCS / "how-to" / "own-mixer.md").read_text().split())
+    quoted = re.search(r"`(mixer 'my_mixer' fails packed_equals_separate: [^`]+), \.\.\.`", page).group(1)
+    with registered("my_mixer", LeaksAcrossDocuments, ShortConvOptions), pytest.raises(AssertionError) as err:
+        check_mixer("my_mixer")
+    assert str(err.value).startswith(quoted + ", max |diff|")
