@@ -187,13 +187,14 @@ def packed_equals_separate(o: Oracle) -> str:
                 o.close(packed[row: row + 1, start: start + n], alone, "packed_equals_separate",
                         f"document {d} (tokens {start}-{start + n - 1}) of a row packing documents of "
                         f"{', '.join(map(str, sizes))} tokens gets other logits than alone: something crosses a "
-                        f"document start (document_boundaries = '{document_boundaries(o.name)}')")
+                        f"document start (document_boundaries = '{declared(o.model)}')")
                 start += n
     return "packed_equals_separate"
 
 
-def document_boundaries(name: str) -> str:
-    return getattr(MIXERS.get(name).factory, "document_boundaries", "rows")
+def declared(model) -> str:
+    """How the oracle's one mixer says it keeps documents apart."""
+    return getattr(model.decoder.layers[0].mixer.sublayer, "document_boundaries", "rows")
 
 
 # name -> check; each returns the name it ran under (None: it does not apply to this mixer)

@@ -121,3 +121,11 @@ def test_generation_continues_only_the_prompt_s_last_document(mixer):
     torch.testing.assert_close(packed.logits, own.logits, rtol=0, atol=1e-10)
     assert torch.equal(packed.tokens, own.tokens)
     assert (generate(model, ids, **kw).logits - own.logits).abs().max() > 1e-3  # the whole prompt reads otherwise
+
+
+@pytest.mark.parametrize("mixer", ["attention", "linear_attention"])  # a mask; linear attention's own sums
+def test_an_encoder_reads_both_ways_within_its_document_only(mixer):
+    model = model_of(kind="encoder", head="lm", position="learned", mixer={"name": mixer})
+    ids = torch.randint(1, VOCAB, (1, sum(LENGTHS)))
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids, document_ids=DOCS).logits, alone(model, ids), rtol=0, atol=1e-10)

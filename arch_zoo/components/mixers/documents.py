@@ -13,7 +13,8 @@ mixer declares how it keeps documents apart (``Mixer.document_boundaries``):
   flash-linear-attention's variable-length ``cu_seqlens`` kernels do, whatever the mixer computes.
 * ``"native"``: the mixer reads ``inputs.documents.starts`` (B, L) itself and resets its own state there
   (cheaper than re-packing; the conformance oracle's ``packed_equals_separate`` holds it to the same
-  result).
+  result). ``linear_attention`` does: causal, a log-decay of ``RESET_LOG_DECAY`` at each start empties
+  its state (``reset_log_decay``); bidirectional, each query sums over its own document's keys.
 
 Positions restart at every document start, as in fla's variable-length kernels, so absolute schemes
 (learned, sinusoidal) give each document the positions, and so the logits, it would get alone.
@@ -29,6 +30,9 @@ from torch import Tensor
 from ..masks import document_starts
 
 WAYS = ("mask", "rows", "native")
+# A log-decay that empties a state: exp() of it is 0 in every float dtype, and it is finite, so the
+# cumulative sums of a chunked scan never meet inf - inf (and stay exact where the other decays are 0).
+RESET_LOG_DECAY = -1e4
 
 
 def positions_within(document_ids: Tensor, positions: Tensor) -> Tensor:
@@ -77,6 +81,21 @@ class DocumentRows:
     def scatter(self, y: Tensor, batch: int) -> Tensor:
         """(R, W, ...) -> (B, L, ...): each packed token's output from its document's row."""
         return y.reshape(-1, *y.shape[2:])[self.back].view(batch, -1, *y.shape[2:])
+
+
+def same_document(starts: Tensor) -> Tensor:
+    """(B, L, L) in float: 1 where two positions are of one document (``starts`` (B, L) bool)."""
+    index = starts.long().cumsum(-1)
+    return (index[:, :, None] == index[:, None, :]).float()
+
+
+def reset_log_decay(inputs, heads: int, like: Tensor) -> Optional[Tensor]:
+    """(B, heads, L) in ``like``'s dtype: a log-decay of RESET_LOG_DECAY at every document start, 0
+    elsewhere (a ``"native"`` mixer adds it to its own); None without documents."""
+    rows = getattr(inputs, "documents", None)
+    if rows is None:
+        return None
+    return (rows.starts.to(like.dtype) * RESET_LOG_DECAY).unsqueeze(1).expand(-1, heads, -1)
 
 
 def mix(mixer, x: Tensor, inputs, state) -> Tensor:
