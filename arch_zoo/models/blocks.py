@@ -175,10 +175,11 @@ class Stack(nn.Module):
         if document_ids is not None and positions is None:
             positions = positions_within(document_ids, default_positions(attention_mask, length, 0, x.device))
         positions, k_pos, mask = state.keys(positions, attention_mask, length, self.causal, x.device)
-        rows = None
+        rows, ways = None, set()
         if document_ids is not None:
             mask = within_documents(mask, document_ids)
-            rows = DocumentRows.of(document_ids)
+            ways = {getattr(layer.mixer.sublayer, "document_boundaries", "rows") for layer in self.layers}
+            rows = DocumentRows.of(document_ids) if ways - {"mask"} else None  # an attention-only stack: the mask
         tokens = None if attention_mask is None else attention_mask[:, -length:].bool()
         cross_mask = cross_attention_mask(memory_mask, length) if memory is not None else None
         if memory is not None and self.cross_positions and memory_positions is None:
@@ -193,7 +194,7 @@ class Stack(nn.Module):
                 inputs = MixerInputs(self._with_bias(mask, positions, k_pos, cross=False, scheme=own),
                                      own.rotator(positions, positions), need_weights, tokens, self.causal)
                 if rows is not None:
-                    inputs.documents = self._rows(rows, positions, tokens, own)
+                    inputs.documents = self._rows(rows, positions, tokens, own) if "rows" in ways else rows
                 if memory is not None:
                     inputs.cross = CrossInputs(cross_mask, None, need_weights, tokens, False, memory=memory)
                     if self.cross_positions:
