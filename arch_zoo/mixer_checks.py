@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from .components.mixers import MIXERS
+from .components.mixers.documents import WAYS
 from .components.state import DecodingState, KVCache
 from .models import build_model
 from .models.flops import decoding_state_bytes
@@ -177,6 +178,9 @@ def state_formula(o: Oracle) -> str:
 
 
 def packed_equals_separate(o: Oracle) -> str:
+    if declared(o.model) not in WAYS:
+        raise o.fail("packed_equals_separate", f"document_boundaries = {declared(o.model)!r} is none of "
+                     f"{', '.join(WAYS)}")
     document_ids = torch.stack([torch.cat([torch.full((n,), d) for d, n in enumerate(sizes)]) for sizes in DOCUMENTS])
     with torch.no_grad():
         packed = o.model(o.ids, document_ids=document_ids).logits

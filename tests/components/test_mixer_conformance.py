@@ -81,6 +81,10 @@ class AttendsPastTheMask(GatedDeltaNet):
     document_boundaries = "mask"
 
 
+class UnknownWay(GatedShortConv):
+    document_boundaries = "reset"
+
+
 BROKEN = {
     "drops_state": (DropsState, ShortConvOptions, r"mixer 'test_drops_state' fails prefill_then_decode: a prefill of 0 "
                     r"tokens then decoding one token at a time differs from one full forward of 7, max \|diff\|"),
@@ -94,6 +98,8 @@ BROKEN = {
                         r"'native'\), max \|diff\|"),
     "mask_only_claimed": (AttendsPastTheMask, GatedDeltaNetOptions, r"mixer 'test_mask_only_claimed' fails "
                           r"packed_equals_separate: document 1 .*\(document_boundaries = 'mask'\)"),
+    "unknown_way": (UnknownWay, ShortConvOptions, r"mixer 'test_unknown_way' fails packed_equals_separate: "
+                    r"document_boundaries = 'reset' is none of mask, rows, native"),
     "overstated": (Overstated, GatedDeltaNetOptions, r"mixer 'test_overstated' fails state_formula: describe's state "
                    r"bytes \(state_elements\) say \d+ a row after 4 positions, the state holds \d+"),
 }
