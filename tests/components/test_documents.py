@@ -70,7 +70,7 @@ def test_rows_put_every_token_back_where_it_came_from():
     {"mixer": {"name": "differential_attention"}, "position": "rope"},
     {"mixer": {"name": "mla", "q_lora_rank": 12, "kv_lora_rank": 10, "qk_nope_head_dim": 6, "qk_rope_head_dim": 4,
                "v_head_dim": 5}, "position": "rope"},
-    {"layers": [{"pattern": [{"mixer": "gated_deltanet"}, {"mixer": "attention"}]}], "position": "learned"},  # a hybrid stack
+    {"layers": [{"pattern": [{"mixer": "gated_deltanet"}, {"mixer": "attention"}]}], "position": "learned"},
 ], ids=["learned", "sinusoidal", "rope", "alibi", "t5_bias", "sliding_window", "mqa", "differential", "mla", "hybrid"])
 def test_a_packed_row_gives_each_document_the_logits_it_gets_alone(changes):
     model = model_of(**changes)
