@@ -12,10 +12,12 @@ model's own forward and decoding cache:
   references, each storage counted once) is its ``nbytes``, right after the prefill and after decoding
   steps (a slice of a prefill's buffer keeps the whole buffer);
 * ``state_formula``: the decoding-state bytes ``describe`` prints (``decoding_state_bytes``, from the
-  mixer's ``state_elements``) are the numbers the state holds (a K/V cache: its live keys).
+  mixer's ``state_elements``) are the numbers the state holds (a K/V cache: its live keys);
+* ``packed_equals_separate``: rows packing documents of different lengths (``DOCUMENTS``, a one-token
+  one among them), kept apart by ``document_ids``, give each document the logits it gets alone, however
+  the mixer declares it keeps them apart (``document_boundaries``: a mask, rows, its own reset).
 
-Each failure is one AssertionError naming the mixer and the check. Where the issue 58 item 4 lands
-(documents separated inside a packed batch), its check "packed = separate" joins ``MIXER_CHECKS``."""
+Each failure is one AssertionError naming the mixer and the check."""
 from __future__ import annotations
 
 import dataclasses
@@ -25,6 +27,7 @@ import torch
 from torch import Tensor
 
 from .components.mixers import MIXERS
+from .components.mixers.documents import WAYS
 from .components.state import DecodingState, KVCache
 from .models import build_model
 from .models.flops import decoding_state_bytes
@@ -34,6 +37,7 @@ CHUNKS = (1, 2, 3, LENGTH)
 SIZES = {"kind": "decoder", "d_model": 16, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1, "d_ff": 16,
          "max_seq_len": 16}
 TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-4}
+DOCUMENTS = ((3, 4), (2, 1, 4))  # packed_equals_separate: each row's documents' lengths (LENGTH tokens a row)
 
 
 class Oracle:
@@ -173,12 +177,35 @@ def state_formula(o: Oracle) -> str:
     return "state_formula"
 
 
-# name -> check; each returns the name it ran under (None: it does not apply to this mixer). Not here
-# yet: "packed_equals_separate" (a packed batch gives each document the logits it gets alone), which
-# needs documents separated inside a batch (issue 58 item 4) and joins this table with it.
+def packed_equals_separate(o: Oracle) -> str:
+    if declared(o.model) not in WAYS:
+        raise o.fail("packed_equals_separate", f"document_boundaries = {declared(o.model)!r} is none of "
+                     f"{', '.join(WAYS)}")
+    document_ids = torch.stack([torch.cat([torch.full((n,), d) for d, n in enumerate(sizes)]) for sizes in DOCUMENTS])
+    with torch.no_grad():
+        packed = o.model(o.ids, document_ids=document_ids).logits
+        for row, sizes in enumerate(DOCUMENTS):
+            start = 0
+            for d, n in enumerate(sizes):
+                alone = o.model(o.ids[row: row + 1, start: start + n]).logits
+                o.close(packed[row: row + 1, start: start + n], alone, "packed_equals_separate",
+                        f"document {d} (tokens {start}-{start + n - 1}) of a row packing documents of "
+                        f"{', '.join(map(str, sizes))} tokens gets other logits than alone: something crosses a "
+                        f"document start (document_boundaries = '{declared(o.model)}')")
+                start += n
+    return "packed_equals_separate"
+
+
+def declared(model) -> str:
+    """How the oracle's one mixer says it keeps documents apart."""
+    return getattr(model.decoder.layers[0].mixer.sublayer, "document_boundaries", "rows")
+
+
+# name -> check; each returns the name it ran under (None: it does not apply to this mixer)
 MIXER_CHECKS: Dict[str, Callable[[Oracle], Optional[str]]] = {
     "chunks_agree": chunks_agree, "prefill_then_decode": prefill_then_decode,
     "state_keeps_what_it_reports": state_keeps_what_it_reports, "state_formula": state_formula,
+    "packed_equals_separate": packed_equals_separate,
 }
 
 

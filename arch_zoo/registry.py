@@ -63,6 +63,8 @@ class Registry:
         self.family = family  # e.g. "positions"
         self.kind = kind  # e.g. "position scheme", used in error messages
         self.moved = dict(moved or {})  # options or names that left this family -> where they live now
+        # options only some entries have -> why an entry without one cannot take it (one line, with the choices)
+        self.not_everywhere: Dict[str, str] = {}
         self._entries: Dict[str, Entry] = {}
         _FAMILIES.setdefault(family, self)
 
@@ -120,6 +122,8 @@ class Registry:
         for opt in raw:
             if opt not in fields and opt in self.moved:
                 raise ConfigError(f"{key}.{opt}", f"not an option of the {self.kind} any more: set {self.moved[opt]}")
+            if opt not in fields and opt in self.not_everywhere:
+                raise ConfigError(f"{key}.{opt}", f"{self.kind} '{name}' has no such option: {self.not_everywhere[opt]}")
             if opt not in fields:
                 allowed = ", ".join(sorted(fields)) or "none"
                 raise ConfigError(

@@ -580,6 +580,18 @@ PREPARE_CASES = [
     ("scored-completion-of-plain-text",
      "prepare {ws}/exp.yaml task.files=[{ws}/good.txt] task.split_by=documents task.scored=completion",
      "task.files[0]: {ws}/good.txt is plain text; scored: completion reads records"),
+    # issue 58 §4: documents kept apart need a task whose data has document boundaries
+    ("documents-separate-on-a-synthetic-task", "train {ws}/exp.yaml --out {ws}/run task.name=mqar "
+     "task.documents=separate", "task.documents: task 'mqar' has no such option: its examples have no document "
+     "boundaries to keep apart; documents (choices: joined, separate) is an option of the corpus tasks char_lm and mlm"),
+    ("documents-separate-on-a-classifier-task", "train {ws}/exp.yaml --out {ws}/run task.name=dyck task.documents=separate",
+     "task.documents: task 'dyck' has no such option: its examples have no document boundaries to keep apart; "
+     "documents (choices: joined, separate)"),
+    ("documents-separate-without-document-splits", "train {ws}/exp.yaml --out {ws}/run task.documents=separate",
+     "task.documents: separate needs split_by: documents (only a store split by documents records where each "
+     "document starts); choices: joined, separate"),
+    ("documents-unknown-choice", "prepare {ws}/exp.yaml task.split_by=documents task.documents=apart",
+     "task.documents: unknown choice 'apart'; choices: joined, separate"),
     # issue 26 §2: prepare FILE... without a config names the flag or the file at fault
     ("files-missing", "prepare {ws}/nope.txt", "files[0]: file not found: {ws}/nope.txt"),
     ("files-non-utf8", "prepare {ws}/good.txt {ws}/latin1.txt", "files[1]: {ws}/latin1.txt is not UTF-8 text"),

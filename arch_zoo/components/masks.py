@@ -34,13 +34,15 @@ class AttentionMask:
         return AttentionMask(bias, False, self.keep)
 
     def restrict(self, band: Tensor) -> "AttentionMask":
-        """This mask and a (q_len, k_len) bool ``band`` (an attention pattern's). A query row left with
-        nothing to attend attends everywhere and is zeroed through ``keep``, as in ``_finish``. Without
-        padding (``keep`` None) no row can empty: every band here includes the query's own key."""
-        q_len, k_len = band.shape
+        """This mask and a (q_len, k_len) bool ``band`` (an attention pattern's; (B, 1, q_len, k_len): the
+        document mask's). A query row left with nothing to attend attends everywhere and is zeroed through
+        ``keep``, as in ``_finish``. Without padding (``keep`` None) no row can empty: every band here
+        includes the query's own key."""
+        q_len, k_len = band.shape[-2:]
+        band = band.view(-1, 1, q_len, k_len)  # (q_len, k_len), or one per batch row (B, 1, q_len, k_len)
         allowed = self.materialize(q_len, k_len, band.device)
         if allowed is None:
-            return AttentionMask(band.view(1, 1, q_len, k_len), False, None)
+            return AttentionMask(band, False, None)
         if allowed.dtype == torch.bool:
             allowed = allowed & band
             nonempty = allowed.any(-1, keepdim=True)
@@ -108,3 +110,18 @@ def cross_attention_mask(source_mask: Optional[Tensor], q_len: int) -> Attention
     if source_mask is None:
         return AttentionMask()
     return _finish(padding(source_mask).expand(-1, 1, q_len, -1))
+
+
+def document_starts(document_ids: Tensor) -> Tensor:
+    """(B, L) bool: True where a document starts (the row's first token, and every token whose
+    document id differs from the one before it)."""
+    starts = torch.ones_like(document_ids, dtype=torch.bool)
+    starts[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]
+    return starts
+
+
+def within_documents(mask: AttentionMask, document_ids: Tensor) -> AttentionMask:
+    """``mask`` (over L new keys, nothing cached) and block-diagonal by document: a query reads only the
+    keys of its own document (Llama 3's document mask). Every query may read its own key, so only a
+    padded query (padding is a document of its own) can be left with nothing: ``restrict`` zeroes it."""
+    return mask.restrict((document_ids[:, :, None] == document_ids[:, None, :]).unsqueeze(1))

@@ -17,3 +17,4 @@ class Example:
     decoder_input_ids: Optional[List[int]] = None
     prompt_ids: Optional[List[int]] = None
     target_ids: Optional[List[int]] = None
+    document_ids: Optional[List[int]] = None  # task.documents: separate, the document each input token is of

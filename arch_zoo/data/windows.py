@@ -4,10 +4,12 @@
 length]``, running across documents. ``DocumentWindows`` (``windows: documents``): every window starts
 at a document, so a corpus of one example per line is scored per example; the batch's collate pads
 the shorter ones (labels IGNORE, attention_mask 0). Both read from the memmap when asked, and both
-take the store's scored spans (``scored: completion``): a label outside them is IGNORE. The training
+take the store's scored spans (``scored: completion``): a label outside them is IGNORE, and with
+``task.documents: separate`` give each example the ``document_ids`` of its tokens. The training
 order stays the sampler's: a permutation of window indices that is a function of (seed, step)."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Callable, List, Optional
 
@@ -15,6 +17,11 @@ import numpy as np
 
 from .example import IGNORE, Example
 from .store import TokenArray
+
+
+def document_ids(doc_starts: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """The document (its index in ``doc_starts``) each token ``start .. stop - 1`` of a split is of."""
+    return np.searchsorted(doc_starts, np.arange(start, stop), side="right") - 1
 
 
 class ScoredSpans:
@@ -26,8 +33,7 @@ class ScoredSpans:
         self.score_starts = np.asarray(score_starts, dtype=np.int64)
 
     def mask(self, start: int, stop: int) -> np.ndarray:
-        pos = np.arange(start, stop)
-        return pos >= self.score_starts[np.searchsorted(self.doc_starts, pos, side="right") - 1]
+        return np.arange(start, stop) >= self.score_starts[document_ids(self.doc_starts, start, stop)]
 
 
 class _Windows(Sequence):
@@ -35,6 +41,7 @@ class _Windows(Sequence):
 
     make: Callable[[int, List[int]], Example]
     scored: Optional[ScoredSpans] = None
+    separate: Optional[np.ndarray] = None  # task.documents: separate, the split's doc_starts: examples carry document_ids
 
     def bounds(self, i: int):
         raise TypeError("abstract")
@@ -51,11 +58,12 @@ class _Windows(Sequence):
             raise IndexError(i)
         start, stop = self.bounds(i)
         ex = self.make(i, self.ids.read(start, stop).tolist())
+        if self.separate is not None:
+            ex = dataclasses.replace(ex, document_ids=document_ids(self.separate, start, stop).tolist())
         if self.scored is None:
             return ex
         keep = self.scored.mask(start, stop)
-        return Example(ex.input_ids, [y if k else IGNORE for y, k in zip(ex.labels, keep)], ex.decoder_input_ids,
-                       ex.prompt_ids, ex.target_ids)
+        return dataclasses.replace(ex, labels=[y if k else IGNORE for y, k in zip(ex.labels, keep)])
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, (Sequence, list)) or len(self) != len(other):
@@ -71,8 +79,10 @@ class Windows(_Windows):
     Example (it must be picklable for DataLoader workers: a module-level class, not a lambda)."""
 
     def __init__(self, ids: TokenArray, length: int, make: Callable[[int, List[int]], Example],
-                 offset: int = 0, keep_tail: bool = False, scored: Optional[ScoredSpans] = None):
+                 offset: int = 0, keep_tail: bool = False, scored: Optional[ScoredSpans] = None,
+                 separate: Optional[np.ndarray] = None):
         self.ids, self.length, self.make, self.offset, self.scored = ids, length, make, offset, scored
+        self.separate = separate
         span = max(len(ids) - offset, 0)
         self.full, tail = divmod(span, length)
         self.tail = tail if keep_tail and tail >= 2 else 0
@@ -97,8 +107,8 @@ class DocumentWindows(_Windows):
 
     def __init__(self, ids: TokenArray, doc_starts: np.ndarray, length: int,
                  make: Callable[[int, List[int]], Example], split: bool = False,
-                 scored: Optional[ScoredSpans] = None):
-        self.ids, self.length, self.make, self.scored = ids, length, make, scored
+                 scored: Optional[ScoredSpans] = None, separate: Optional[np.ndarray] = None):
+        self.ids, self.length, self.make, self.scored, self.separate = ids, length, make, scored, separate
         starts = np.asarray(doc_starts, dtype=np.int64)
         ends = np.append(starts[1:], len(ids)).astype(np.int64)
         self.documents = len(starts)

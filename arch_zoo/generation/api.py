@@ -107,6 +107,17 @@ def _batch(model, prompts: Prompts, attention_mask: Optional[Tensor], pad: int, 
     return ids, mask
 
 
+def last_document(model, mask: Tensor, document_ids: Tensor) -> Tensor:
+    """``mask`` with every token before each row's last document start masked out: left padding, which no
+    mixer reads across, and positions count from that start."""
+    if isinstance(model, EncoderDecoderModel):
+        raise ConfigError("document_ids", "only goes with a decoder's prompts (an encoder-decoder decodes one target)")
+    if document_ids.shape != mask.shape:
+        raise ConfigError("document_ids", f"shape {tuple(document_ids.shape)} does not match prompts {tuple(mask.shape)}")
+    document_ids = document_ids.to(mask.device)
+    return mask * (document_ids == document_ids[:, -1:]).to(mask.dtype)
+
+
 @contextmanager
 def _eval_mode(model):
     was_training = model.training
@@ -136,7 +147,8 @@ def generate(model, prompts: Prompts, attention_mask: Optional[Tensor] = None, *
              pad_token_id: Optional[int] = None, decoder_start_token_id: Optional[int] = None,
              use_cache: bool = True, seed: Optional[int] = None, generator: Optional[torch.Generator] = None,
              return_logits: bool = False, compile: bool = False, compile_mode: Optional[str] = None,
-             static_cache_length: Optional[int] = None, tokenizer_size: Optional[int] = None) -> GenerationOutput:
+             static_cache_length: Optional[int] = None, tokenizer_size: Optional[int] = None,
+             document_ids: Optional[Tensor] = None) -> GenerationOutput:
     """Continue each prompt (decoder-only) or translate each source (encoder-decoder).
 
     ``prompts``: a list of token-id lists (padded here), one list, or a left-padded (B, L) tensor
@@ -150,6 +162,8 @@ def generate(model, prompts: Prompts, attention_mask: Optional[Tensor] = None, *
     cache length) over a static cache (generation/compiled.py; a CUDA graph on GPU, ``compile_mode``
     default "reduce-overhead" there); the tokens are the eager cached path's. ``static_cache_length``
     fixes its columns (default: prompt + new tokens, rounded up to a multiple of 64).
+    ``document_ids`` (B, L, aligned with a prompts tensor): the documents a packed prompt holds; decoding
+    continues the last one alone and never reads across its start (the tokens before it count as padding).
     ``tokenizer_size``: no id at or past it is generated, for a model with more embedding rows than
     its tokenizer has tokens (an imported t5-small, Pythia or Qwen checkpoint: give
     ``tokenizer.vocab_size``); the model still scores every row, and ``logits`` hold them all.
@@ -161,6 +175,8 @@ def generate(model, prompts: Prompts, attention_mask: Optional[Tensor] = None, *
     device = next(model.parameters()).device
     mode = _compile_mode(model, device, compile, compile_mode, static_cache_length, use_cache)
     ids, mask = _batch(model, prompts, attention_mask, pad, device, max_new_tokens)
+    if document_ids is not None:
+        mask = last_document(model, mask, document_ids)
     eos = None
     if eos_token_id is not None:
         eos = torch.tensor([eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id), device=device)

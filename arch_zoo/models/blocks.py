@@ -9,8 +9,9 @@ from torch import Tensor, nn
 
 from ..components.context import LayerContext
 from ..components.feedforward import FEEDFORWARD, FFNContext, has_sublayer
-from ..components.masks import AttentionMask, cross_attention_mask
+from ..components.masks import AttentionMask, cross_attention_mask, self_attention_mask, within_documents
 from ..components.mixers import MIXERS, MixerInputs
+from ..components.mixers.documents import DocumentRows, mix, positions_within
 from ..components.mixers.attention import CrossAttention, CrossInputs, rotary_dim
 from ..components.norms import NORMS
 from ..components.placements import PLACEMENTS, Slot, ends_with_norm
@@ -20,6 +21,13 @@ from ..config import ModelConfig
 from ..config.kinds import kind_of
 from .cache import StackState, default_positions
 from .renamed_keys import renamed_slot_keys
+
+
+class MixerSlot(Slot):
+    """The mixer's slot: it keeps packed documents apart as the mixer declares (``mixers.documents``)."""
+
+    def forward(self, h: Tensor, inputs: MixerInputs, state=None) -> Tensor:
+        return self.dropout(mix(self.sublayer, h, inputs, state))
 
 
 class TransformerLayer(nn.Module):
@@ -34,11 +42,11 @@ class TransformerLayer(nn.Module):
         self.ctx = ctx
         self.placement = PLACEMENTS.build(cfg.norm_placement, ctx)
 
-        def slot(index: int, sublayer: nn.Module) -> Slot:
+        def slot(index: int, sublayer: nn.Module, kind=Slot) -> Slot:
             norms = {name: NORMS.build(cfg.norm, cfg.d_model) for name in self.placement.norm_slots(index)}
-            return Slot(sublayer, norms, cfg.dropout)
+            return kind(sublayer, norms, cfg.dropout)
 
-        self.mixer = slot(0, MIXERS.build(cfg.mixer, cfg, ctx))  # marks its own output projection
+        self.mixer = slot(0, MIXERS.build(cfg.mixer, cfg, ctx), MixerSlot)  # marks its own output projection
         self.cross_attn = slot(1, CrossAttention(cfg, ctx)) if ctx.cross else None
         self.ffn = None  # ffn: none -- attention-only: no slot, so no branch and no norm for it
         if has_sublayer(cfg.ffn):
@@ -142,15 +150,36 @@ class Stack(nn.Module):
         bias = scheme.score_bias(q_pos, k_pos, cross=cross)
         return mask.with_bias(bias, q_pos.shape[-1], k_pos.shape[-1])
 
+    def _rows(self, rows: DocumentRows, positions: Tensor, tokens: Optional[Tensor],
+              scheme: PositionScheme) -> DocumentRows:
+        """``rows`` with the MixerInputs of one row per document (right-padded: ``valid`` the real ones)."""
+        real = rows.valid if tokens is None else rows.valid & rows.gather(tokens)
+        at = rows.gather(positions.expand(rows.starts.shape[0], -1))
+        mask = self._with_bias(self_attention_mask(real.long(), real.shape[1], 0, self.causal, real.device),
+                               at, at, cross=False, scheme=scheme)
+        inputs = MixerInputs(mask, scheme.rotator(at, at), False, real, self.causal)
+        return DocumentRows(rows.index, rows.valid, rows.back, rows.starts, inputs)
+
     def forward(self, x: Tensor, attention_mask: Optional[Tensor] = None, positions: Optional[Tensor] = None,
                 memory: Optional[Tensor] = None, memory_mask: Optional[Tensor] = None,
                 memory_positions: Optional[Tensor] = None, state: Optional[StackState] = None,
-                need_weights: bool = False) -> Tensor:
+                need_weights: bool = False, document_ids: Optional[Tensor] = None) -> Tensor:
         """``state``: the decoding state (models/cache.py) the layers read and extend by the new
-        positions; None: a pass that keeps nothing."""
+        positions; None: a pass that keeps nothing. ``document_ids`` (B, L): the packed documents each
+        token belongs to, kept apart (``mixers.documents``; a pass that keeps nothing only)."""
         state = state if state is not None else StackState()
         length = x.shape[1]
+        if document_ids is not None and type(state) is not StackState:
+            raise ValueError("document_ids are for a pass that keeps no decoding state; decode from the last "
+                             "document's tokens instead (generation does)")
+        if document_ids is not None and positions is None:
+            positions = positions_within(document_ids, default_positions(attention_mask, length, 0, x.device))
         positions, k_pos, mask = state.keys(positions, attention_mask, length, self.causal, x.device)
+        rows, ways = None, set()
+        if document_ids is not None:
+            mask = within_documents(mask, document_ids)
+            ways = {getattr(layer.mixer.sublayer, "document_boundaries", "rows") for layer in self.layers}
+            rows = DocumentRows.of(document_ids) if ways - {"mask"} else None  # an attention-only stack: the mask
         tokens = None if attention_mask is None else attention_mask[:, -length:].bool()
         cross_mask = cross_attention_mask(memory_mask, length) if memory is not None else None
         if memory is not None and self.cross_positions and memory_positions is None:
@@ -164,6 +193,8 @@ class Stack(nn.Module):
                 own, cross = schemes[key[0]], schemes[key[1]]
                 inputs = MixerInputs(self._with_bias(mask, positions, k_pos, cross=False, scheme=own),
                                      own.rotator(positions, positions), need_weights, tokens, self.causal)
+                if rows is not None:
+                    inputs.documents = self._rows(rows, positions, tokens, own) if "rows" in ways else rows
                 if memory is not None:
                     inputs.cross = CrossInputs(cross_mask, None, need_weights, tokens, False, memory=memory)
                     if self.cross_positions:

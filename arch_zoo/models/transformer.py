@@ -125,9 +125,9 @@ class EncoderModel(TransformerModel):
 
     def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
                 positions: Optional[Tensor] = None, need_weights: bool = False,
-                token_type_ids: Optional[Tensor] = None) -> ModelOutput:
+                token_type_ids: Optional[Tensor] = None, document_ids: Optional[Tensor] = None) -> ModelOutput:
         hidden = self.encoder(self.embed_tokens(input_ids, token_type_ids), attention_mask, positions,
-                              need_weights=need_weights)
+                              need_weights=need_weights, document_ids=document_ids)
         return ModelOutput(self.logits(hidden, attention_mask), hidden,
                            attentions=self._attentions(self.encoder, need_weights))
 
@@ -148,11 +148,14 @@ class DecoderModel(TransformerModel):
 
     def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
                 positions: Optional[Tensor] = None, cache: Optional[StackState] = None,
-                need_weights: bool = False, logits_to_keep: int = 0) -> ModelOutput:
+                need_weights: bool = False, logits_to_keep: int = 0,
+                document_ids: Optional[Tensor] = None) -> ModelOutput:
         """With ``cache`` (a Cache, or the compiled step's StaticCache), ``input_ids`` are the new tokens
         only and ``attention_mask`` covers the cached plus the new positions; the cache is extended in
-        place. ``logits_to_keep`` > 0 projects only the last that many positions onto the vocabulary (0: all), as in HF."""
-        hidden = self.decoder(self.embed(input_ids), attention_mask, positions, state=cache, need_weights=need_weights)
+        place. ``logits_to_keep`` > 0 projects only the last that many positions onto the vocabulary (0: all), as in HF.
+        ``document_ids`` (B, L; no cache): packed documents kept apart, each given the logits it gets alone."""
+        hidden = self.decoder(self.embed(input_ids), attention_mask, positions, state=cache, need_weights=need_weights,
+                              document_ids=document_ids)
         return ModelOutput(self.logits(_last(hidden, logits_to_keep)), hidden, cache,
                            self._attentions(self.decoder, need_weights))
 

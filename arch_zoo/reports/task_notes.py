@@ -1,5 +1,5 @@
-"""What the runs' ``task`` records (summary.json) tell a report's reader: a corpus cut by max_chars, and
-variants that did not train. A run whose loss ends at or near the unigram loss (the train split's token
+"""What the runs' ``task`` records (summary.json) tell a report's reader: a corpus cut by max_chars, whether
+documents were kept apart (``task.documents``) where variants differ in it, and variants that did not train. A run whose loss ends at or near the unigram loss (the train split's token
 entropy: the loss of predicting token frequencies alone) learned nothing about context, and ranking it
 beside the others would present a failure to train as a finding about the architecture."""
 from __future__ import annotations
@@ -47,12 +47,34 @@ def task_notes(frame: pd.DataFrame) -> List[str]:
     cuts = sorted({c for c in (cut_text(s.get("task") or {}) for s in summaries.values()) if c})
     if cuts:
         notes.append(f"data: the corpus was cut: {'; '.join(cuts)}; every run read only that part.")
+    notes += documents_note(done, summaries)
     by_variant: Dict[str, List[Dict[str, Any]]] = {}
     for r in untrained(frame, summaries):
         by_variant.setdefault(r["variant"], []).append(r)
     for variant, stalled in by_variant.items():
         notes.append(_untrained(variant, stalled, int((done["variant"] == variant).sum())))
     return notes
+
+
+def documents_note(done: pd.DataFrame, summaries: Dict[Any, Dict[str, Any]]) -> List[str]:
+    """Which variants kept the documents a window packs apart (``task.documents``; a run before the option
+    recorded nothing: joined), where not every run did the same."""
+    how: Dict[str, set] = {}
+    for _, row in done.iterrows():
+        task = summaries[row["run_dir"]].get("task") or {}
+        how.setdefault(str(row["variant"]), set()).add(task.get("documents", "joined"))
+    used = set().union(*how.values()) if how else set()
+    if used <= {"joined"}:
+        return []
+    if used == {"separate"}:
+        return ["data: every run kept the documents a window packs apart (task.documents: separate): masked "
+                "attention, states reset at each document start."]
+    parts = [f"{setting} in {', '.join(v for v, s in how.items() if s == {setting})}" for setting in ("separate", "joined")
+             if any(s == {setting} for s in how.values())]
+    mixed = [v for v, s in how.items() if len(s) > 1]
+    parts += [f"both in {', '.join(mixed)}"] if mixed else []
+    return [f"data: the variants differ in task.documents (separate: each document on its own; joined: documents "
+            f"run into each other): {'; '.join(parts)}."]
 
 
 def untrained(frame: pd.DataFrame, summaries: Optional[Dict[Any, Dict[str, Any]]] = None) -> List[Dict[str, Any]]:

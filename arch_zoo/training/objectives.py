@@ -44,6 +44,11 @@ def z_loss(logits: Tensor, labels: Tensor) -> Tensor:
     return lse[scored].square().sum() / scored.sum().clamp(min=1)
 
 
+def documents(batch: Mapping[str, Tensor]) -> Dict[str, Tensor]:
+    """The model keywords that keep a batch's packed documents apart (``task.documents: separate``)."""
+    return {"document_ids": batch["document_ids"]} if "document_ids" in batch else {}
+
+
 class Objective:
     """Token-level prediction over the encoder's input (the base for every objective)."""
 
@@ -59,7 +64,7 @@ class Objective:
 
     def forward(self, model, batch: Mapping[str, Tensor]) -> Tuple[Tensor, Tensor]:
         """(logits, labels), aligned: logits[..., i, :] predicts labels[..., i]."""
-        return model(batch["input_ids"], batch["attention_mask"]).logits, batch["labels"]
+        return model(batch["input_ids"], batch["attention_mask"], **documents(batch)).logits, batch["labels"]
 
     def stack_masks(self, batch: Mapping[str, Tensor]) -> Dict[str, Optional[Tensor]]:
         """The real tokens of each stack the forward ran (the router load-balancing loss counts them)."""
@@ -121,8 +126,12 @@ class LanguageModelling(Objective):
     label_offset = 1
 
     def forward(self, model, batch):
-        logits = model(batch["input_ids"], batch["attention_mask"]).logits
-        return logits[:, :-1], batch["labels"][:, 1:]
+        logits = model(batch["input_ids"], batch["attention_mask"], **documents(batch)).logits
+        labels = batch["labels"][:, 1:]
+        if "document_ids" in batch:  # a document's first token is, like a window's, predicted from nothing of it
+            ids = batch["document_ids"]
+            labels = labels.masked_fill(ids[:, 1:] != ids[:, :-1], IGNORE)
+        return logits[:, :-1], labels
 
 
 @OBJECTIVES.register("seq2seq", NoOptions, "source -> target through an encoder and a decoder (teacher forcing)")

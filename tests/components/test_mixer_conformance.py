@@ -1,7 +1,8 @@
 """The conformance oracle (``arch_zoo.mixer_checks``, run by ``testing.check_component("mixers", ...)``)
 over every built-in mixer the registry holds (a new one is covered by registering it), and against
 plugin mixers broken the ways users report: a decode path that drops the state, a chunked form that
-depends on the chunk size, a state that keeps its prefill's buffer alive, a state size overstated."""
+depends on the chunk size, a state that keeps its prefill's buffer alive, a state size overstated, a
+state or convolution window that runs on across a packed document's start."""
 import contextlib
 import dataclasses
 import re
@@ -30,7 +31,8 @@ def test_every_built_in_mixer_conforms(name):
     assert Oracle(name, testing.example_options("mixers", name), {}).dtype == torch.float64
     ran = check_mixer(name)
     assert ran == [f"chunks_agree [chunk_size {', '.join(map(str, CHUNKS))}]"] * _chunked(name) + [
-        f"prefill_then_decode [splits 0-{LENGTH}]", "state_keeps_what_it_reports", "state_formula"]
+        f"prefill_then_decode [splits 0-{LENGTH}]", "state_keeps_what_it_reports", "state_formula",
+        "packed_equals_separate"]
 
 
 def test_the_registry_s_chunked_mixers_are_the_ones_with_a_chunk_size():
@@ -67,6 +69,22 @@ class Overstated(GatedDeltaNet):
         return 4 * super().state_elements(context)
 
 
+class LeaksAcrossDocuments(GatedShortConv):
+    """Says it resets its window at document starts itself, and does not: the window runs on."""
+
+    document_boundaries = "native"
+
+
+class AttendsPastTheMask(GatedDeltaNet):
+    """Says it reads other positions only through the mask (as attention does); its state runs on."""
+
+    document_boundaries = "mask"
+
+
+class UnknownWay(GatedShortConv):
+    document_boundaries = "reset"
+
+
 BROKEN = {
     "drops_state": (DropsState, ShortConvOptions, r"mixer 'test_drops_state' fails prefill_then_decode: a prefill of 0 "
                     r"tokens then decoding one token at a time differs from one full forward of 7, max \|diff\|"),
@@ -74,6 +92,14 @@ BROKEN = {
                         r"chunked form at chunk_size=1 differs from the recurrent form"),
     "keeps_prefill": (KeepsPrefill, GatedDeltaNetOptions, r"mixer 'test_keeps_prefill' fails state_keeps_what_it_reports"
                       r": layer 0's KeepsViews keeps \d+ bytes alive but reports nbytes = \d+, right after a prefill"),
+    "leaks_documents": (LeaksAcrossDocuments, ShortConvOptions, r"mixer 'test_leaks_documents' fails "
+                        r"packed_equals_separate: document 1 \(tokens 3-6\) of a row packing documents of 3, 4 tokens "
+                        r"gets other logits than alone: something crosses a document start \(document_boundaries = "
+                        r"'native'\), max \|diff\|"),
+    "mask_only_claimed": (AttendsPastTheMask, GatedDeltaNetOptions, r"mixer 'test_mask_only_claimed' fails "
+                          r"packed_equals_separate: document 1 .*\(document_boundaries = 'mask'\)"),
+    "unknown_way": (UnknownWay, ShortConvOptions, r"mixer 'test_unknown_way' fails packed_equals_separate: "
+                    r"document_boundaries = 'reset' is none of mask, rows, native"),
     "overstated": (Overstated, GatedDeltaNetOptions, r"mixer 'test_overstated' fails state_formula: describe's state "
                    r"bytes \(state_elements\) say \d+ a row after 4 positions, the state holds \d+"),
 }
@@ -143,3 +169,13 @@ def test_a_mixer_without_float64_is_checked_in_float32_at_the_stated_tolerance()
         oracle = Oracle(name, {"conv_size": 3}, {})
         assert (oracle.dtype, oracle.tol) == (torch.float32, 1e-4)
         assert "prefill_then_decode [splits 0-7]" in check_mixer(name)
+
+
+def test_the_own_mixer_page_quotes_the_message_a_leaking_plugin_gets():
+    from tests.test_docs import DOCS
+
+    page = " ".join((DOCS / "how-to" / "own-mixer.md").read_text().split())
+    quoted = re.search(r"`(mixer 'my_mixer' fails packed_equals_separate: [^`]+), \.\.\.`", page).group(1)
+    with registered("my_mixer", LeaksAcrossDocuments, ShortConvOptions), pytest.raises(AssertionError) as err:
+        check_mixer("my_mixer")
+    assert str(err.value).startswith(quoted + ", max |diff|")

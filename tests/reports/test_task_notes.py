@@ -39,3 +39,25 @@ def test_no_flag_without_a_recorded_unigram_loss_or_when_runs_learned(tmp_path):
     _with_task(sweep, {"unigram_loss": 4.0, "chars": 10, "total_chars": 10, "max_chars": None})
     notes = footnotes(summarize(load_runs(sweep)))  # 3.29 is 18% below 4.0: it learned something
     assert not [n for n in notes if "did not train" in n or "corpus was cut" in n]
+
+
+def _documents(sweep, separate):
+    """Records task.documents: separate in the runs of the variants ``separate`` (the others record nothing,
+    as a joined run and every run before the option do)."""
+    for summary in sweep.glob("runs/*/summary.json"):
+        variant = json.loads((summary.parent / "run.json").read_text())["variant"]
+        data = json.loads(summary.read_text())
+        summary.write_text(json.dumps({**data, "task": {"documents": "separate"} if variant in separate else {}}))
+
+
+def test_the_report_says_which_variants_kept_their_documents_apart(tmp_path):
+    sweep = write_sweep(tmp_path / "s", {"sinusoidal": [2.1, 2.2], "rope": [2.0, 2.1]}, status={})
+    assert not [n for n in footnotes(summarize(load_runs(sweep))) if "task.documents" in n]
+    _documents(sweep, ["position=rope"])
+    notes = [n for n in footnotes(summarize(load_runs(sweep))) if "task.documents" in n]
+    assert notes == ["data: the variants differ in task.documents (separate: each document on its own; joined: "
+                     "documents run into each other): separate in position=rope; joined in position=sinusoidal."]
+    _documents(sweep, ["position=rope", "position=sinusoidal"])
+    notes = [n for n in footnotes(summarize(load_runs(sweep))) if "task.documents" in n]
+    assert notes == ["data: every run kept the documents a window packs apart (task.documents: separate): masked "
+                     "attention, states reset at each document start."]

@@ -88,6 +88,7 @@ class Attention(MultiHeadAttention, Mixer):
     layer_name = "self-attention"  # as describe's layer lines say it
     part = "attention"
     reads_attention_keys = True
+    document_boundaries = "mask"  # it reads other positions only through inputs.mask
     # the grid's plain attention is every other model's default; here the gate and the sinks
     example_options = {"gate": "sigmoid", "sinks": True}
 

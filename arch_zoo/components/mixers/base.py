@@ -12,7 +12,11 @@ the positions it is given. Besides the forward, a mixer declares, so nothing els
 * ``mixing_flops(length, causal)``: forward FLOPs over one sequence beyond its linear layers (which
   are counted from the modules), and ``step_mixing_flops(context)`` for one decoding step after
   ``context`` positions; ``flops_per_token`` and ``decode_flops`` below add the two;
-* ``state_elements(context)``: numbers its decoding state holds after ``context`` positions.
+* ``state_elements(context)``: numbers its decoding state holds after ``context`` positions;
+* ``document_boundaries``: how it keeps the documents of a packed row apart (``mixers.documents``):
+  "rows" by default (the layer runs each document as a row of its own: always correct), "mask" for a
+  mixer that moves information only through ``inputs.mask``, "native" for one that resets its state at
+  ``inputs.documents.starts`` itself.
 
 A mixer that attends declares what attention reads (``mixers.attention``: ``reads_attention_keys``,
 ``rotary_dim``, ``score_width``); the base knows nothing of heads that rotate or scores.
@@ -24,7 +28,7 @@ they would see unpadded.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Optional, Tuple
+from typing import Any, Callable, ClassVar, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -46,7 +50,8 @@ class MixerInputs:
     ``rotate`` the position scheme's q/k rotation at the new positions (None: it rotates nothing),
     ``tokens`` (B, L) bool the new positions that hold a real token (None: all of them), ``causal``
     whether it serves a causal stack. A decoder layer with cross-attention finds that slot's own
-    inputs under ``cross`` (``mixers.attention.CrossInputs``: the memory and its mask)."""
+    inputs under ``cross`` (``mixers.attention.CrossInputs``: the memory and its mask). ``documents``
+    (``mixers.documents.DocumentRows``; None: one document a row) says where packed documents start."""
 
     mask: AttentionMask
     rotate: Optional[Callable] = None
@@ -54,6 +59,7 @@ class MixerInputs:
     tokens: Optional[Tensor] = None
     causal: bool = True
     cross: Optional["MixerInputs"] = None
+    documents: Optional[Any] = None
 
 
 class Mixer(nn.Module):
@@ -67,6 +73,8 @@ class Mixer(nn.Module):
     # hold its head counts and widths (``resolved_options`` fills their nulls from the model), so the
     # model's values decide nothing in its layers (a pure Mamba-2 model's n_heads exports as Mamba-2)
     reads_model_heads: ClassVar[bool] = True
+    # how the documents of a packed row are kept apart (mixers.documents.WAYS): "rows" is right for any mixer
+    document_boundaries: ClassVar[str] = "rows"
 
     def forward(self, x: Tensor, inputs: MixerInputs, state: Optional[DecodingState] = None) -> Tensor:
         raise TypeError("Mixer is abstract; use a registered mixer")

@@ -79,6 +79,7 @@ class LatentAttention(Mixer):
     layer_name = "self-attention"
     part = "attention"
     reads_attention_keys = True
+    document_boundaries = "mask"  # it reads other positions only through inputs.mask
     sinks = None
     cross = False
     records_attention = True  # attention diagnostics read its scores (attention_diagnostics.py)

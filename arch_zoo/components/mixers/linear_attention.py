@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from ..init import mark_residual_out
 from .base import MIXERS, MixerInputs
+from .documents import reset_log_decay, same_document
 from .recurrent import RecurrentMixer, keep_mask, read, wide, write
 from .scan import decay_scan, decay_step
 
@@ -38,6 +39,8 @@ class LinearAttentionOptions:
 class LinearAttention(RecurrentMixer):
     stacks = ("decoder", "encoder")
     example_options = {"chunk_size": 4}
+    # documents kept apart natively: causal, a decay to nothing at each start; bidirectional, a sum per document
+    document_boundaries = "native"
 
     def __init__(self, options: LinearAttentionOptions, cfg, ctx=None):
         super().__init__()
@@ -62,12 +65,14 @@ class LinearAttention(RecurrentMixer):
             k = k * wide(keep).unsqueeze(1)
         if self.normalize:
             v = torch.cat((v, torch.ones_like(v[..., :1])), dim=-1)
-        if not inputs.causal:
+        if not inputs.causal and inputs.documents is not None:
+            o = ((q @ k.transpose(-1, -2)) * same_document(inputs.documents.starts).unsqueeze(1)) @ v
+        elif not inputs.causal:
             o = q @ (k.transpose(-1, -2) @ v)
         else:
             S = read(state, "kv")
             scan = decay_step if state is not None and x.shape[1] == 1 else decay_scan
-            o, S = scan(q, k, v, None, None if S is None else wide(S),
+            o, S = scan(q, k, v, reset_log_decay(inputs, self.h, q), None if S is None else wide(S),
                         **({} if scan is decay_step else {"chunk": self.chunk}))
             write(state, "kv", S)
         if self.normalize:

@@ -96,6 +96,8 @@ def collate(examples: Sequence[Example], pad_id: int) -> Dict[str, torch.Tensor]
         batch["labels"] = torch.tensor([e.labels for e in examples], dtype=torch.long)
     else:
         batch["labels"] = _pad([e.labels for e in examples], IGNORE)
+    if examples[0].document_ids is not None:  # padding is a document of its own (id -1)
+        batch["document_ids"] = _pad([e.document_ids for e in examples], -1)
     if examples[0].decoder_input_ids is not None:
         batch["decoder_input_ids"] = _pad([e.decoder_input_ids for e in examples], pad_id)
         batch["decoder_attention_mask"] = _pad([[1] * len(e.decoder_input_ids) for e in examples], 0)

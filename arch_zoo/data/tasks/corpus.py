@@ -9,7 +9,8 @@ summary.json's ``task``, the report). It is tokenized once into a token store
 shares; a run reads its windows of ``seq_len`` tokens from it by offset. ``split_by: text`` cuts
 the text contiguously 90/5/5 into train/val/test; ``split_by: documents`` sends whole documents,
 each followed by the eos token, to a split chosen by their content hash. ``windows: documents``
-starts every window at a document (padded by the batch), and ``scored: completion`` (char_lm) reads
+starts every window at a document (padded by the batch); ``documents: separate`` keeps the documents
+a window packs apart (each gets what it would get alone: ``components.mixers.documents``); ``scored: completion`` (char_lm) reads
 prompt-completion records and scores only the completions (``windows.py``). The tokenizer is fitted
 on the train part. ``TaskData.info`` records the files, a sha256 of the text, the store and each
 split's characters per token (bits per character = loss / ln 2 / chars_per_token) and UTF-8 bytes per
@@ -39,6 +40,7 @@ KEEPS_EVERY_CHARACTER = " (it needs every character kept)"
 SPLIT_BY = ("text", "documents")
 WINDOWS = ("stream", "documents")
 LONG_DOCUMENTS = ("truncate", "split")
+DOCUMENTS = ("joined", "separate")
 SCORED = ("all", "completion")
 EVAL_MASK_SEED = 1234  # mlm: val/test masks are the same for every run, so runs evaluate alike
 _sorted_py_files = sorted_py_files  # (the name tests and older code import)
@@ -59,6 +61,7 @@ class CorpusOptions:
     dtype: str = "auto"  # token store ids: auto (uint16 when the vocabulary fits), uint16, uint32
     windows: str = "stream"  # stream: seq_len windows across documents from a seeded offset; documents: each window starts at a document, padded (needs split_by: documents)
     long_documents: str = "truncate"  # windows: documents, a document longer than seq_len: truncate (its first seq_len tokens) or split (into seq_len windows, the last shorter)
+    documents: str = "joined"  # joined: a window's documents run into each other (GPT-2); separate: each is on its own (masked attention, states reset; needs split_by: documents)
 
     def __post_init__(self):
         if not isinstance(self.files, (list, tuple)) or not all(isinstance(f, str) for f in self.files):
@@ -76,12 +79,15 @@ class CorpusOptions:
             raise ConfigError("split_by", f"unknown split '{self.split_by}'; choices: {', '.join(SPLIT_BY)}")
         if self.dtype not in DTYPES:
             raise ConfigError("dtype", f"unknown dtype '{self.dtype}'; choices: {', '.join(DTYPES)}")
-        for key, choices in (("windows", WINDOWS), ("long_documents", LONG_DOCUMENTS)):
+        for key, choices in (("windows", WINDOWS), ("long_documents", LONG_DOCUMENTS), ("documents", DOCUMENTS)):
             if getattr(self, key) not in choices:
                 raise ConfigError(key, f"unknown choice '{getattr(self, key)}'; choices: {', '.join(choices)}")
         if self.windows == "documents" and self.split_by != "documents":
             raise ConfigError("windows", "documents needs split_by: documents (only a store split by documents "
                               "records where each document starts)")
+        if self.documents == "separate" and self.split_by != "documents":
+            raise ConfigError("documents", "separate needs split_by: documents (only a store split by documents "
+                              f"records where each document starts); choices: {', '.join(DOCUMENTS)}")
         validate_tokenizer(self.tokenizer, keeps_every_character, KEEPS_EVERY_CHARACTER)
 
 
@@ -141,6 +147,8 @@ class CorpusTask(Task):
             chars_per_token={name: chars[name.split("@")[0]] / tokens[name.split("@")[0]] for name in splits},
             windows=self.options.windows, scored=getattr(self.options, "scored", "all"),
         )
+        if self.options.documents == "separate":  # (absent: joined, as every run before the option)
+            info["documents"] = "separate"
         if by_docs:  # what happened to documents longer than a window (summary.json's task)
             info["long_documents"] = {name: {"documents": rows.documents, "longer_than_window": rows.long,
                                              "handled": self.options.long_documents}
@@ -154,9 +162,11 @@ class CorpusTask(Task):
         split = split.split("@")[0]
         doc_starts, score_starts = store.doc_starts(split), store.score_starts(split)
         scored = ScoredSpans(doc_starts, score_starts) if score_starts is not None else None
+        documents = doc_starts if self.options.documents == "separate" else None
         if self.options.windows == "documents":
-            return DocumentWindows(ids, doc_starts, length, make, self.options.long_documents == "split", scored)
-        return Windows(ids, length, make, offset, keep_tail, scored)
+            return DocumentWindows(ids, doc_starts, length, make, self.options.long_documents == "split", scored,
+                                   documents)
+        return Windows(ids, length, make, offset, keep_tail, scored, documents)
 
     def extra_splits(self, store, val_ids, make) -> Dict[str, Windows]:
         return {}
@@ -190,6 +200,11 @@ class CharLMOptions(CorpusOptions):
             positive("eval_lengths[]", length, 2)
         if len(set(self.eval_lengths)) != len(self.eval_lengths):
             raise ValueError(f"eval_lengths has duplicates: {list(self.eval_lengths)}")
+
+
+TASKS.not_everywhere["documents"] = (
+    "its examples have no document boundaries to keep apart; documents (choices: " + ", ".join(DOCUMENTS)
+    + ") is an option of the corpus tasks char_lm and mlm, whose documents a window packs (with split_by: documents)")
 
 
 @TASKS.register("char_lm", CharLMOptions, "next-token LM on a text corpus (default: the Python stdlib)")
