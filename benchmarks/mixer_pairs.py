@@ -3,7 +3,7 @@
 shape, and the peer's name. Adding a mixer is adding one entry to ``PAIRS``.
 
 Peers: Hugging Face's own module for the layer, run on its pure-torch path (no fla, mamba-ssm or
-causal-conv1d installed), in float32. From ``mamba2 (bamba)`` on, the peer is loaded with arch_zoo's initial
+causal-conv1d installed), in float32. From ``mamba2_bamba`` on, the peer is loaded with arch_zoo's initial
 weights (the mixer's ``to_hf_layer``, the interop mapping), so both compute the same function, which
 ``mixers.py`` checks before it times them. ``rwkv7`` and ``gated_deltaproduct`` have no transformers layer:
 their peer is the same layer, same weights, at ``chunk_size`` 1, where the chunked scan becomes a Python
@@ -186,7 +186,7 @@ def gdp_options(d: int, quick: bool) -> dict:
 PAIRS: Dict[str, Pair] = {
     "gated_deltanet": Pair(gdn_pair, "hf Qwen3NextGatedDeltaNet", False),
     "mamba2": Pair(mamba2_pair, "hf Mamba2Mixer", False),
-    "mamba2 (bamba)": Pair(bamba_pair, "hf BambaMixer", True),
+    "mamba2_bamba": Pair(bamba_pair, "hf BambaMixer", True),
     "kda": Pair(kda_pair, "hf KimiLinearDeltaAttention", True),
     "rg_lru": Pair(rg_lru_pair, "hf RecurrentGemmaRecurrentBlock", True),
     "mlstm": Pair(mlstm_pair, "hf xLSTMLayer", True),
