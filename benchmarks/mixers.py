@@ -1,32 +1,36 @@
 """Sequence mixers, side by side in one process (round-robin, benchmarks/common.py).
 
 ``train``: one training step (forward, a mean-square loss, backward; no optimizer) of one mixer layer
-on random inputs, float32: arch_zoo's ``gated_deltanet`` against Hugging Face's
-``Qwen3NextGatedDeltaNet`` and arch_zoo's ``mamba2`` against HF's ``Mamba2Mixer``, each pair at the
-same shape (heads, head widths, state size, conv taps, chunk size; weights random and not shared).
-HF runs its pure-torch paths (no fla, mamba-ssm or causal-conv1d installed: it says so once).
-Ratio = arch_zoo tokens/s / HF tokens/s (> 1: arch_zoo is faster); in brackets, from process CPU time.
+on random inputs, float32, for each pair of ``mixer_pairs.PAIRS``: arch_zoo's mixer against Hugging
+Face's module for the same layer at the same shape (``gated_deltanet``: ``Qwen3NextGatedDeltaNet``,
+``mamba2``: ``Mamba2Mixer`` and Bamba's ``BambaMixer``, ``kda``: Kimi Linear's layer, ``rg_lru``:
+RecurrentGemma's recurrent block, ``mlstm``: xLSTM's layer, ``short_conv``: LFM2's), or, for the
+mixers transformers lacks (``rwkv7``, ``gated_deltaproduct``), the same layer at chunk_size 1, a
+Python loop over positions. Where the pair shares weights, the outputs are checked equal first.
+HF runs its pure-torch paths (no fla, mamba-ssm or causal-conv1d installed).
+Ratio = arch_zoo tokens/s / peer tokens/s (> 1: arch_zoo is faster); in brackets, from process CPU time.
 
 ``decode``: tokens/s of one greedy step after a context of each length, batch 1, the eager cached path
-(``model(ids, cache=...)``, as ``generate`` runs it), for decoders whose every layer is attention,
-gated_deltanet, mamba2 or lstm. Each mixer's width options are chosen so that one mixer layer's
-parameter count is within 10% of attention's 4 d_model^2 (printed); the rest of the model (embeddings,
-feed-forward, norms) is the same. Every (mixer, context) pair is prefilled first, then all of them are
-timed in one round-robin, so load on a shared machine falls on every context alike; a timed call
-decodes ``--steps`` tokens, continuing from where the last call stopped (the context grows by
-``steps`` each call; the printed length is where timing began).
+(``model(ids, cache=...)``, as ``generate`` runs it), for decoders whose every layer is one mixer of
+``DECODE_MIXERS`` (attention, the contrast, and each recurrent mixer; ``--mixers`` picks some). Each mixer's
+width options are chosen so that one mixer layer's parameter count is within 10% of attention's 4 d_model^2
+(printed); the rest of the model (embeddings, feed-forward, norms) is the same. Every (mixer, context) pair is
+prefilled first, then all of them are timed in one round-robin, so load on a shared machine falls on every
+context alike; a timed call decodes ``--steps`` tokens, continuing from where the last call stopped (the
+context grows by ``steps`` each call; the printed length is where timing began).
 
-``length``: training tokens/s against sequence length (the chapter's claim that a recurrence cannot run
-over positions in parallel): one training step (forward, next-token cross-entropy, backward; no
-optimizer) of the ``decode`` decoders plus a GRU, every step holding the same number of tokens
-(``--tokens``, as batch x length), so a longer sequence means fewer sequences side by side. Attention
-computes every position of a sequence at once (its cost per token grows with the length only through
-the score matrix); an LSTM or GRU walks the positions one after another, so its parallelism is the
-batch alone and shrinks as the length grows. Every (mixer, length) pair is timed in one round-robin.
+``length``: training tokens/s against sequence length (the chapter's claim that a recurrence cannot run over
+positions in parallel): one training step (forward, next-token cross-entropy, backward; no optimizer) of the
+``decode`` decoders of attention, gated_deltanet, mamba2 and lstm plus a GRU, every step holding the same
+number of tokens (``--tokens``, as batch x length), so a longer sequence means fewer sequences side by side.
+Attention computes every position of a sequence at once (its cost per token grows with the length only through
+the score matrix); an LSTM or GRU walks the positions one after another, so its parallelism is the batch alone
+and shrinks as the length grows. Every (mixer, length) pair is timed in one round-robin.
 
-Usage: python benchmarks/mixers.py train [--quick] [--seq 512] [--batch 4] [--rounds N] [--threads N] [--json PATH]
-       python benchmarks/mixers.py decode [--quick] [--lengths 256 1024 ...] [--steps N] [--rounds N]
-                                          [--threads N] [--json PATH]
+Usage: python benchmarks/mixers.py train [--quick] [--mixers NAME ...] [--seq 512] [--batch 4] [--rounds N]
+                                         [--threads N] [--json PATH]
+       python benchmarks/mixers.py decode [--quick] [--mixers NAME ...] [--lengths 256 1024 ...] [--steps N]
+                                          [--rounds N] [--threads N] [--json PATH]
        python benchmarks/mixers.py length [--quick] [--lengths 64 256 ...] [--tokens N] [--rounds N]
                                           [--device auto|cpu|cuda] [--threads N] [--json PATH]
 """
@@ -42,6 +46,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # common.py, and arch_zoo from this checkout
+from mixer_pairs import PAIRS  # noqa: E402
 from common import describe_machine, machine_info, pick_device, round_robin, save_json, summarize, table  # noqa: E402
 
 from arch_zoo.components.masks import AttentionMask  # noqa: E402
@@ -53,6 +58,7 @@ TRAIN_SHAPE = dict(d_model=256, seq=512, batch=4)
 TRAIN_QUICK = dict(d_model=64, seq=48, batch=2)
 DECODE_D, DECODE_VOCAB = 256, 256
 TARGET = 1.0
+LENGTH_MIXERS = ("gated_deltanet", "mamba2", "lstm")  # length's recurrences (and a GRU), as first measured
 
 
 def params(module: torch.nn.Module) -> int:
@@ -61,54 +67,23 @@ def params(module: torch.nn.Module) -> int:
 
 # ------------------------------------------------------------------------------------------ train
 
-def gdn_pair(d: int, chunk: int):
-    """Qwen3-Next's layout in small: value heads twice the key heads, 64-wide heads (16 when tiny)."""
-    from transformers import Qwen3NextConfig
-    from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextGatedDeltaNet
-
-    heads, dim = 2, min(64, d // 4)
-    cfg = model_config({"d_model": d, "n_heads": heads, "n_layers": 1, "bias": False, "position": "none",
-                        "mixer": {"name": "gated_deltanet", "n_heads": heads, "n_v_heads": 2 * heads,
-                                  "head_dim": dim, "v_head_dim": dim, "conv_size": 4, "chunk_size": chunk}})
-    ours = MIXERS.build(cfg.mixer, cfg, None)
-    theirs = Qwen3NextGatedDeltaNet(Qwen3NextConfig(
-        hidden_size=d, linear_num_key_heads=heads, linear_num_value_heads=2 * heads, linear_key_head_dim=dim,
-        linear_value_head_dim=dim, linear_conv_kernel_dim=4, num_hidden_layers=1, layer_types=["linear_attention"]), 0)
-    return ours, theirs, lambda x: theirs(x)
-
-
-def mamba2_pair(d: int, chunk: int):
-    """Mamba-2's defaults in small: expand 2, 64-wide heads (16 when tiny), state 64 (16), one group."""
-    from transformers import Mamba2Config
-    from transformers.models.mamba2.modeling_mamba2 import Mamba2Mixer
-
-    dim = min(64, d // 4)
-    heads, state = 2 * d // dim, min(64, d // 4)
-    cfg = model_config({"d_model": d, "n_heads": heads, "n_layers": 1, "bias": False, "position": "none",
-                        "mixer": {"name": "mamba2", "n_heads": heads, "head_dim": dim, "state_size": state,
-                                  "n_groups": 1, "conv_size": 4, "chunk_size": chunk}})
-    ours = MIXERS.build(cfg.mixer, cfg, None)
-    theirs = Mamba2Mixer(Mamba2Config(hidden_size=d, num_heads=heads, head_dim=dim, expand=2, state_size=state,
-                                      n_groups=1, conv_kernel=4, chunk_size=chunk, use_bias=False,
-                                      use_conv_bias=True, num_hidden_layers=1), 0)
-    return ours, theirs, lambda x: theirs(x)
-
-
-PAIRS = {"gated_deltanet": (gdn_pair, "hf Qwen3NextGatedDeltaNet"), "mamba2": (mamba2_pair, "hf Mamba2Mixer")}
-
-
 def train(args) -> dict:
     shape = dict(TRAIN_QUICK if args.quick else TRAIN_SHAPE)
     shape.update({k: v for k, v in (("seq", args.seq), ("batch", args.batch)) if v})
     d, seq, batch = shape["d_model"], shape["seq"], shape["batch"]
-    chunk = 16 if args.quick else 64
     torch.manual_seed(0)
     x = torch.randn(batch, seq, d)
     inputs = MixerInputs(AttentionMask(None, True))
     fns, counts, names = {}, {}, {}
-    for mixer, (pair, peer) in PAIRS.items():
-        ours, theirs, call_theirs = pair(d, chunk)
+    for mixer in args.mixers or PAIRS:
+        pair = PAIRS[mixer]
+        ours, theirs, call_theirs = pair.build(d, args.quick)
         ours.train(), theirs.train()
+        if pair.same_weights:  # one function on one set of weights, or the timing compares nothing
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.testing.assert_close(ours(x, inputs), call_theirs(x), rtol=1e-4, atol=1e-4)
+        peer = pair.peer
 
         def step(model, call, x=x):
             def run():
@@ -138,22 +113,41 @@ def train(args) -> dict:
         print(f"ratio {mixer}: {r['ours']} / {r['peer']} = {r['ratio']:.2f}x tokens/s "
               f"({r['cpu_ratio']:.2f}x by CPU time)")
     misses = [f"{m} {r['ratio']:.2f}x" for m, r in ratios.items() if r["ratio"] < TARGET]
-    print(f"target (arch_zoo >= {TARGET}x HF): " + ("met" if not misses else "missed: " + ", ".join(misses)))
-    return {"shape": shape, "chunk_size": chunk, "rounds": args.rounds, "results": results, "ratios": ratios}
+    print(f"target (arch_zoo >= {TARGET}x its peer): " + ("met" if not misses else "missed: " + ", ".join(misses)))
+    return {"shape": shape, "rounds": args.rounds, "results": results, "ratios": ratios,
+            "same_weights": {m: PAIRS[m].same_weights for m in names}}
 
 
 # ----------------------------------------------------------------------------------------- decode
 
-def decode_mixers(d: int) -> Dict[str, dict]:
-    """Width options giving one mixer layer ~4 d^2 parameters, attention's (no biases): Gated DeltaNet
-    with key width d/2 and value width d (d(2k + 3v) = 4 d^2); Mamba-2 with inner width 1.25 d
-    (~3 inner d + small); an LSTM of hidden h with 4h^2 + 5hd ~ 4 d^2 (h ~ 0.55 d)."""
-    dim = max(8, d // 4)
-    return {"attention": {"name": "attention"},
-            "gated_deltanet": {"name": "gated_deltanet", "n_heads": 2, "n_v_heads": 4, "head_dim": dim,
-                               "v_head_dim": dim},
-            "mamba2": {"name": "mamba2", "n_heads": 5, "head_dim": dim, "state_size": 16},
-            "lstm": {"name": "lstm", "hidden_size": (d * 9 // 16 + 7) // 8 * 8}}
+def _eighth(x: float) -> int:
+    return max(8, int(x) // 8 * 8)
+
+
+# width options giving one mixer layer ~4 d^2 parameters, attention's (no biases); adding a mixer to the
+# decode (and length) comparison is one entry here (the width test in tests/test_benchmarks.py checks it)
+DECODE_MIXERS = {
+    "attention": lambda d: {"name": "attention"},
+    # key width d/2, value width d: d(2k + 3v) = 4 d^2
+    "gated_deltanet": lambda d: {"name": "gated_deltanet", "n_heads": 2, "n_v_heads": 4, "head_dim": max(8, d // 4),
+                                 "v_head_dim": max(8, d // 4)},
+    "mamba2": lambda d: {"name": "mamba2", "n_heads": 5, "head_dim": max(8, d // 4), "state_size": 16},  # inner 1.25 d
+    "lstm": lambda d: {"name": "lstm", "hidden_size": (d * 9 // 16 + 7) // 8 * 8},  # 4h^2 + 5hd ~ 4 d^2
+    "kda": lambda d: {"name": "kda", "n_heads": 4, "head_dim": _eighth(3 * d / 16)},  # q, k, v, out ~ 4 x 3/4 d^2
+    "rg_lru": lambda d: {"name": "rg_lru", "width": _eighth(9 * d / 8), "n_heads": 4},  # ~3 w d + 2 w^2 / 4
+    "mlstm": lambda d: {"name": "mlstm", "n_heads": 4},  # q, k d/2 wide, v, gate, out d: 4 d^2
+    "short_conv": lambda d: {"name": "short_conv"},  # in 3 d^2, out d^2
+    "rwkv7": lambda d: {"name": "rwkv7", "n_heads": 4, "head_dim": _eighth(7 * d / 32)},  # r, k, v, out ~ 4 x 7/8 d^2
+    "gated_deltaproduct": lambda d: {"name": "gated_deltaproduct", "n_heads": 2, "n_v_heads": 4,
+                                     "head_dim": _eighth(3 * d / 16), "v_head_dim": _eighth(3 * d / 16),
+                                     "n_householder": 2},  # two keys and values a token: 3/4 of GDN's widths
+}
+
+
+def decode_mixers(d: int, names=None) -> Dict[str, dict]:
+    """The decode mixers' options at width d: attention (the contrast) and ``names`` (default all)."""
+    picked = ["attention", *(n for n in names or DECODE_MIXERS if n != "attention")]
+    return {name: DECODE_MIXERS[name](d) for name in picked}
 
 
 def matched_hidden(name: str, d: int) -> int:
@@ -180,7 +174,8 @@ def decode(args) -> dict:
     steps = args.steps or (4 if args.quick else 32)
     max_len = max(lengths) + steps * (args.rounds + 2)
     torch.manual_seed(0)
-    models = {name: decoder(m, d, max_len) for name, m in decode_mixers(d).items()}
+    mixers = decode_mixers(d, args.mixers)
+    models = {name: decoder(m, d, max_len) for name, m in mixers.items()}
     layer_params = {name: params(model.decoder.layers[0].mixer.sublayer) for name, model in models.items()}
     for name, n in layer_params.items():
         print(f"mixer params per layer {name}: {n:,} ({n / layer_params['attention']:.2f}x attention)")
@@ -220,7 +215,7 @@ def decode(args) -> dict:
         cpu_growth = last["cpu_s_per_token"][n] / first["cpu_s_per_token"][n]
         print(f"cost growth {n}: {growth:.2f}x per token from context {first['context']} to {last['context']} "
               f"({cpu_growth:.2f}x by CPU time)")
-    return {"d_model": d, "n_layers": 2, "steps": steps, "rounds": args.rounds, "mixers": decode_mixers(d),
+    return {"d_model": d, "n_layers": 2, "steps": steps, "rounds": args.rounds, "mixers": mixers,
             "layer_params": layer_params, "results": rows}
 
 
@@ -232,7 +227,7 @@ def length(args, device: torch.device) -> dict:
     tokens = args.tokens or (128 if args.quick else 4096)
     if any(tokens % n for n in lengths):
         raise SystemExit(f"--tokens {tokens} must be a multiple of every length in --lengths {lengths}")
-    mixers = dict(decode_mixers(d), gru={"name": "gru", "hidden_size": matched_hidden("gru", d)})
+    mixers = dict(decode_mixers(d, LENGTH_MIXERS), gru={"name": "gru", "hidden_size": matched_hidden("gru", d)})
     torch.manual_seed(0)
     models = {name: decoder(m, d, max(lengths)).train().to(device) for name, m in mixers.items()}
     layer_params = {name: params(model.decoder.layers[0].mixer.sublayer) for name, model in models.items()}
@@ -285,6 +280,9 @@ def main(argv=None) -> int:
                         "length: sequence lengths (default 64 256 1024 4096)")
     parser.add_argument("--tokens", type=int, default=None,
                         help="length: tokens in every training step, batch x length (default 4096)")
+    parser.add_argument("--mixers", nargs="+", default=None,
+                        help="train: which pairs (default all: " + ", ".join(PAIRS) + "); decode: which mixers "
+                        "(default all: " + ", ".join(DECODE_MIXERS) + ")")
     parser.add_argument("--steps", type=int, default=None, help="decode: tokens per timed call (default 32)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"],
@@ -296,6 +294,14 @@ def main(argv=None) -> int:
         value = getattr(args, name)
         if value is not None and min(value if isinstance(value, list) else [value]) < 1:
             parser.error(f"--{name} must be positive, got {value}")
+    known = {"train": PAIRS, "decode": DECODE_MIXERS}.get(args.what, {})
+    unknown = [m for m in args.mixers or () if m not in known]
+    if unknown or (args.mixers and args.what == "length"):
+        parser.error(f"--mixers {' '.join(unknown or args.mixers)}: {args.what} takes "
+                     + (", ".join(known) if known else "no --mixers"))
+    if args.what == "train" and "mlstm" in (args.mixers or PAIRS) and (args.seq or 0) % (16 if args.quick else 64):
+        parser.error(f"--seq {args.seq}: HF's xLSTM trains only on a multiple of its chunk "
+                     f"({16 if args.quick else 64}); pick another --seq or --mixers without mlstm")
     if args.device != "cpu" and args.what != "length":
         parser.error(f"--device {args.device}: only `length` runs off the CPU")
     args.rounds = args.rounds or (1 if args.quick else 3)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -137,14 +138,24 @@ def _mixers(tmp_path, what, *extra):
     return proc.stdout, json.loads(out_json.read_text())
 
 
-def test_mixers_train_reports_each_mixer_against_its_hf_layer_at_the_same_shape(tmp_path):
-    """benchmarks/mixers.py train: arch_zoo's gated_deltanet and mamba2 against HF's own layers, each pair
-    with the same parameter count (same shape, so the same work), and the ratio is tokens/s over tokens/s."""
+def _bench_module(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_mixers_train_reports_each_mixer_against_its_peer_layer_at_the_same_shape(tmp_path):
+    """benchmarks/mixers.py train: every pair of benchmarks/mixer_pairs.py (arch_zoo's mixers against HF's own
+    layers, or the same layer at chunk 1 where HF has none), each with the same parameter count (same shape, so
+    the same work), and the ratio is tokens/s over tokens/s."""
     pytest.importorskip("transformers")
     out, data = _mixers(tmp_path, "train")
     assert re.search(r"^machine: .+torch \S+, 1 threads", out, re.M), out
     res = data["results"]
-    assert set(data["ratios"]) == {"gated_deltanet", "mamba2"}
+    assert list(data["ratios"]) == list(_bench_module("mixer_pairs").PAIRS)
     for mixer, r in data["ratios"].items():
         ours, peer = res[r["ours"]], res[r["peer"]]
         assert ours["params"] == peer["params"] > 0, mixer
@@ -152,9 +163,37 @@ def test_mixers_train_reports_each_mixer_against_its_hf_layer_at_the_same_shape(
         assert r["cpu_ratio"] == pytest.approx(peer["cpu_s"] / ours["cpu_s"])
         shape = data["shape"]
         assert ours["tokens_per_s"] == pytest.approx(shape["batch"] * shape["seq"] / ours["wall"]["median_s"])
-        assert re.search(rf"^ratio {mixer}: .* = {r['ratio']:.2f}x tokens/s \({r['cpu_ratio']:.2f}x by CPU time\)$",
-                         out, re.M), out
-    assert re.search(r"^target \(arch_zoo >= 1.0x HF\): (met|missed: .+)$", out, re.M), out
+        assert re.search(rf"^ratio {re.escape(mixer)}: .* = {r['ratio']:.2f}x tokens/s "
+                         rf"\({r['cpu_ratio']:.2f}x by CPU time\)$", out, re.M), out
+    assert re.search(r"^target \(arch_zoo >= 1.0x its peer\): (met|missed: .+)$", out, re.M), out
+
+
+def test_mixers_train_pairs_on_shared_weights_compute_one_function():
+    """A pair said to share weights (HF's module loaded from arch_zoo's through the interop mapping, or the
+    same layer at chunk 1) gives the same outputs and the same input gradient: the benchmark times two ways
+    of computing one function (it checks the outputs too, before timing)."""
+    pytest.importorskip("transformers")
+    pairs = _bench_module("mixer_pairs")
+    shared = [name for name, pair in pairs.PAIRS.items() if pair.same_weights]
+    assert {"mamba2_bamba", "kda", "rg_lru", "mlstm", "short_conv", "rwkv7", "gated_deltaproduct"} <= set(shared)
+    for name in shared:
+        ours, theirs, call = pairs.PAIRS[name].build(32, True)
+        x = torch.randn(2, 32, 32)
+        got, want = [], []
+        for fn, into in ((lambda t: ours(t, pairs.ours_inputs()), got), (call, want)):
+            leaf = x.clone().requires_grad_(True)
+            out = fn(leaf)
+            out.pow(2).sum().backward()
+            into += [out.detach(), leaf.grad]
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4, msg=name)
+
+
+def test_mixers_benchmark_refuses_an_unknown_mixer_in_one_line():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mixers.py"), "decode", "--mixers", "kda", "nope"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "--mixers nope: decode takes attention, gated_deltanet" in proc.stderr.strip().splitlines()[-1]
 
 
 def test_mixers_decode_reports_tokens_per_s_at_each_context_for_matched_mixers(tmp_path):
@@ -162,7 +201,7 @@ def test_mixers_decode_reports_tokens_per_s_at_each_context_for_matched_mixers(t
     the mixers' printed parameter counts are those of the layers built here."""
     out, data = _mixers(tmp_path, "decode", "--lengths", "8", "24", "--steps", "2")
     assert [r["context"] for r in data["results"]] == [8, 24] and data["steps"] == 2
-    names = ["attention", "gated_deltanet", "mamba2", "lstm"]
+    names = list(_bench_module("mixers").DECODE_MIXERS)
     for row in data["results"]:
         assert list(row["tokens_per_s"]) == names
         assert all(row["tokens_per_s"][n] > 0 and row["cpu_s_per_token"][n] > 0 for n in names)
@@ -202,14 +241,10 @@ def test_mixers_length_reports_training_tokens_per_s_at_each_length_with_the_sam
 def test_mixers_benchmark_widths_match_attentions_parameters_within_ten_percent_at_the_benchmarked_width():
     """The decode and length comparisons are at matched parameters: at d_model 256 each mixer layer they build
     has within 10% of attention's parameters, which are 4 d_model^2 (q, k, v, o; no biases)."""
-    import importlib.util
-
     from arch_zoo.components.mixers import MIXERS
     from arch_zoo.config.loading import model_config
 
-    spec = importlib.util.spec_from_file_location("bench_mixers", ROOT / "benchmarks" / "mixers.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench_module("mixers")
     d = bench.DECODE_D
     counts = {}
     for name, mixer in dict(bench.decode_mixers(d), gru={"name": "gru", "hidden_size": bench.matched_hidden("gru", d)}

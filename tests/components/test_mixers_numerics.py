@@ -244,6 +244,46 @@ def test_chunked_scan_gradients_equal_the_recurrent_forms(rule):
         torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10)
 
 
+@pytest.mark.parametrize("chunk", [1, 3, 4, L, L + 5])
+def test_linear_scan_equals_a_float64_loop_and_the_one_channel_decay_scan_it_replaced(chunk):
+    """RG-LRU's elementwise recurrence h_t = a_t h_{t-1} + b_t (``scan.linear_scan``, doubling steps within
+    a chunk): its outputs, final state and gradients equal a loop over positions, and what ``decay_scan``
+    with one channel a head (RG-LRU's form before it) gives, at chunks that do and do not divide L."""
+    from arch_zoo.components.mixers import scan
+
+    shape = (2, 5, L)
+    a, b, h0 = torch.rand(*shape, dtype=torch.float64), torch.randn(*shape, dtype=torch.float64), torch.randn(2, 5,
+                                                                                                           dtype=torch.float64)
+    a[0, 0, 3] = 0.0  # a reset: nothing before position 3 reaches past it
+    weights = torch.randn(*shape, dtype=torch.float64), torch.randn(2, 5, dtype=torch.float64)
+
+    def loop(a, b, h):
+        out = []
+        for t in range(L):
+            h = a[..., t] * h + b[..., t]
+            out.append(h)
+        return torch.stack(out, -1), h
+
+    def one_channel(a, b, h):
+        ones = torch.ones_like(b).unsqueeze(-1)
+        out, S = scan.decay_scan(ones, ones, b.unsqueeze(-1), a.log(), h[..., None, None], chunk=chunk)
+        return out.squeeze(-1), S[..., 0, 0]
+
+    def run(fn, a, **kw):
+        leaves = [t.clone().requires_grad_(True) for t in (a, b, h0)]
+        out, h = fn(*leaves, **kw)
+        ((out * weights[0]).sum() + (h * weights[1]).sum()).backward()
+        return [out, h] + [t.grad for t in leaves]
+
+    for got, want in zip(run(scan.linear_scan, a, chunk=chunk), run(loop, a)):
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12)
+    positive = a.clamp(min=0.05)  # decay_scan takes log a
+    for got, want in zip(run(one_channel, positive), run(scan.linear_scan, positive, chunk=chunk)):
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12)
+    out, h = scan.linear_scan(a, b, chunk=chunk)  # no state: from zeros
+    torch.testing.assert_close(out, loop(a, b, torch.zeros(2, 5, dtype=torch.float64))[0], rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize("name,module", [("lstm", nn.LSTM), ("gru", nn.GRU)])
 def test_the_torch_rnn_mixers_hold_torch_nn_s_weights_and_compute_its_layer(name, module):
     """``lstm`` and ``gru`` load a torch.nn.LSTM / GRU's state dict as it is (same names and layout)

@@ -272,3 +272,32 @@ def test_a_bad_option_is_one_line_naming_it_and_exit_2(name, option, message, tm
     assert main(["describe", str(path), "--vocab-size", "11"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("arch-zoo: error: ") and re.search(message, err)
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 4, L])
+def test_dplr_scans_factored_form_under_rwkv7s_decay_floor_equals_the_recurrent_form(chunk):
+    """RWKV-7's log-decay is bounded (>= LOG_DECAY_FLOOR), so ``dplr_scan`` given that floor runs its pairwise
+    sums as matmuls (exp(G_t - G_s) split in two); its outputs, final state and gradients equal the
+    position-by-position form's (float64), as the unbounded form's do (KDA's path)."""
+    from arch_zoo.components.mixers.dplr import dplr_scan, dplr_step
+    from arch_zoo.components.mixers.rwkv7 import LOG_DECAY_FLOOR
+
+    B, H, Dk, Dv = 2, 3, 4, 5
+    q, k, a, b = (torch.randn(B, H, L, Dk, dtype=torch.float64) for _ in range(4))
+    b = F.normalize(b, dim=-1)
+    a = -torch.rand(B, H, L, Dk, dtype=torch.float64) * b
+    g = LOG_DECAY_FLOOR * torch.rand(B, H, L, Dk, dtype=torch.float64)
+    g[..., 2, :] = LOG_DECAY_FLOOR  # the floor itself
+    v, S0 = torch.randn(B, H, L, Dv, dtype=torch.float64), torch.randn(B, H, Dk, Dv, dtype=torch.float64)
+    weights = torch.randn(B, H, L, Dv, dtype=torch.float64), torch.randn(B, H, Dk, Dv, dtype=torch.float64)
+
+    def run(fn, **kw):
+        leaves = [t.clone().requires_grad_(True) for t in (q, k, v, a, b, g, S0)]
+        out, S = fn(*leaves, **kw)
+        ((out * weights[0]).sum() + (S * weights[1]).sum()).backward()
+        return [out, S] + [t.grad for t in leaves]
+
+    want = run(dplr_step)
+    for kw in ({"decay_floor": LOG_DECAY_FLOOR}, {}):
+        for got, w in zip(run(dplr_scan, chunk=chunk, **kw), want):
+            torch.testing.assert_close(got, w, rtol=1e-9, atol=1e-10)

@@ -8,7 +8,7 @@ then the output projection. The RG-LRU, per channel, with block-diagonal gates (
 except at a row's first real position, where h = i x (the recurrence resets there, unnormalised). It
 equals transformers' ``RecurrentGemmaRecurrentBlock`` with its ``RecurrentGemmaRglru``
 (``models/recurrent_gemma/modeling_recurrent_gemma.py``) on the weights ``from_hf_layer`` maps.
-Training and prefill run the linear recurrence chunked (``scan.decay_scan``, one channel a head).
+Training and prefill run the linear recurrence chunked (``scan.linear_scan``).
 
 Decoding state: the convolution's last conv_size - 1 inputs, h, and one number a row, whether a real
 token has come yet (a left-padded row resets at its first real token, not at the padding). A padded
@@ -29,7 +29,7 @@ from ..init import mark_residual_out
 from .base import MIXERS, MixerInputs
 from .conv import ShortConv
 from .recurrent import RecurrentMixer, initialised, keep_mask, read, renamed, wide, write
-from .scan import decay_scan
+from .scan import linear_scan
 
 C = 8.0  # Griffin's fixed scale of the log-decay
 HF_NAMES = {"conv.conv": "conv_1d", "out": "linear_out", "": "rg_lru"}  # "": the RG-LRU's own parameters
@@ -124,11 +124,9 @@ class RGLRU(RecurrentMixer):
         if state is not None and x.shape[1] == 1 and h is not None:
             h = log_a[:, 0].exp() * h + b[:, 0]  # decoding: the recurrence's one step
             out = h.unsqueeze(1)
-        else:  # the recurrence, one channel a head: q = k = 1, v = b, g = log a
-            ones = torch.ones_like(b).transpose(1, 2).unsqueeze(-1)
-            out, S = decay_scan(ones, ones, b.transpose(1, 2).unsqueeze(-1), log_a.transpose(1, 2),
-                                None if h is None else h[..., None, None], chunk=self.chunk)
-            out, h = out.squeeze(-1).transpose(1, 2), S[..., 0, 0]
+        else:  # the recurrence, chunked over (B, W, L)
+            out, h = linear_scan(log_a.exp().transpose(1, 2), b.transpose(1, 2), h, chunk=self.chunk)
+            out = out.transpose(1, 2)
         write(state, "h", h)
         write(state, "started", torch.maximum(before, real.amax(1)))
         return self.out(out.to(x.dtype) * y)

@@ -114,7 +114,7 @@ class RWKV7(RecurrentMixer):
         S = read(state, "wkv")
         scan = dplr_step if state is not None and x.shape[1] == 1 else dplr_scan
         o, S = scan(r, k, v, -a * kappa, kappa, log_w, None if S is None else wide(S),
-                    **({} if scan is dplr_step else {"chunk": self.chunk}))
+                    **({} if scan is dplr_step else {"chunk": self.chunk, "decay_floor": LOG_DECAY_FLOOR}))
         write(state, "wkv", S)
         o = self.ln_x(o.transpose(1, 2).flatten(0, 1).flatten(1).to(x.dtype)).unflatten(0, x.shape[:2])
         bonus = ((r * k * wide(self.r_k).unsqueeze(1)).sum(-1, keepdim=True) * v).transpose(1, 2).flatten(2)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -125,3 +126,25 @@ def delta_step(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: 
         S = S + kt * u.unsqueeze(-2)
         out.append(q[..., t, :].unsqueeze(-2) @ S)
     return torch.cat(out, dim=-2), S
+
+
+def linear_scan(a: Tensor, b: Tensor, state: Optional[Tensor] = None, chunk: int = 64) -> Tuple[Tensor, Tensor]:
+    """h_t = a_t h_{t-1} + b_t, elementwise, over the last dim of a and b (..., L), from ``state`` (...)
+    (None: zeros); (h (..., L), h after the last position). A scalar state per channel (Griffin's RG-LRU)
+    needs no matrices: ``decay_scan`` with 1 x 1 states builds a chunk x chunk decay matrix per channel
+    and chunk, chunk times the work. Within a chunk, log2(chunk) doubling steps (Hillis and Steele) pair
+    each position with the one 1, 2, 4, ... before it, (a, b) o (a', b') = (a a', a b' + b), so the
+    products of a stay in [0, 1] and nothing overflows; across chunks the state is carried (``_carry``)."""
+    length = a.shape[-1]
+    chunk = min(chunk, length)
+    pad = -length % chunk  # a = 1, b = 0: padding keeps the state as it is
+    a = F.pad(a, (0, pad), value=1.0).unflatten(-1, (-1, chunk))  # (..., n, c)
+    b = F.pad(b, (0, pad)).unflatten(-1, (-1, chunk))
+    step = 1
+    while step < chunk:  # afterwards b_t = h_t from a zero start of its chunk, a_t = a's product since then
+        b = b + a * F.pad(b[..., :-step], (step, 0))
+        a = a * F.pad(a[..., :-step], (step, 0), value=1.0)
+        step *= 2
+    S = b.new_zeros(b.shape[:-2]) if state is None else state
+    starts, S = _carry(S[..., None, None], a[..., -1:, None], b[..., -1:, None])  # (..., n, 1, 1)
+    return (b + a * starts[..., 0]).flatten(-2)[..., :length], S[..., 0, 0]
