@@ -125,9 +125,29 @@ class GeluTanhMLP(MLP):
         return F.gelu(x, approximate="tanh")
 
 
-@FEEDFORWARD.register("swiglu", NoOptions, "gated MLP with SiLU gate (LLaMA)")
+@dataclass(frozen=True)
+class SwiGLUOptions:
+    # Falcon-H1's mlp_multipliers: silu(gate_multiplier * x W) * x V, then the down projection's
+    # output times out_multiplier (muP multipliers held apart from the weights, so they train as given)
+    gate_multiplier: float = 1.0
+    out_multiplier: float = 1.0
+
+
+@FEEDFORWARD.register("swiglu", SwiGLUOptions, "gated MLP with SiLU gate (LLaMA); gate_multiplier and "
+                                               "out_multiplier scale the gate's input and the output (Falcon-H1)")
 class SwiGLU(GatedMLP):
     act = staticmethod(F.silu)
+
+    def __init__(self, options: SwiGLUOptions, ctx: FFNContext):
+        super().__init__(options, ctx)
+        self.gate_multiplier, self.out_multiplier = options.gate_multiplier, options.out_multiplier
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.gate_multiplier == 1.0 and self.out_multiplier == 1.0:
+            return super().forward(x)
+        g = self.gate(x) * self.gate_multiplier
+        out = self.down(self.dropout(_GatedProduct.apply(g, self.up(x), self.act, self.act_backward)))
+        return out * self.out_multiplier
 
     @staticmethod
     def act_backward(buffer: Tensor, g: Tensor) -> Tensor:

@@ -59,7 +59,8 @@ def check_mixer(m: ModelConfig, stack: str, key: str, layer: Optional[int] = Non
         what = "a bidirectional encoder" if stack == "encoder" else "a causal decoder"
         where = what if layer is None else f"{stack} layer {layer} ({what.split()[1]})"
         raise ConfigError(f"{key}.mixer", f"mixer '{m.mixer.name}' cannot serve {where} (it serves: "
-                          f"{', '.join(MIXERS.get(m.mixer.name).factory.stacks)}); mixers for {what}: "
+                          f"{', '.join(MIXERS.get(m.mixer.name).factory.stacks_of(m.mixer.options)) or 'none'}); "
+                          f"mixers for {what}: "
                           f"{', '.join(able)}{hint}")
     MIXERS.get(m.mixer.name).factory.check(m.mixer.options, m, key)
 
