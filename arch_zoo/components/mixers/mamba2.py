@@ -58,7 +58,9 @@ class Mamba2Options:
     def resolved(self, cfg) -> "Mamba2Options":
         """These options with each null filled in from the layer's ModelConfig."""
         h = self.n_heads or cfg.n_heads
-        return dataclasses.replace(self, n_heads=h, head_dim=self.head_dim or max(1, 2 * cfg.d_model // h))
+        ones = self.projection_multipliers is not None and all(m == 1.0 for m in self.projection_multipliers)
+        return dataclasses.replace(self, n_heads=h, head_dim=self.head_dim or max(1, 2 * cfg.d_model // h),
+                                   projection_multipliers=None if ones else self.projection_multipliers)
 
 
 @MIXERS.register("mamba2", Mamba2Options, "Mamba-2's SSD layer (Dao & Gu 2024): short conv, a scalar-decay state "
