@@ -10,7 +10,7 @@ mamba2, ...}]}``, and Falcon-H1's muP multipliers where they act:
 * ``key_multiplier`` scales k, so q.k: ``model.attention_scale`` = key_multiplier / sqrt(head_dim);
 * ``ssm_multipliers`` (HF's ``mup_vector`` over in_proj's z, x, B, C, dt): mamba2's
   ``projection_multipliers``; ``mamba_rms_norm`` / ``mamba_norm_before_gate``: mamba2's ``norm``;
-* ``mlp_multipliers``: swiglu's ``gate_multiplier`` and ``out_multiplier``;
+* ``mlp_multipliers``: ``scaled_swiglu``'s ``gate_multiplier`` and ``out_multiplier`` (swiglu where both are 1);
 * ``embedding_multiplier`` and ``lm_head_multiplier``: ``scale_embeddings`` with the standard
   parametrization's ``embedding_multiplier`` and ``logit_multiplier``.
 
@@ -82,7 +82,7 @@ def config(c: dict, weights: WeightMap) -> dict:
                                                    c.get("ssm_out_multiplier", 1.0)])},
         "attention": "global", "attention_scale": None if key == 1.0 else key * head_dim ** -0.5,
         "norm": {"name": "rmsnorm", "eps": c.get("rms_norm_eps", 1e-5)}, "norm_placement": "pre", "final_norm": True,
-        "ffn": "swiglu" if (gate, down) == (1.0, 1.0) else {"name": "swiglu", "gate_multiplier": float(gate),
+        "ffn": "swiglu" if (gate, down) == (1.0, 1.0) else {"name": "scaled_swiglu", "gate_multiplier": float(gate),
                                                             "out_multiplier": float(down)},
         "bias": flags[0], "scale_embeddings": embed != 1.0, "parametrization": parametrization,
         **shared_keys(c, tie=False), "dropout": 0.0,
