@@ -92,13 +92,27 @@ class ComponentSpec:
     options: Any = NoOptions()
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"name": self.name, **dataclasses.asdict(self.options)}
+        return {"name": self.name, **_options(self.options)}
 
     def describe(self) -> str:
-        opts = dataclasses.asdict(self.options)
+        opts = _options(self.options)
         if not opts:
             return self.name
         return f"{self.name}(" + ", ".join(f"{k}={v}" for k, v in opts.items()) + ")"
+
+
+def _options(options: Any) -> Dict[str, Any]:
+    """``dataclasses.asdict`` of an options dataclass, but a component spec among its values (a
+    parallel mixer's branches) as ``{name, **options}``, the spelling the registry parses back."""
+    def plain(value):
+        if isinstance(value, ComponentSpec):
+            return value.to_dict()
+        if isinstance(value, (list, tuple)):
+            return type(value)(plain(v) for v in value)
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+    return {f.name: plain(getattr(options, f.name)) for f in dataclasses.fields(options)}
 
 
 def component_field(family: str, default: Any) -> Any:

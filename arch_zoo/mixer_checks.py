@@ -123,7 +123,10 @@ def kept_alive(state: DecodingState) -> int:
 
 def held_elements(state: DecodingState) -> int:
     """Numbers ``state`` holds: a K/V cache's live keys and values (its buffers keep room to grow),
-    any other state's tensors."""
+    any other state's tensors; a composite's (``parts``: a parallel layer's), its parts'."""
+    parts = getattr(state, "parts", None)
+    if parts is not None:
+        return sum(map(held_elements, parts))
     if isinstance(state, KVCache):
         return 0 if state.k is None else state.k.numel() + state.v.numel()
     return sum(t.numel() for t in state.tensors())

@@ -9,7 +9,7 @@ from arch_zoo.config.loading import load, preset_names, published_vocab
 from tests.test_presets import REFERENCE_SIZES
 
 # every preset of a published model (the others are test sizes or papers without a released checkpoint)
-PUBLISHED = {"bamba-9b": 128256, "bert": 30522, "bloom": 250880, "deepseek-v3": 129280, "gemma2": 256000, "gpt-oss-120b": 201088,
+PUBLISHED = {"bamba-9b": 128256, "bert": 30522, "bloom": 250880, "deepseek-v3": 129280, "falcon-h1-500m": 32784, "gemma2": 256000, "gpt-oss-120b": 201088,
              "gpt-oss-20b": 201088, "gpt2": 50257, "kimi-linear-48b-a3b": 163840, "lfm2": 65536, "llama": 32000,
              "mamba2": 32768, "mistral": 32000, "mixtral": 32000, "pythia": 50304, "qwen3": 151936,
              "qwen3-next": 151936, "recurrentgemma-2b": 256000, "t5": 32128, "t5-v1_1": 32128,

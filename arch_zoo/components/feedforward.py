@@ -129,9 +129,33 @@ class GeluTanhMLP(MLP):
 class SwiGLU(GatedMLP):
     act = staticmethod(F.silu)
 
+
     @staticmethod
     def act_backward(buffer: Tensor, g: Tensor) -> Tensor:
         return torch.ops.aten.silu_backward.grad_input(buffer, g, grad_input=buffer)
+
+
+@dataclass(frozen=True)
+class ScaledSwiGLUOptions:
+    gate_multiplier: float = 1.0  # silu(gate_multiplier * x W) * x V
+    out_multiplier: float = 1.0  # the down projection's output times this
+
+
+@FEEDFORWARD.register("scaled_swiglu", ScaledSwiGLUOptions, "swiglu with muP multipliers held apart from the "
+                      "weights (Falcon-H1's mlp_multipliers): on the gate's input and on the output")
+class ScaledSwiGLU(SwiGLU):
+    """Its own entry, not options of ``swiglu``: a plain swiglu stays a bare name wherever one is
+    written (MoE experts, the families that read it as SiLU)."""
+
+    example_options = {"gate_multiplier": 0.5, "out_multiplier": 2.0}
+
+    def __init__(self, options: ScaledSwiGLUOptions, ctx: FFNContext):
+        super().__init__(options, ctx)
+        self.gate_multiplier, self.out_multiplier = options.gate_multiplier, options.out_multiplier
+
+    def forward(self, x: Tensor) -> Tensor:
+        g = self.gate(x) * self.gate_multiplier
+        return self.down(self.dropout(_GatedProduct.apply(g, self.up(x), self.act, self.act_backward))) * self.out_multiplier
 
 
 @FEEDFORWARD.register("geglu", NoOptions, "gated MLP with GELU gate")

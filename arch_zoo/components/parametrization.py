@@ -125,17 +125,24 @@ class StandardOptions:
     # sqrt(d_model) rounded to this dtype before it scales the embeddings (model.scale_embeddings);
     # null: exact. RecurrentGemma keeps its normalizer in bfloat16 (50.5, not 50.596, at d_model 2560)
     embedding_multiplier_dtype: Optional[Literal["bfloat16"]] = None
+    # what model.scale_embeddings multiplies by; null: sqrt(d_model) (Falcon-H1 publishes its own)
+    embedding_multiplier: Optional[float] = None
+    logit_multiplier: float = 1.0  # the logits' factor (Falcon-H1's lm_head_multiplier)
 
 
 @PARAMETRIZATIONS.register("standard", StandardOptions, "init, multipliers and learning rates as the components and "
                            "train.lr give them, at any width")
 class Standard(Parametrization):
     def embedding_multiplier(self) -> float:
-        exact = math.sqrt(self.d_model)
+        given = self.options.embedding_multiplier
+        exact = math.sqrt(self.d_model) if given is None else given
         dtype = self.options.embedding_multiplier_dtype
         if dtype is None:
             return exact
         return float(torch.tensor(exact, dtype=getattr(torch, dtype), device="cpu"))  # rounded as HF rounds it
+
+    def logit_multiplier(self) -> float:
+        return self.options.logit_multiplier
 
 
 @dataclass(frozen=True)

@@ -50,16 +50,26 @@ def default_d_ff(d_model: int, gated: bool) -> int:
     return FFN_MULTIPLE * -(-8 * d_model // (3 * FFN_MULTIPLE))  # ceil, in integers
 
 
+def _stacks_by_default(entry) -> tuple:
+    """The stacks a mixer serves at its default options (a parallel layer's default branches include
+    mamba2: a decoder's only), which is what naming it as a choice offers."""
+    try:
+        return entry.factory.stacks_of(entry.options())
+    except (ConfigError, TypeError, ValueError):
+        return entry.factory.stacks
+
+
 def check_mixer(m: ModelConfig, stack: str, key: str, layer: Optional[int] = None, hint: str = "") -> None:
     """The layer config ``m``'s mixer can serve ``stack`` ("encoder": bidirectional; "decoder": causal).
     ``layer``: the first layer of the stack that takes ``m`` where a ``model.layers`` entry chose it, so
     the error says which stack the entry reached."""
     if not serves(m.mixer, stack):
-        able = [e.name for e in MIXERS.entries() if stack in e.factory.stacks]
+        able = [e.name for e in MIXERS.entries() if stack in _stacks_by_default(e)]
         what = "a bidirectional encoder" if stack == "encoder" else "a causal decoder"
         where = what if layer is None else f"{stack} layer {layer} ({what.split()[1]})"
         raise ConfigError(f"{key}.mixer", f"mixer '{m.mixer.name}' cannot serve {where} (it serves: "
-                          f"{', '.join(MIXERS.get(m.mixer.name).factory.stacks)}); mixers for {what}: "
+                          f"{', '.join(MIXERS.get(m.mixer.name).factory.stacks_of(m.mixer.options)) or 'none'}); "
+                          f"mixers for {what}: "
                           f"{', '.join(able)}{hint}")
     MIXERS.get(m.mixer.name).factory.check(m.mixer.options, m, key)
 

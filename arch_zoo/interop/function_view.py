@@ -45,6 +45,9 @@ def function_view(m: ModelConfig) -> Dict[str, Any]:
     top["mixer"] = _mixer_view(m)
     if m.scale_embeddings:  # the parametrization's number, which TRAINING_ONLY leaves out (RecurrentGemma rounds it)
         top["embedding_multiplier"] = PARAMETRIZATIONS.build(m.parametrization, m).embedding_multiplier()
+    logit_multiplier = PARAMETRIZATIONS.build(m.parametrization, m).logit_multiplier()
+    if logit_multiplier != 1.0:  # the standard one's published factor (Falcon-H1's lm_head_multiplier)
+        top["logit_multiplier"] = logit_multiplier
     out: Dict[str, Any] = {"model": top}
     for stack, depth in stacks(m)[:2]:
         layers = []
@@ -64,7 +67,15 @@ def _mixer_view(m: ModelConfig) -> Any:
     spec = m.mixer
     options = resolved_mixer(m).mixer.options
     view = to_dict(options) if dataclasses.is_dataclass(options) else {}
-    return {"name": spec.name, **{k: v for k, v in view.items() if k not in MIXER_HOW_ONLY}}
+    return {"name": spec.name, **_what_only(view)}
+
+
+def _what_only(view: Dict[str, Any]) -> Dict[str, Any]:
+    """A mixer's options view without MIXER_HOW_ONLY, a parallel layer's branches' too."""
+    out = {k: v for k, v in view.items() if k not in MIXER_HOW_ONLY}
+    if isinstance(out.get("branches"), (list, tuple)):
+        out["branches"] = [_what_only(b) if isinstance(b, dict) else b for b in out["branches"]]
+    return out
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -39,7 +39,7 @@ def test_swiglu_is_silu_gate_times_value():
 
 
 GATED = [name for name in FEEDFORWARD.choices() if issubclass(FEEDFORWARD.get(name).factory, GatedMLP)]
-ACTS = {"swiglu": torch.nn.functional.silu, "geglu": torch.nn.functional.gelu, "reglu": torch.nn.functional.relu,
+ACTS = {"swiglu": torch.nn.functional.silu, "scaled_swiglu": torch.nn.functional.silu, "geglu": torch.nn.functional.gelu, "reglu": torch.nn.functional.relu,
         "geglu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh")}
 
 
@@ -62,6 +62,20 @@ def test_gated_ffn_hand_written_backward_matches_autograd(name):
     textbook = ffn.down(ACTS[name](ffn.gate(x)) * ffn.up(x))
     for got, want in zip(ours, torch.autograd.grad(textbook.pow(2).sum(), wrt)):
         torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7)
+
+
+def test_scaled_swiglu_is_swiglu_with_its_multipliers_on_the_gate_s_input_and_the_output():
+    """Falcon-H1's mlp_multipliers: out_multiplier * down(silu(gate_multiplier * x W) * x V), gradients too."""
+    torch.manual_seed(0)
+    spec = FEEDFORWARD.parse({"name": "scaled_swiglu", "gate_multiplier": 0.5, "out_multiplier": 3.0}, "f")
+    ffn = FEEDFORWARD.build(spec, FFNContext(6, 10, True, 0.0))
+    x = torch.randn(2, 5, 6, requires_grad=True)
+    wrt = [x, *ffn.parameters()]
+    ours = ffn(x)
+    textbook = 3.0 * ffn.down(torch.nn.functional.silu(0.5 * ffn.gate(x)) * ffn.up(x))
+    torch.testing.assert_close(ours, textbook, rtol=1e-6, atol=1e-6)
+    for got, want in zip(torch.autograd.grad(ours.pow(2).sum(), wrt), torch.autograd.grad(textbook.pow(2).sum(), wrt)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", GATED)

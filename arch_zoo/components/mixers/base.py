@@ -90,6 +90,11 @@ class Mixer(nn.Module):
         spellings of one function compare equal (the export's ``function_view``)."""
         return options
 
+    @classmethod
+    def stacks_of(cls, options) -> Tuple[str, ...]:
+        """The stacks it serves with ``options`` (a composite's: those all its branches serve)."""
+        return cls.stacks
+
     def new_state(self) -> DecodingState:
         raise TypeError(f"{type(self).__name__} has no decoding state")
 
@@ -127,7 +132,7 @@ def state_bytes_per_token(mixer: Mixer, context: int, dtype: torch.dtype = torch
 
 def serves(spec, stack: str) -> bool:
     """Whether the mixer ``spec`` (a ComponentSpec) can serve a stack ("encoder" or "decoder")."""
-    return stack in MIXERS.get(spec.name).factory.stacks
+    return stack in MIXERS.get(spec.name).factory.stacks_of(spec.options)
 
 
 def real_tokens(inputs: MixerInputs, x: Tensor) -> Optional[Tensor]:

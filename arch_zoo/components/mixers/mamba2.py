@@ -3,7 +3,9 @@ and a step size per head; x, B, C pass a short causal convolution (silu); per he
 (head_dim x state_size) follows h_t = exp(dt_t A) h_{t-1} + dt_t x_t B_t^T and the output is
 y_t = h_t C_t + D x_t (``scan.decay_scan``, chunked for training and prefill; ``decay_step`` for
 decoding), with dt = softplus(raw + dt_bias) and A = -exp(A_log); B and C are shared by the heads of
-a group. Then RMSNorm(y * silu(z)) per group and the output projection.
+a group. Then RMSNorm(y * silu(z)) per group and the output projection (``norm``: Falcon-H1 may norm
+before the gate, or not at all); ``projection_multipliers`` scale the input projection's z, x, B, C
+and dt parts (Falcon-H1's muP vector, ``ssm_multipliers``).
 
 A padded position has dt = 0: its state neither decays nor takes a write."""
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +38,10 @@ class Mamba2Options:
     dt_min: float = 0.001  # the initial step sizes are log-uniform in [dt_min, dt_max]
     dt_max: float = 0.1
     norm_eps: float = 1e-5
+    # where the gated RMSNorm's norm sits: after the gate (Mamba-2: RMSNorm(y * silu(z))), before it
+    # (RMSNorm(y) * silu(z)), or none (y * silu(z), no norm weights; Falcon-H1's mamba_rms_norm: false)
+    norm: Literal["after_gate", "before_gate", "none"] = "after_gate"
+    projection_multipliers: Optional[Tuple[float, ...]] = None  # z, x, B, C, dt parts of in_proj scaled; null: 1
     kernel: Literal["torch", "mamba_ssm"] = "torch"  # mamba_ssm: the mamba-ssm package's GPU kernels (optional)
 
     def __post_init__(self):
@@ -46,11 +52,15 @@ class Mamba2Options:
                 raise ValueError(f"{name} must be positive, got {value}")
         if not 0 < self.dt_min <= self.dt_max:
             raise ValueError(f"expected 0 < dt_min <= dt_max, got {self.dt_min}, {self.dt_max}")
+        if self.projection_multipliers is not None and len(self.projection_multipliers) != 5:
+            raise ValueError(f"projection_multipliers takes 5 (z, x, B, C, dt), got {len(self.projection_multipliers)}")
 
     def resolved(self, cfg) -> "Mamba2Options":
         """These options with each null filled in from the layer's ModelConfig."""
         h = self.n_heads or cfg.n_heads
-        return dataclasses.replace(self, n_heads=h, head_dim=self.head_dim or max(1, 2 * cfg.d_model // h))
+        ones = self.projection_multipliers is not None and all(m == 1.0 for m in self.projection_multipliers)
+        return dataclasses.replace(self, n_heads=h, head_dim=self.head_dim or max(1, 2 * cfg.d_model // h),
+                                   projection_multipliers=None if ones else self.projection_multipliers)
 
 
 @MIXERS.register("mamba2", Mamba2Options, "Mamba-2's SSD layer (Dao & Gu 2024): short conv, a scalar-decay state "
@@ -81,7 +91,9 @@ class Mamba2(RecurrentMixer):
         self.dt_bias = initialised(self.h, dt_bias)
         self.A_log = initialised(self.h, lambda: torch.arange(1, self.h + 1, dtype=torch.float32, device="cpu").log())
         self.D = nn.Parameter(torch.ones(self.h))
-        self.norm = GatedRMSNorm(inner, inner // self.groups, options.norm_eps, gate_first=True)
+        self.norm = None if options.norm == "none" else GatedRMSNorm(
+            inner, inner // self.groups, options.norm_eps, gate_first=options.norm == "after_gate")
+        self.multipliers = options.projection_multipliers
         self.out = mark_residual_out(nn.Linear(inner, cfg.d_model, bias=cfg.bias))
 
     def state_shapes(self, batch):
@@ -89,7 +101,11 @@ class Mamba2(RecurrentMixer):
 
     def forward(self, x: Tensor, inputs: MixerInputs, state=None) -> Tensor:
         inner = self.h * self.p
-        z, xbc, dt = self.in_proj(x).split((inner, self.conv_dim, self.h), dim=-1)
+        projected = self.in_proj(x)
+        if self.multipliers is not None:
+            parts = (inner, inner, self.groups * self.n, self.groups * self.n, self.h)
+            projected = projected * torch.cat([projected.new_full((n,), m) for n, m in zip(parts, self.multipliers)])
+        z, xbc, dt = projected.split((inner, self.conv_dim, self.h), dim=-1)
         keep = keep_mask(inputs, x)
         xbc, prefix = self.conv(xbc, keep, read(state, "conv"))
         write(state, "conv", prefix)
@@ -108,7 +124,8 @@ class Mamba2(RecurrentMixer):
                     **({} if scan is decay_step else {"chunk": self.chunk}))
         write(state, "ssm", S)
         y = y + wide(self.D)[:, None, None] * xs
-        y = self.norm(y.transpose(1, 2).flatten(2).to(x.dtype), z)
+        y = y.transpose(1, 2).flatten(2)
+        y = (y * F.silu(wide(z))).to(x.dtype) if self.norm is None else self.norm(y.to(x.dtype), z)
         return self.out(y)
 
     def mixing_flops(self, length: int, causal: bool) -> float:

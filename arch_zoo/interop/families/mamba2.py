@@ -21,11 +21,12 @@ def unclamped(model_type: str, c: dict) -> None:
         raise unsupported(model_type, f"time_step_limit {list(limit)} (dt is not clamped here)")
 
 
-def mixer_weights(w: WeightMap, a: str, h: str) -> None:
+def mixer_weights(w: WeightMap, a: str, h: str, norm: bool = True) -> None:
     """One mamba2 mixer's tensors (``a``: arch_zoo's mixer, ``h``: HF's ``Mamba2Mixer`` / ``BambaMixer``),
-    biases where the checkpoint has them (use_bias, use_conv_bias)."""
+    biases where the checkpoint has them (use_bias, use_conv_bias); ``norm``: it has the gated norm's
+    weight (Falcon-H1's may have none)."""
     copy_each(w, a, h, (("in_proj", "in_proj"), ("out", "out_proj"), ("conv.conv", "conv1d")), PARAMS)
-    for name in ("dt_bias", "A_log", "D", "norm.weight"):
+    for name in ("dt_bias", "A_log", "D") + (("norm.weight",) if norm else ()):
         w.copy(f"{a}{name}", f"{h}{name}")
 
 
