@@ -109,6 +109,14 @@ def copy_each(w: WeightMap, a: str, h: str, pairs: Sequence[Tuple[str, str]], pa
             w.copy(f"{a}{ours}.{p}", f"{h}{theirs}.{p}", fn)
 
 
+def fused_attention(w: WeightMap, a: str, h: str, params: Sequence[str] = ("weight",), out: str = "o_proj") -> None:
+    """Attention's separate q, k, v projections fused into arch_zoo's ``qkv``, and its output projection:
+    ``a`` the mixer's prefix, ``h`` HF's attention module's; ``params``: the biases too where it has them."""
+    for p in params:
+        w.fuse(f"{a}qkv.{p}", [f"{h}{x}_proj.{p}" for x in "qkv"])
+    copy_each(w, a, h, [("out", out)], params)
+
+
 def qk_norms(w: WeightMap, a: str, h: str, theirs: str = "{x}_norm") -> None:
     """Attention's q/k RMSNorm gains: ``a`` the mixer's prefix, ``h`` HF's attention module's."""
     copy_each(w, a, h, [(f"{x}_norm", theirs.format(x=x)) for x in "qk"])

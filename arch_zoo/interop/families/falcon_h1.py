@@ -26,8 +26,8 @@ from ...config import ModelConfig
 from ...config.validation import layer_configs
 from ..checkpoint import WeightMap
 from ..family import HFFamily, register, unsupported
-from ..mapping import (PARAMS, ROTARY_ANY, NotExpressible, common, copy_each, decoder_layers, dense_mlp, plain_rope,
-                       shared_keys, spec)
+from ..mapping import (PARAMS, ROTARY_ANY, NotExpressible, common, decoder_layers, dense_mlp, fused_attention,
+                       plain_rope, shared_keys, spec)
 from .mamba2 import mixer_weights, unclamped
 
 BIASES = ("attention_bias", "mlp_bias", "mamba_proj_bias", "projectors_bias")
@@ -96,9 +96,7 @@ def weights(w: WeightMap, cfg: ModelConfig) -> None:
             if branch.name == "mamba2":
                 mixer_weights(w, m, f"{h}mamba.", norm=branch.options.norm != "none")
             else:
-                for p in PARAMS:  # biases where the checkpoint has them (attention_bias)
-                    w.fuse(f"{m}qkv.{p}", [f"{h}self_attn.{x}_proj.{p}" for x in "qkv"])
-                copy_each(w, m, f"{h}self_attn.", [("out", "o_proj")], PARAMS)
+                fused_attention(w, m, f"{h}self_attn.", PARAMS)  # biases where the checkpoint has them
         dense_mlp(w, f"{a}ffn.sublayer.", f"{h}feed_forward.", params=PARAMS)
     w.copy("head.proj.weight", "lm_head.weight")  # a tied one too: the load checks it equals the embedding
 

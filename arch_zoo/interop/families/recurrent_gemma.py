@@ -21,8 +21,8 @@ from ...config import ModelConfig
 from ...config.validation import layer_configs
 from ..checkpoint import WeightMap
 from ..family import HFFamily, ffn_name, register, unsupported
-from ..mapping import (PARAMS, ROTARY_ANY, NotExpressible, common, copy_each, decoder_layers, dense_mlp, inverse,
-                       period, plain_rope, shared_keys, spec)
+from ..mapping import (PARAMS, ROTARY_ANY, NotExpressible, common, copy_each, decoder_layers, dense_mlp,
+                       fused_attention, inverse, period, plain_rope, shared_keys, spec)
 
 BLOCKS = ("recurrent", "recurrent", "attention")  # RecurrentGemmaConfig's default block_types
 ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh", "gelu": "gelu"}  # both branches take it
@@ -79,9 +79,7 @@ def weights(w: WeightMap, cfg: ModelConfig) -> None:
             for p in RG_LRU_PARAMS:
                 w.copy(f"{m}{p}", f"{t}rg_lru.{p}")
         else:
-            for p in PARAMS:  # q, k, v biases where attention_bias gives them
-                w.fuse(f"{m}qkv.{p}", [f"{t}{x}_proj.{p}" for x in "qkv"])
-            copy_each(w, m, t, [("out", "o_proj")], PARAMS)
+            fused_attention(w, m, t, PARAMS)  # q, k, v biases where attention_bias gives them
         dense_mlp(w, f"{a}ffn.sublayer.", f"{h}mlp_block.", params=PARAMS)
     w.copy("head.proj.weight", "lm_head.weight")  # a tied one too: the load checks it equals the embedding
 
