@@ -61,7 +61,7 @@ def widen_decays(hf):
 
 def test_the_slopes_are_minimax_s_per_head_and_layer():
     hf = hf_layer()
-    assert torch.equal(ours(hf).slopes, hf.slope_rate.float().flatten())
+    assert torch.equal(ours(hf).slopes, hf.slope_rate.flatten())  # both float32 values, widened
     # by hand: ALiBi's 2^(-8/H) powers, shrunk by 1 - index / (layers - 1)
     by_hand = torch.tensor([2 ** (-8 / 3 * (h + 1)) for h in range(H)], dtype=torch.float64) * (1 - 1 / 3)
     torch.testing.assert_close(ours(hf).slopes.double(), by_hand, rtol=1e-4, atol=0)

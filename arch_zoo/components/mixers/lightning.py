@@ -64,15 +64,16 @@ class LightningAttention(RecurrentMixer):
         self.output_gate = nn.Linear(cfg.d_model, width, bias=cfg.bias)
         self.norm = GatedRMSNorm(width, width, options.norm_eps, gate_first=False, gate=torch.sigmoid)
         self.out_proj = mark_residual_out(nn.Linear(width, cfg.d_model, bias=cfg.bias))
-        # a plain attribute, not a buffer: a meta build (describe) or to_empty would leave a buffer unset
-        self.slopes = slopes(self.h, ctx.index if ctx else 0, ctx.depth if ctx else 1)
+        # not saved: a function of the layer's place (as ALiBi's slopes and RoPE's frequencies are)
+        self.register_buffer("slopes", slopes(self.h, ctx.index if ctx else 0, ctx.depth if ctx else 1),
+                             persistent=False)
 
     def state_shapes(self, batch):
         return {"kv": (batch, self.h, self.d, self.d)}
 
     def forward(self, x: Tensor, inputs: MixerInputs, state=None) -> Tensor:
         q, k, v = wide(F.silu(self.qkv_proj(x))).unflatten(-1, (self.h, 3 * self.d)).transpose(1, 2).chunk(3, dim=-1)
-        g = -self.slopes.to(q).view(1, self.h, 1).expand(x.shape[0], -1, x.shape[1])  # (B, H, L)
+        g = -wide(self.slopes).view(1, self.h, 1).expand(x.shape[0], -1, x.shape[1])  # (B, H, L)
         keep = keep_mask(inputs, x)
         if keep is not None:
             keep = wide(keep).squeeze(-1).unsqueeze(1)  # (B, 1, L)
