@@ -1,7 +1,8 @@
 """MiniMax: the minimax-tiny preset (odd widths; lightning and softmax attention layers, MoE, residual
 factors away from 1) computes what Hugging Face's MiniMaxForCausalLM computes (its pure-torch path;
 random weights, nothing downloaded) with left and right padding; cached greedy decoding gives the tokens
-of HF `generate`; both round trips are bit for bit; what the family cannot hold is refused in one line."""
+of HF `generate`; both round trips are bit for bit; a saved export loads in transformers; what the
+family cannot hold is refused in one line."""
 import pytest
 import torch
 
@@ -105,3 +106,23 @@ def test_an_export_minimax_cannot_hold_names_the_family_and_the_field():
     m = {**to_dict(tiny("minimax")), "vocab_size": VOCAB}
     reason = native_config(model_config({**m, "norm_placement": "pre"})).reason
     assert "fits MiniMax only" in reason and "norm_placement pre" in reason, reason
+
+
+def test_a_saved_export_loads_in_transformers_with_its_decay_buffers_recomputed(tmp_path):
+    """The directory holds no decay buffers; transformers computes them on load: the same logits.
+    Widths of 16-byte rows (32, experts of 16): transformers' default experts path runs on CPU."""
+    from arch_zoo.coerce import to_dict
+    from arch_zoo.config.loading import model_config
+    from arch_zoo.interop import save_hf
+    from arch_zoo.models import build_model
+    from tests.interop.references import ATOL, padded_batch, positions
+
+    cfg = model_config({**to_dict(tiny("minimax")), "d_model": 32, "d_ff": 16, "vocab_size": VOCAB})
+    torch.manual_seed(4)
+    ours = randomize(build_model(cfg, VOCAB), seed=4).eval()
+    assert save_hf(ours, None, tmp_path / "hf") == "written as MiniMaxForCausalLM"
+    hf = tf.MiniMaxForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    ids, mask = padded_batch([7, 12, 3], 12, "left", low=3)
+    with torch.no_grad():
+        theirs = hf(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits[mask.bool()]
+        torch.testing.assert_close(ours(ids, mask).logits[mask.bool()], theirs, atol=ATOL, rtol=0)
