@@ -183,3 +183,18 @@ class Parallel(Placement):
 
     def norm_slots(self, index):
         return ("norm",) if index == 0 or not self.shared_norm else ()
+
+
+@dataclass(frozen=True)
+class NormedResidualOptions:
+    alpha: float = 1.0  # the normed input's weight (MiniMax-Text-01: (2 x 80 layers)^(1/4), DeepNet's alpha)
+    beta: float = 1.0  # the sublayer output's
+
+
+@PLACEMENTS.register("normed_residual", NormedResidualOptions, "alpha norm(x) + beta f(norm(x)): the residual "
+                                                               "stream carries the normed input (MiniMax-01)")
+class NormedResidual(Placement):
+    formula = "alpha * norm(x) + beta * f(norm(x))"
+
+    def post(self, slot, x, y):
+        return self.options.alpha * slot.norm(x) + self.options.beta * y  # norm(x) again: pre's is not kept

@@ -53,7 +53,7 @@ def test_the_mixer_layout_decides_the_family_and_the_reason_names_it_with_the_ne
         "its mixer layout (gated_deltanet x3 + attention) fits Qwen3-Next only: position none has no Qwen3-Next "
         "equivalent")
     attention = _sized(_config("llama-tiny", position="alibi"))
-    assert native_config(attention).reason == ("its mixer layout (attention x2) fits 13 families, of which Llama is "
+    assert native_config(attention).reason == ("its mixer layout (attention x2) fits 14 families, of which Llama is "
                                                "the nearest: position alibi has no Llama equivalent")
     mixed = _sized(_config("llama-tiny", n_layers=4, position="none", layers=[{"range": "0:3", **GDN},
                                                                              {"range": "3:", "mixer": "mamba2"}]))

@@ -30,8 +30,8 @@ def test_export_tries_the_families_of_a_kind_in_their_order():
     """The first family whose importer gives the model back is written: Llama before its descendants."""
     assert [f.model_type for f in exporters("decoder")] == [
         "gpt2", "llama", "mistral", "qwen3", "mixtral", "gemma2", "gpt_neox", "bloom",
-        "mamba2", "qwen3_next", "lfm2", "bamba", "diffllama", "deepseek_v3", "gpt_oss", "kimi_linear", "recurrent_gemma",
-        "falcon_h1", "xlstm"]
+        "mamba2", "qwen3_next", "lfm2", "bamba", "diffllama", "deepseek_v3", "gpt_oss", "kimi_linear", "minimax",
+        "recurrent_gemma", "falcon_h1", "xlstm"]
     assert [f.model_type for f in exporters("encoder")] == ["bert"]
     assert [f.model_type for f in exporters("encoder_decoder")] == ["t5"]
 

@@ -139,7 +139,7 @@ def test_a_plugins_model_leaves_as_remote_code_with_the_plugin_file_and_its_sha2
         _, model, tok = restore(tmp_path / "run")
     finally:
         forget_plugins(before)
-    assert form == ("written as arch_zoo remote code: its mixer layout (attention) fits 13 families, of which "
+    assert form == ("written as arch_zoo remote code: its mixer layout (attention) fits 14 families, of which "
                     "Llama is the nearest: norm exported_rms has no Llama equivalent")
     kept = json.loads((tmp_path / "hf" / "config.json").read_text())["arch_zoo_plugins"]
     assert [hashlib.sha256((tmp_path / "hf" / p["file"]).read_bytes()).hexdigest() for p in kept] == \

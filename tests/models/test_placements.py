@@ -1,5 +1,5 @@
-"""Norm placements (components/placements.py): each formula against a hand-written computation,
-DeepNorm's constants and init against Wang et al. 2022, final-norm defaults, errors, describe."""
+"""Norm placements (components/placements.py): each formula against a hand-written computation (normed_residual
+included), DeepNorm's constants and init against Wang et al. 2022, final-norm defaults, errors, describe."""
 
 import pytest
 import torch
@@ -53,6 +53,15 @@ def test_sandwich_norms_before_and_after_each_sublayer():
     y = x + layer.mixer.post_norm(attn(layer.mixer.norm(x)))
     torch.testing.assert_close(out, y + layer.ffn.post_norm(ffn(layer.ffn.norm(y))))
 
+
+def test_normed_residual_carries_alpha_norm_x_plus_beta_f_of_norm_x():
+    """MiniMax-01's layers: the residual stream carries the normed input, not x."""
+    layer = _layer({"name": "normed_residual", "alpha": 1.7, "beta": 0.6})
+    x, attn, ffn, out = _run(layer)
+    h = layer.mixer.norm(x)
+    y = 1.7 * h + 0.6 * attn(h)
+    h = layer.ffn.norm(y)
+    torch.testing.assert_close(out, 1.7 * h + 0.6 * ffn(h), rtol=0, atol=1e-6)
 
 def test_deepnorm_scales_the_residual_by_alpha_before_the_post_norm():
     layer = _layer("deepnorm")

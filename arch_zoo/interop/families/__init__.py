@@ -8,6 +8,7 @@ before the descendants that also express it)."""
 from . import gpt2, llama, mistral, qwen3, mixtral, gemma2, gpt_neox, bloom  # noqa: F401  (attention-only decoders)
 from . import mamba2, qwen3_next, lfm2, bamba, diffllama, deepseek_v3, gpt_oss  # noqa: F401  (other mixers, MoE)
 from . import kimi_linear  # noqa: F401  (KDA + MLA hybrid, MoE)
+from . import minimax  # noqa: F401  (lightning attention + softmax attention, MoE)
 from . import recurrent_gemma  # noqa: F401  (Griffin: RG-LRU and local attention)
 from . import falcon_h1  # noqa: F401  (attention beside Mamba-2 in every layer)
 from . import xlstm  # noqa: F401  (xLSTM-7B: mLSTM blocks)
