@@ -48,6 +48,7 @@ def tokenizer_file(path: str, key: str = "task.tokenizer.path") -> Path:
 class PretrainedTokenizer(Tokenizer):
     name = "pretrained"
     lossless = True  # trusted: the file's own decoder is the reference
+    published = True
 
     def __init__(self, options: Optional[PretrainedOptions] = None, serialized: Optional[str] = None,
                  declared: Optional[dict] = None):

@@ -34,6 +34,9 @@ class Tokenizer:
     joiner = ""  # what separates symbols written as text so that each is its own token; decode joins by it
     context_free = False  # a text's tokens are the concatenation of its pieces' tokens wherever it is cut
     fit_chars: Optional[int] = None  # fit on at most this many characters of the training text (None: all)
+    # a published vocabulary whose checkpoints pad the embedding past it (Pythia, t5-small, Qwen3): a
+    # model may have more rows than its tokens; a vocabulary fitted here must match model.vocab_size
+    published = False
 
     @classmethod
     def check(cls, options, key: str) -> None:

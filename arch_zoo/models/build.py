@@ -42,13 +42,16 @@ def build_model(cfg: Union[ResolvedModel, ModelConfig, ExperimentConfig, Mapping
     return MODEL_KINDS[resolved.config.kind](resolved, vocab_size)
 
 
-def embedding_rows(config: ModelConfig, tokenizer_size: int) -> int:
-    """The vocabulary rows a model of ``config`` is built with beside a tokenizer of ``tokenizer_size``
-    tokens: ``model.vocab_size`` when set, else the tokenizer's size. A checkpoint published with rows
-    past its tokenizer (t5-small, Pythia, Qwen3; ``arch-zoo import`` keeps them) trains with them as
-    Hugging Face trains it: every row in the softmax, none ever a target (no token id reaches them)."""
-    rows = config.vocab_size or tokenizer_size
-    if rows < tokenizer_size:
-        raise ConfigError("model.vocab_size", f"is {rows}, fewer than the {tokenizer_size} tokens of the task's "
+def embedding_rows(config: ModelConfig, tokenizer) -> int:
+    """The vocabulary rows a model of ``config`` is built with beside ``tokenizer``: ``model.vocab_size``
+    when set, else the tokenizer's size. A checkpoint published with rows past its tokenizer (t5-small,
+    Pythia, Qwen3; ``arch-zoo import`` keeps them) trains with them as Hugging Face trains it: every row
+    in the softmax, none ever a target (no token id reaches them). A vocabulary fitted here has no such
+    padding: a vocab_size other than its size is a mistake (a preset's 50257 beside a char task)."""
+    size = tokenizer.vocab_size
+    rows = config.vocab_size or size
+    if rows < size or (rows > size and not tokenizer.published):
+        more = "fewer than" if rows < size else "more than (only a published tokenizer's checkpoints pad rows)"
+        raise ConfigError("model.vocab_size", f"is {rows}, {more} the {size} tokens of the task's "
                           "tokenizer; leave it null to take the tokenizer's")
     return rows

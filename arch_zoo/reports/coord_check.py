@@ -87,7 +87,7 @@ def _train(cfg, data, batches: Sequence, steps: int) -> List[Dict[str, float]]:
     from ..training import objectives
 
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg, embedding_rows(cfg.model, data.tokenizer.vocab_size))
+    model = build_model(cfg, embedding_rows(cfg.model, data.tokenizer))
     objective = objectives.objective(data.objective)
     optimizer = build_optimizer(model, cfg.train).optimizer
     rows = []

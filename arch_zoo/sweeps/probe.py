@@ -92,7 +92,7 @@ def step_seconds(cfg, data, timed: int = TIMED_STEPS) -> float:
     device = "cuda" if t.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available() else "cpu"
     with torch.random.fork_rng(devices=[]):  # the probe must not move anyone's random state
         torch.manual_seed(cfg.seed)
-        model = build_model(cfg, embedding_rows(cfg.model, data.tokenizer.vocab_size)).to(device).train()
+        model = build_model(cfg, embedding_rows(cfg.model, data.tokenizer)).to(device).train()
         optimizer = build_optimizer(model, t).optimizer
         objective = objectives.objective(data.objective)
         train = data.splits["train"]

@@ -61,7 +61,7 @@ def measure(cfg: ExperimentConfig, batch_size: int) -> List[Dict[str, object]]:
     """One backward pass of the task loss at initialisation; the rows of ``layer_norms``."""
     data = prepare(cfg)
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg, embedding_rows(cfg.model, data.tokenizer.vocab_size)).train()
+    model = build_model(cfg, embedding_rows(cfg.model, data.tokenizer)).train()
     examples = data.splits["train"][:batch_size]
     batch = collate(examples, data.tokenizer.pad_id)
     logits, labels = objectives.objective(data.objective).forward(model, batch)

@@ -33,7 +33,7 @@ class ArchZooModule(pl.LightningModule):
         super().__init__()
         self.cfg, self.objective = cfg, objectives.objective(data.objective)
         self.tokenizer = data.tokenizer
-        self.model = build_model(cfg, embedding_rows(cfg.model, data.tokenizer.vocab_size))
+        self.model = build_model(cfg, embedding_rows(cfg.model, data.tokenizer))
         self.compiled = compiled_forward(self.model, cfg.train)  # None when eager; a plain object: never in state_dict
         self.eval_splits = data.eval_splits
         self.chars_per_token = {k: float(v) for k, v in (data.info.get("chars_per_token") or {}).items()}

@@ -75,7 +75,7 @@ def prepare(cfg: ExperimentConfig, quiet: bool = False) -> TaskData:
     if data.n_classes is not None and getattr(head.options, "n_classes", data.n_classes) != data.n_classes:
         raise ConfigError("model.head.n_classes", f"is {head.options.n_classes} but task '{cfg.task.name}' has "
                           f"{data.n_classes} classes")
-    embedding_rows(cfg.model, data.tokenizer.vocab_size)  # more rows than tokens (an import's padding) train
+    embedding_rows(cfg.model, data.tokenizer)  # more rows than tokens (an import's padding) train
     _drop_unreachable_lengths(cfg, data)
     if "unigram_loss" not in data.info:  # (a corpus task's store counted it once, when prepared)
         data.info["unigram_loss"] = unigram_loss(data.splits["train"], objective(data.objective).label_offset)
