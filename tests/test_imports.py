@@ -233,7 +233,8 @@ def _quick_commands(ws):
     import yaml
 
     from arch_zoo.data.tokenizers import CharTokenizer
-    from arch_zoo.config.loading import load, save
+    from arch_zoo.config.loading import save
+    from arch_zoo.experiment import load
     from tests.test_bad_input import EXPERIMENT
 
     (ws / "exp.yaml").write_text(yaml.safe_dump(EXPERIMENT))
