@@ -259,7 +259,8 @@ def model_config(data: Union[str, Path, Mapping, ModelConfig]) -> ModelConfig:
 
 def resolved_model(data: Union[str, Path, Mapping, ModelConfig, ExperimentConfig, ResolvedModel]) -> ResolvedModel:
     """The one door to a model: whatever ``model_config`` takes, an ExperimentConfig (resolved by
-    ``load`` already) or a ResolvedModel, validated and its layers resolved, once."""
+    ``arch_zoo.experiment.load`` already) or a ResolvedModel, validated and its layers resolved, once.
+    Of an experiment file, the model section is read: its task and recipe are the experiment's."""
     if isinstance(data, ResolvedModel):
         return data
     if isinstance(data, ExperimentConfig):
