@@ -13,7 +13,7 @@ from .components.feedforward import has_sublayer, is_gated
 from .components.mixers.attention import reads_attention_keys, score_width
 from .components.placements import ends_with_norm
 from .config import ExperimentConfig
-from .config.catalog import all_registries
+from .experiment import all_registries
 from .config.kinds import kind_of
 from .config.layers import as_trained, layers_word, layout, pattern_notes, resolved_mixer
 from .config.validation import D_FF_RULE, layer_configs, stacks
@@ -104,7 +104,8 @@ def describe_source(source: str, overrides: Sequence[str] = (), vocab_size: Opti
                     seq_len: Optional[int] = None) -> str:
     """``arch-zoo describe``: a YAML config, ``preset:NAME`` or a run directory. The vocabulary is the
     run's saved tokenizer's, else the task's (built as training would build it), else assumed."""
-    from .config.loading import PRESET_PREFIX, load, published_vocab
+    from .config.loading import PRESET_PREFIX, published_vocab
+    from .experiment import load
 
     path, run_dir = Path(source), None
     if not source.startswith(PRESET_PREFIX) and path.is_dir():

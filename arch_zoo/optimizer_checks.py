@@ -29,7 +29,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from .config import TrainConfig, to_dict
-from .config.catalog import all_registries
+from .experiment import all_registries
 from .config.parse import from_dict
 from .config.plugins import load_plugins
 from .models import build_model

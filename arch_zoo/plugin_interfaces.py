@@ -11,7 +11,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-from .config.catalog import all_registries
+from .experiment import all_registries
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ INTERFACES = _interfaces(
 
 
 def interface(family: str) -> Interface:
-    """The interface of ``family`` (a key of ``arch_zoo.config.catalog.all_registries()``)."""
+    """The interface of ``family`` (a key of ``arch_zoo.experiment.all_registries()``)."""
     if family not in INTERFACES:
         raise KeyError(f"no component family '{family}'; families: {', '.join(sorted(INTERFACES))}")
     return INTERFACES[family]

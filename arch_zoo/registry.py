@@ -144,8 +144,8 @@ class Registry:
 
 
 def family_registry(family: str) -> Registry:
-    """The registry of ``family``, once the module that defines it is imported (``arch_zoo.config.catalog``
+    """The registry of ``family``, once the module that defines it is imported (``arch_zoo.experiment``
     imports every built-in family)."""
     if family not in _FAMILIES:
-        raise LookupError(f"no registry '{family}' is loaded; import arch_zoo.config.catalog first")
+        raise LookupError(f"no registry '{family}' is loaded; import arch_zoo.experiment first")
     return _FAMILIES[family]

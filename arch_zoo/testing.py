@@ -39,7 +39,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 import torch
 
 from .config import ModelConfig
-from .config.catalog import all_registries
+from .experiment import all_registries
 from .config.kinds import KINDS as DECLARED_KINDS, kind_of
 from .coerce import field_family
 from .config.loading import model_config

@@ -78,7 +78,7 @@ CHILD_STARTUP = """
 import json, resource, sys, time
 t0 = time.perf_counter()
 import torch
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.training.datamodule import TaskDataModule
 from arch_zoo.training.module import ArchZooModule
 from arch_zoo.training.run import prepare

@@ -12,7 +12,7 @@ SHIPPED = sorted((ROOT / "configs" / "models").glob("*.yaml"))
 
 
 def test_components_lists_every_registered_choice(capsys):
-    from arch_zoo.config.catalog import all_registries
+    from arch_zoo.experiment import all_registries
 
     assert main(["components"]) == 0
     out = capsys.readouterr().out
@@ -29,7 +29,7 @@ def test_describe_every_shipped_model_config(path, capsys):
 
 
 def test_describe_parameter_total_matches_the_model(capsys):
-    from arch_zoo.config.loading import load
+    from arch_zoo.experiment import load
     from arch_zoo.models import build_model
 
     assert main(["describe", "preset:decoder-small", "model.position=learned", "--vocab-size", "100"]) == 0

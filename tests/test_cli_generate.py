@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from arch_zoo.cli import main
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.generation import generate
 from arch_zoo.training import run_one
 from arch_zoo.training.restore import prompt_ids, restore

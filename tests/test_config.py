@@ -3,7 +3,8 @@ import re
 import pytest
 
 from arch_zoo.config import ModelConfig
-from arch_zoo.config.loading import load, model_config, save
+from arch_zoo.config.loading import model_config, save
+from arch_zoo.experiment import load
 from arch_zoo.errors import ConfigError
 from arch_zoo.models import build_model
 from tests.conftest import tiny

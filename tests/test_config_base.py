@@ -5,7 +5,7 @@ import yaml
 
 from arch_zoo.cli import main
 from arch_zoo.coerce import to_dict
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.errors import ConfigError
 from tests.conftest import tiny
 from tests.test_plugins import isolated_registries  # noqa: F401  (autouse: the plugin norm is removed after)

@@ -6,7 +6,8 @@ from typing import List
 import pytest
 
 from arch_zoo.cli import main
-from arch_zoo.config.loading import load, save
+from arch_zoo.config.loading import save
+from arch_zoo.experiment import load
 from arch_zoo.data.tokenizers import CharTokenizer
 from arch_zoo.models import build_model
 
@@ -69,7 +70,7 @@ def test_components_shows_list_defaults_and_required_options_as_they_are(capsys)
     """`files` and `eval_lengths` default to []; only an option the dataclass cannot be built
     without reads 'required'."""
     from arch_zoo.describe import _options
-    from arch_zoo.config.catalog import all_registries
+    from arch_zoo.experiment import all_registries
     from arch_zoo.registry import Registry
 
     assert main(["components"]) == 0

@@ -307,7 +307,7 @@ def test_make_says_how_long_a_fresh_install_takes_before_it_starts(tmp_path):
 
 
 def test_the_plugin_page_gives_every_familys_interface_as_arch_zoo_testing_does():
-    from arch_zoo.config.catalog import all_registries
+    from arch_zoo.experiment import all_registries
     from arch_zoo.testing import INTERFACES
 
     assert set(INTERFACES) == set(all_registries())  # a new family needs its interface

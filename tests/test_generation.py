@@ -13,7 +13,7 @@ import torch
 
 from arch_zoo.components.attention import KVCache
 from arch_zoo.config import ModelConfig
-from arch_zoo.config.catalog import all_registries
+from arch_zoo.experiment import all_registries
 from arch_zoo.generation import generate, left_pad, sample_logits, top_k_filter, top_p_filter
 from arch_zoo.models.transformer import build_model
 from tests.conftest import run_with_torch_only

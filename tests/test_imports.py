@@ -55,7 +55,10 @@ print("arch_zoo.reports" in sys.modules, "pandas" in sys.modules)
 def _import_graph():
     """Module -> arch_zoo modules it imports anywhere in its source (function-level imports
     included: a cycle held apart by a local import is still a cycle). Importing ``a.b.c`` from
-    outside package ``a.b`` also runs ``a/b/__init__.py``, so that counts as an edge too."""
+    outside package ``a.b`` also runs ``a/b/__init__.py``, so that counts as an edge too. A string
+    that is an arch_zoo module's dotted name counts as an import of it: ``importlib`` takes names as
+    data (a table of packages to import, a forkserver's preload list), and an import by name is an
+    import all the same."""
     import ast
     from pathlib import Path
 
@@ -76,6 +79,9 @@ def _import_graph():
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value \
+                    and node.value in modules:
+                targets = [node.value]
             else:
                 continue
             for target in targets:
@@ -140,7 +146,7 @@ def test_the_schema_is_a_leaf_and_validation_sits_above_the_registries():
     for mod, deps in edges.items():
         if mod.startswith(("arch_zoo.components.", "arch_zoo.data.")):
             assert not deps & {"arch_zoo.config.validation", "arch_zoo.config.loading", "arch_zoo.models"}, mod
-    assert {"arch_zoo.config.catalog", "arch_zoo.components.positions"} <= edges["arch_zoo.config.validation"] | edges["arch_zoo.config.loading"]
+    assert {"arch_zoo.config.model_families", "arch_zoo.components.positions"} <= edges["arch_zoo.config.validation"] | edges["arch_zoo.config.loading"]
 
 
 # DESIGN's layers, top to bottom; a module may import its own layer and any below it. config,
@@ -227,7 +233,8 @@ def _quick_commands(ws):
     import yaml
 
     from arch_zoo.data.tokenizers import CharTokenizer
-    from arch_zoo.config.loading import load, save
+    from arch_zoo.config.loading import save
+    from arch_zoo.experiment import load
     from tests.test_bad_input import EXPERIMENT
 
     (ws / "exp.yaml").write_text(yaml.safe_dump(EXPERIMENT))
@@ -322,25 +329,27 @@ def test_interop_depends_on_nothing_above_models_and_data():
 
 
 def test_config_is_a_foundation_and_the_package_root_reaches_no_part_of_training():
-    """Issue 57 §3: config imports nothing from the packages that build on it (recipes, data.tasks,
-    training, models): the families an experiment adds are filled by those packages, which config
-    names (``catalog.EXPERIMENT_FAMILIES``) and the check of their config sections register into
-    ``config.checks``. ``arch_zoo/__init__`` (every import of the package runs it) imports nothing
+    """Issue 57 §3: config imports nothing from the packages that build on it (data, recipes,
+    training, models, the experiment edge), by an import statement or by name: the families an
+    experiment adds are imported as code by ``arch_zoo.experiment``, which runs their checks of a
+    whole config. ``arch_zoo/__init__`` (every import of the package runs it) imports nothing
     at module level, and its lazy ``restore`` (``arch_zoo.trained``) reaches nothing of training."""
     import ast
 
     import arch_zoo
-    from arch_zoo.config.catalog import EXPERIMENT_FAMILIES, all_registries
+    from arch_zoo.experiment import EXPERIMENT_FAMILIES, all_registries
 
     edges = _import_graph()
-    above = ("arch_zoo.recipes", "arch_zoo.data.tasks", "arch_zoo.training", "arch_zoo.models")
+    above = ("arch_zoo.recipes", "arch_zoo.data", "arch_zoo.training", "arch_zoo.models", "arch_zoo.experiment")
     climbing = sorted(f"{mod} -> {dep}" for mod, deps in edges.items() if mod.split(".")[:2] == ["arch_zoo", "config"]
                       for dep in deps if dep.startswith(above))
     assert not climbing, climbing
-    # what config names instead of importing is what fills those registries
+    # the edge imports the packages whose registries it lists, as code
+    assert {"arch_zoo.data.tasks", "arch_zoo.recipes", "arch_zoo.config.loading"} <= edges["arch_zoo.experiment"]
     registries = all_registries()
-    for family, package in EXPERIMENT_FAMILIES.items():
-        assert registries[family].entries(), family
+    for family, package in (("tasks", "arch_zoo.data.tasks"), ("tokenizers", "arch_zoo.data"),
+                            ("optimizers", "arch_zoo.recipes"), ("schedules", "arch_zoo.recipes")):
+        assert registries[family] in EXPERIMENT_FAMILIES and registries[family].entries(), family
         assert all(e.factory.__module__.startswith(package) for e in registries[family].entries()
                    if e.source is None), family
     root = ast.parse((Path(arch_zoo.__file__)).read_text())
@@ -350,3 +359,33 @@ def test_config_is_a_foundation_and_the_package_root_reaches_no_part_of_training
                                      for d in edges["arch_zoo"]), edges["arch_zoo"]
     assert not [f"{m} -> {d}" for m in edges if m.startswith("arch_zoo.trained") for d in edges[m]
                 if _layer(d) is not None and _layer(d) <= LAYERS.index("training")]
+
+
+def test_config_loads_no_task_or_recipe_when_it_reads_a_model_or_a_whole_file(tmp_path):
+    """Issue 57 §3: importing config's loader and catalog, and reading a model out of an experiment
+    file that names a task and a recipe (through a ``base:`` chain whose task section merges), imports
+    no module of data, recipes or the experiment edge: config does not fill the registries of the
+    layers above it at runtime. The edge then reads the same file whole."""
+    import subprocess
+    import sys
+
+    import arch_zoo
+
+    repo = Path(arch_zoo.__file__).parent.parent
+    (tmp_path / "exp.yaml").write_text(f"base: {repo}/configs/experiments/char_lm.yaml\n"
+                                       "task: {seq_len: 64}\ntrain: {optimizer: {name: adamw}}\n")
+    code = f"""
+import sys
+import arch_zoo.config.loading, arch_zoo.config.catalog
+from arch_zoo.config.loading import load_dict, model_config
+above = ('arch_zoo.data', 'arch_zoo.recipes', 'arch_zoo.experiment', 'arch_zoo.training')
+print('imported:', sorted(m for m in sys.modules if m.startswith(above)))
+print(model_config({str(tmp_path / "exp.yaml")!r}).d_model, load_dict({str(tmp_path / "exp.yaml")!r})['task']['seq_len'])
+print('read:', sorted(m for m in sys.modules if m.startswith(above)))
+from arch_zoo.experiment import load
+cfg = load({str(tmp_path / "exp.yaml")!r})
+print(cfg.task.name, cfg.task.options.seq_len, 'arch_zoo.data.tasks' in sys.modules)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["imported:", "[]", "128", "64", "read:", "[]", "char_lm", "64", "True"], proc.stdout

@@ -8,7 +8,8 @@ import torch
 import yaml
 
 from arch_zoo.config import ExperimentConfig
-from arch_zoo.config.loading import load, model_config, save
+from arch_zoo.config.loading import model_config, save
+from arch_zoo.experiment import load
 from arch_zoo.config.validation import layer_models
 from arch_zoo.describe import describe_text
 from arch_zoo.errors import ConfigError

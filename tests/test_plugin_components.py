@@ -17,7 +17,7 @@ import yaml
 
 from arch_zoo import testing
 from arch_zoo.cli import main
-from arch_zoo.config.catalog import all_registries
+from arch_zoo.experiment import all_registries
 from tests.test_plugins import ROOT, TINY, isolated_registries  # noqa: F401  (autouse: registries restored)
 
 
@@ -115,7 +115,7 @@ def test_a_module_plugin_adds_a_norm_an_ffn_a_placement_and_an_attention_pattern
     did-you-mean), shown by `describe`, and passes the grid's invariants (arch_zoo.testing). README: a
     placement's "parameters of its own are trained, counted under `placement` by `describe`"; an
     attention pattern says "how many keys a query sees in `visible_keys` (FLOP counts use it)"."""
-    from arch_zoo.config.loading import load
+    from arch_zoo.experiment import load
     from arch_zoo.errors import ConfigError
 
     blocks = _package(tmp_path / "lab", "my_lab")

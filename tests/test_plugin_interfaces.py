@@ -6,7 +6,7 @@ from torch import nn
 from arch_zoo.components.feedforward import FEEDFORWARD
 from arch_zoo.components.norms import NORMS
 from arch_zoo.components.positions import POSITIONS
-from arch_zoo.config.catalog import all_registries
+from arch_zoo.experiment import all_registries
 from arch_zoo.models import build_model
 from arch_zoo.testing import INTERFACES, check_component, check_interface, interface
 from tests.test_plugins import isolated_registries  # noqa: F401  (autouse: registries restored)

@@ -18,7 +18,7 @@ import yaml
 
 from arch_zoo import testing
 from arch_zoo.cli import main
-from arch_zoo.config.catalog import all_registries
+from arch_zoo.experiment import all_registries
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.d_ff=32", "model.max_seq_len=32",

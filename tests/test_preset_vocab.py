@@ -5,7 +5,8 @@ tokenizer's, whatever preset the model started from."""
 import pytest
 
 from arch_zoo.cli import main
-from arch_zoo.config.loading import load, preset_names, published_vocab
+from arch_zoo.config.loading import preset_names, published_vocab
+from arch_zoo.experiment import load
 from tests.test_presets import REFERENCE_SIZES
 
 # every preset of a published model (the others are test sizes or papers without a released checkpoint)
@@ -82,7 +83,7 @@ def test_a_task_s_tokenizer_gives_a_preset_based_run_its_vocabulary(tmp_path, ca
     describe counts with them; a vocab_size written by the user still has to match, as before."""
     import yaml
 
-    from arch_zoo.config.loading import load as load_config
+    from arch_zoo.experiment import load as load_config
     from arch_zoo.errors import ConfigError
     from arch_zoo.training.restore import restore
     from arch_zoo.training.run import prepare, run_one

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from arch_zoo.cli import main
-from arch_zoo.config.loading import load, model_config, preset_names
+from arch_zoo.config.loading import model_config, preset_names
+from arch_zoo.experiment import load
 from arch_zoo.errors import ConfigError
 from arch_zoo.models import build_model
 from tests.conftest import tiny

@@ -5,7 +5,7 @@ import sys
 import pytest
 import torch
 
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.errors import ConfigError
 from arch_zoo.models import build_model
 

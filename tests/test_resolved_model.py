@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 import arch_zoo
-from arch_zoo.config.loading import load, resolved_model, to_yaml
+from arch_zoo.config.loading import resolved_model, to_yaml
+from arch_zoo.experiment import load
 from arch_zoo.config.schema import ResolvedModel
 from arch_zoo.errors import ConfigError
 from arch_zoo.models.build import build_model

@@ -77,7 +77,7 @@ def _is_config(args) -> bool:
 def _config_store(args, log, progress: bool):
     from ..data.tasks import TASKS
     from ..data.tasks.common import prepare_all
-    from ..config.loading import load
+    from ..experiment import load
 
     overrides = list(args.inputs[1:]) + list(args.overrides)
     cfg = load(args.inputs[0], overrides)

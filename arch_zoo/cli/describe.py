@@ -12,7 +12,7 @@ def _components(args) -> int:
     from ..config.plugins import load_plugins, resolve
 
     if args.config:  # the plugins a config names, as `train` would import them
-        from ..config.loading import load
+        from ..experiment import load
 
         load(args.config)
     load_plugins(resolve(args.plugin, Path.cwd()))

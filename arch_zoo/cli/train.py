@@ -40,7 +40,7 @@ def _gradnorms(args) -> int:
 
 def _train(args) -> int:
     passive_unless_chosen()  # before anything imports torch (openmp.py); DDP's processes inherit it
-    from ..config.loading import load
+    from ..experiment import load
 
     cfg = load(args.config, args.overrides)
     out = output_dir(args.out if args.out else Path("runs") / cfg.name, "--out")

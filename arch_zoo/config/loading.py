@@ -4,9 +4,10 @@ An experiment file may name another as its ``base:`` (a path relative to the fil
 its own keys merge onto the base's by the rules of key=value overrides. A model-only file's ``base:``
 names the model it builds on.
 
-``load(source, overrides)`` reads a YAML file (or ``preset:NAME``), merges OmegaConf dotlist
-overrides (``model.position=rope``), and returns a validated ``ExperimentConfig``. Every error is
-a ``ConfigError`` naming the dotted key, the bad value and the choices.
+``load_dict(source, overrides)`` reads a YAML file (or ``preset:NAME``) and merges OmegaConf dotlist
+overrides (``model.position=rope``) into plain data; ``resolved_model`` makes a model of it. A whole
+experiment is typed and checked by ``arch_zoo.experiment.load``, above the packages that own its
+task and recipe. Every error is a ``ConfigError`` naming the dotted key, the bad value and the choices.
 
 OmegaConf is imported on first use (an optional dependency of the model library), so
 ``arch_zoo.models``, which accepts a preset or a YAML path, still imports with torch alone.
@@ -25,7 +26,7 @@ from . import plugins as user_plugins
 from ..coerce import field_family, schema_fields, to_dict
 from .parse import from_dict
 from .schema import ExperimentConfig, ModelConfig, ResolvedModel
-from .validation import resolve_model, validate
+from .validation import resolve_model
 
 PRESET_PREFIX = "preset:"
 
@@ -108,6 +109,16 @@ def _is_experiment(data: Mapping) -> bool:
     return any(k in experiment for k in data) or not any(k in model for k in data)
 
 
+def _registry(family: str):
+    """The registry of a component field's family, or None where it is not loaded: reading a model
+    out of an experiment file (``resolved_model``) merges its task and recipe sections as plain data,
+    since config imports nothing of the packages that fill those registries."""
+    try:
+        return family_registry(family)
+    except LookupError:
+        return None
+
+
 def _merge(schema: Any, base: Any, over: Any, set_here: frozenset = frozenset(), prefix: str = "") -> Any:
     """Deep-merge ``over`` onto ``base`` following the schema (a dataclass, or None for plain data).
 
@@ -123,7 +134,7 @@ def _merge(schema: Any, base: Any, over: Any, set_here: frozenset = frozenset(),
         f, key = fields.get(k), f"{prefix}{k}"
         if k not in out and f is not None and isinstance(v, Mapping):  # onto the schema's default
             if field_family(f) is not None and f.default is not None and "name" not in v:  # the default's options
-                out[k] = _merge_component(family_registry(field_family(f)), f.default.name, v, set_here, key)
+                out[k] = _merge_component(_registry(field_family(f)), f.default.name, v, set_here, key)
                 continue
             if dataclasses.is_dataclass(hints[k]):
                 out[k] = _merge(hints[k], {}, v, set_here, f"{key}.")
@@ -131,7 +142,7 @@ def _merge(schema: Any, base: Any, over: Any, set_here: frozenset = frozenset(),
         if k not in out or f is None:
             out[k] = _merge(None, out[k], v) if isinstance(out.get(k), Mapping) else v
         elif field_family(f) is not None and v is not None and out[k] is not None:
-            out[k] = _merge_component(family_registry(field_family(f)), out[k], v, set_here, key)
+            out[k] = _merge_component(_registry(field_family(f)), out[k], v, set_here, key)
         elif dataclasses.is_dataclass(hints[k]):
             out[k] = _merge(hints[k], out[k], v, set_here, f"{key}.")
         elif isinstance(out[k], Mapping) and isinstance(v, Mapping):
@@ -149,7 +160,7 @@ def _merge_component(registry, base: Any, over: Any, set_here: frozenset, key: s
     name = new.get("name", old.get("name"))
     if name != old.get("name"):
         old = {k: v for k, v in old.items() if f"{key}.{k}" in set_here}
-    schema = registry.get(name).options if name in registry.choices() else None
+    schema = registry.get(name).options if registry is not None and name in registry.choices() else None
     return {"name": name, **_merge(schema, {k: v for k, v in old.items() if k != "name"},
                                    {k: v for k, v in new.items() if k != "name"}, set_here, f"{key}.")}
 
@@ -208,18 +219,11 @@ def _experiment_data(data: Dict[str, Any], here: Path, name: str, chain: tuple,
     return data if base is None else _merge(ExperimentConfig, base, data)
 
 
-def _experiment_families() -> None:
-    """Every built-in family an experiment names (tasks, tokenizers, recipes, and their checks),
-    imported on first use as OmegaConf is, so that ``model_config`` needs the model's families alone."""
-    from . import catalog  # noqa: F401
-
-
 def load_dict(source: Union[str, Path, Mapping], overrides: Sequence[str] = (),
               published: bool = False) -> Dict[str, Any]:
     """The merged, interpolation-resolved plain data, before typing. ``published``: presets' vocab_size
     kept (``_read_source``)."""
     OmegaConf, OmegaConfBaseException = _omegaconf()
-    _experiment_families()
     if isinstance(source, Mapping):
         here = Path.cwd()
         data = _experiment_data(dict(source), here, Path(str(source)).stem, (), published)
@@ -247,12 +251,6 @@ def published_vocab(source: Union[str, Path, Mapping], overrides: Sequence[str] 
     return model.get("vocab_size") if isinstance(model, Mapping) else None
 
 
-def load(source: Union[str, Path, Mapping], overrides: Sequence[str] = ()) -> ExperimentConfig:
-    data = load_dict(source, overrides)
-    user_plugins.load_plugins(user_plugins.checked(data.get("plugins")))  # before validation names their components
-    return validate(from_dict(ExperimentConfig, data))
-
-
 def model_config(data: Union[str, Path, Mapping, ModelConfig]) -> ModelConfig:
     """A validated ModelConfig from what the CLI accepts as a model: ``preset:NAME``, a path to a
     model (or experiment) YAML, a mapping (``base:`` allowed) or a ModelConfig."""
@@ -261,7 +259,8 @@ def model_config(data: Union[str, Path, Mapping, ModelConfig]) -> ModelConfig:
 
 def resolved_model(data: Union[str, Path, Mapping, ModelConfig, ExperimentConfig, ResolvedModel]) -> ResolvedModel:
     """The one door to a model: whatever ``model_config`` takes, an ExperimentConfig (resolved by
-    ``load`` already) or a ResolvedModel, validated and its layers resolved, once."""
+    ``arch_zoo.experiment.load`` already) or a ResolvedModel, validated and its layers resolved, once.
+    Of an experiment file, the model section is read: its task and recipe are the experiment's."""
     if isinstance(data, ResolvedModel):
         return data
     if isinstance(data, ExperimentConfig):
@@ -269,7 +268,9 @@ def resolved_model(data: Union[str, Path, Mapping, ModelConfig, ExperimentConfig
     if isinstance(data, ModelConfig):
         data = to_dict(data)  # re-parse so hand-built specs get their registered option types
     if isinstance(data, (str, Path)):  # read as `arch-zoo describe` reads it (interpolations resolved)
-        return load(data).resolved()
+        data = load_dict(data)
+        user_plugins.load_plugins(user_plugins.checked(data.get("plugins")))  # before their components are named
+        return resolve_model(from_dict(ModelConfig, data.get("model", {}), "model"))
     if not isinstance(data, Mapping):
         raise ConfigError("model", f"expected preset:NAME, a YAML path, a mapping or a ModelConfig, got {data!r}")
     user_plugins.load_entry_points()

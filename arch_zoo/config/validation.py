@@ -19,7 +19,6 @@ from ..components.parametrization import PARAMETRIZATIONS
 from ..components.placements import PLACEMENTS
 from ..components.positions import POSITIONS, PositionContext, stack_causality
 from ..errors import ConfigError, choice_error
-from .checks import experiment_checks
 from .kinds import KINDS, kind_of
 from .layers import check_entries, resolve
 from .schema import ExperimentConfig, ModelConfig, ResolvedModel, TrainConfig
@@ -330,10 +329,9 @@ def validate_train(t: TrainConfig, key: str = "train") -> None:
 
 
 def validate(cfg: ExperimentConfig) -> ExperimentConfig:
-    """``cfg`` checked, its model's defaults filled in and its layers resolved (``resolved_model``)."""
+    """``cfg`` checked, its model's defaults filled in and its layers resolved (``resolved_model``): what
+    config owns; ``arch_zoo.experiment.validate`` adds the task's and the recipe's checks."""
     resolved = resolve_model(cfg.model)
     cfg = dataclasses.replace(cfg, model=resolved.config, resolved_model=resolved)
     validate_train(cfg.train)
-    for check in experiment_checks():  # the recipe's and the task's, registered by their packages
-        check(cfg)
     return cfg

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig
 from ..coerce import to_dict
-from ..config.loading import _merge, load, model_config
+from ..config.loading import _merge, model_config
 from ..errors import ConfigError
 
 
@@ -138,12 +138,7 @@ def resolve_config(derived: Mapping[str, Any], config: ConfigLike = None,
                    changes: Optional[Mapping[str, Any]] = None) -> ModelConfig:
     """The architecture to load into: ``config`` (``preset:NAME``, a YAML path, a mapping or a
     ModelConfig) or else the one ``derived`` from the reference, with ``changes`` merged on top."""
-    if config is None:
-        base = dict(derived)
-    elif isinstance(config, str):
-        base = to_dict(load(config).model)
-    else:
-        base = to_dict(model_config(config))
+    base = dict(derived) if config is None else to_dict(model_config(config))
     return model_config(_merge(ModelConfig, base, dict(changes)) if changes else base)
 
 

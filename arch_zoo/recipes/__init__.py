@@ -2,8 +2,8 @@
 model's (``arch-zoo components`` lists them), chosen by ``train.optimizer`` and ``train.schedule``.
 The parametrization, which changes the model's function, is the model's (components.parametrization).
 
-Torch only (no Lightning): the registries fill, and ``check_recipe`` registers as the check of an
-experiment's ``train``, when the catalog imports them, before any config is read."""
+Torch only (no Lightning). ``check_recipe`` is the check of an experiment's ``train`` beyond its own
+numbers (config's): ``arch_zoo.experiment`` runs it on every experiment it loads."""
 from __future__ import annotations
 
 from typing import List, Optional
@@ -12,7 +12,6 @@ import torch
 
 from ..components.parametrization import PARAMETRIZATIONS
 from ..config import ExperimentConfig, TrainConfig
-from ..config.checks import experiment_check
 from ..errors import ConfigError
 from . import muon  # noqa: F401  (registers 'muon')
 from .optimizers import OPTIMIZERS, Built, OptimizerRecipe, build_optimizer, optimizer_recipe, shown_groups
@@ -56,7 +55,6 @@ def recipe_warnings(train: TrainConfig, key: str = "train") -> List[str]:
     return [line] if line else []
 
 
-@experiment_check("train")
 def check_recipe(cfg: ExperimentConfig, key: str = "train") -> None:
     """The recipe's own checks, then whether the model's parametrization has a learning-rate rule for
     every kind of update the optimizer makes. Every error names its key."""

@@ -119,7 +119,7 @@ def _train(cfg, data, batches: Sequence, steps: int) -> List[Dict[str, float]]:
 def coord_check(config, overrides: Sequence[str], widths: Sequence[int], steps: int = 4,
                 parametrizations: Sequence[str] = PARAMETRIZATIONS) -> pd.DataFrame:
     """One row per (parametrization, width, step, layer): its coordinate size (``coord``)."""
-    from ..config.loading import load
+    from ..experiment import load
     from ..training.datamodule import TaskDataModule
     from ..training.run import prepare
 

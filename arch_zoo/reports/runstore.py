@@ -47,7 +47,8 @@ def fill_defaults(rows: List[Dict[str, Any]]) -> None:
     configs = [set(r["_config"]) for r in rows if r["_config"]]
     if not configs or all(c == configs[0] for c in configs):
         return
-    from ..config.loading import load, to_yaml
+    from ..config.loading import to_yaml
+    from ..experiment import load
     from ..errors import ConfigError
 
     for r in rows:

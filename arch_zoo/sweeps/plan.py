@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from ..config import ExperimentConfig
-from ..config.loading import load
+from ..experiment import load
 from ..errors import ConfigError
 from .halving import check_budgets
 from .matching import Reference, matched_config, reference, run_budget

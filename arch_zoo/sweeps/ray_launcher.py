@@ -21,7 +21,7 @@ def _run_task(pickled_task: bytes, threads: int) -> Result:
     import pickle
     import warnings
 
-    from ..config.catalog import all_registries
+    from ..experiment import all_registries
     from .worker import execute, set_threads
 
     all_registries()

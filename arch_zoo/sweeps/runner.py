@@ -297,7 +297,7 @@ def _plan(spec: SweepSpec, out, launch, log: Callable[[str], None]) -> Tuple[Pla
     and is raised before anything is written (Ctrl-C as ``SweepInterrupted``)."""
     try:
         launch.start()  # workers import the stack while this process plans
-        from ..config.catalog import all_registries
+        from ..experiment import all_registries
 
         all_registries()  # the components, tasks and torch: timed apart from the planning itself
         imported = time.perf_counter()

@@ -75,7 +75,7 @@ class Store:
         """A run id that already holds a different config is an error naming the run: the spec
         changed something its runs share. Nothing is ever overwritten. The plan's runs first take
         the ids the store holds them under (``keep_ids``)."""
-        from ..config.loading import load
+        from ..experiment import load
         from ..coerce import first_difference, to_dict
 
         self.keep_ids(plan)

@@ -11,7 +11,7 @@ import torch
 from .. import rundir
 from ..config import ExperimentConfig
 from ..config.layers import as_trained
-from ..config.loading import load
+from ..experiment import load
 from ..config.plugins import available, changed_since
 from ..data.tasks import TASKS
 from ..data.tokenizers import TOKENIZER_FILE, Tokenizer, load_tokenizer

@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 
 from ..config import ExperimentConfig
-from ..config.loading import load
+from ..experiment import load
 from ..data.tasks.base import collate
 from ..models import build_model
 from ..models.build import embedding_rows

@@ -12,13 +12,14 @@ from .. import rundir
 from ..components.heads import HEADS
 from ..config import ExperimentConfig
 from ..coerce import first_difference, to_dict
-from ..config.loading import load, save
+from ..config.loading import save
 from ..config.plugins import records as plugin_records
 from ..config.validation import position_limit
 from ..data.store import cut_text
 from ..data.tasks import TASKS, TaskData
 from ..data.unigram import unigram_loss
 from ..errors import ConfigError
+from ..experiment import load
 from ..models.build import embedding_rows
 from ..models.embedding_scale import embedding_scale
 from ..recipes import recipe_warnings

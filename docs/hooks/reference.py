@@ -14,14 +14,14 @@ from schema_doc import cell, default_value, field_help, prose, resolved_hints, t
 
 def schema():
     """The root of the experiment config schema (its component keys need the registries filled)."""
-    import arch_zoo.config.catalog  # noqa: F401
+    import arch_zoo.experiment  # noqa: F401
     from arch_zoo.config import ExperimentConfig
 
     return ExperimentConfig
 
 
 def registries():
-    from arch_zoo.config.catalog import all_registries
+    from arch_zoo.experiment import all_registries
 
     return all_registries()
 

@@ -120,7 +120,7 @@ def test_switching_a_presets_attention_kernel_keeps_its_function(preset):
     function (T5's unscaled q.k is `attention_scale`, which the switch keeps)."""
     from dataclasses import replace
 
-    from arch_zoo.config.loading import load
+    from arch_zoo.experiment import load
     from arch_zoo.models import build_model
 
     base = load(f"preset:{preset}").model

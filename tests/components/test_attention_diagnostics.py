@@ -160,7 +160,7 @@ def test_outputs_are_bit_identical_with_diagnostics_off_on_and_after():
 
 
 def test_diagnostics_land_in_metrics_csv_per_layer(tmp_path):
-    from arch_zoo.config.loading import load
+    from arch_zoo.experiment import load
     from arch_zoo.training.run import run_one
 
     cfg = load({"name": "t", "model": tiny(n_layers=2, max_seq_len=32),

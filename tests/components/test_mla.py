@@ -206,7 +206,7 @@ def test_attention_diagnostics_read_mla_s_scores(absorb):
 def test_describe_prints_the_attention_scale_mla_applies(mup, capsys):
     """deepseek-v3-tiny's q.k sums over qk_nope_head_dim + qk_rope_head_dim = 12 + 8, not head_dim
     (16): describe prints the scale its layers' kernel holds, 1/sqrt(20), or µP's 1/20."""
-    from arch_zoo.config.loading import load
+    from arch_zoo.experiment import load
 
     overrides = ['model.parametrization={"name":"mup","base_width":32}'] if mup else []
     model = build_model(load("preset:deepseek-v3-tiny", overrides).model, 20)

@@ -172,7 +172,7 @@ def test_describe_reports_total_and_active_parameters(capsys):
 def test_moe_trains_and_logs_its_aux_loss(tmp_path):
     """README model keys: `moe` — the load-balancing loss is added to the training loss and logged as
     train/aux_loss; a tiny MoE language model learns (its loss falls well below the start)."""
-    from arch_zoo.config.loading import load
+    from arch_zoo.experiment import load
     from arch_zoo.training import run_one
 
     cfg = load({"name": "moe", "seed": 0, "task": {"name": "char_lm", "max_chars": 20000, "seq_len": 32},

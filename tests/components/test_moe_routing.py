@@ -227,7 +227,7 @@ def test_bad_routing_settings_are_one_line_errors(override, expected, capsys):
 def test_a_training_run_moves_the_selection_bias_and_its_checkpoint_keeps_it(tmp_path):
     """Each training step moves every expert's bias by exactly +-speed or 0, so after n steps each entry
     is a whole multiple of speed, at most n of them; the checkpoint holds the bias."""
-    from arch_zoo.config.loading import load
+    from arch_zoo.experiment import load
     from arch_zoo.training import run_one
 
     speed, steps = 0.01, 6

@@ -58,7 +58,7 @@ def test_mla_state_does_not_grow_with_the_heads(heads):
 def test_a_run_s_summary_and_its_report_row_carry_the_bytes_per_token(tmp_path):
     import json
 
-    from arch_zoo.config.loading import load
+    from arch_zoo.experiment import load
     from arch_zoo.reports.runstore import read_run
     from arch_zoo.training.run import run_one
 

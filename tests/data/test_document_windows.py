@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.data.prepare import prepare, recipe
 from arch_zoo.data.tasks import TASKS
 from arch_zoo.data.tasks.base import IGNORE, collate

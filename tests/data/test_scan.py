@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.data.tasks.scan import all_commands, n_actions
 from arch_zoo.models import build_model
 from arch_zoo.training.objectives import exact_match

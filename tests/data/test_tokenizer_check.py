@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.data.tokenizers import TOKENIZERS, CharTokenizer
 from arch_zoo.errors import ConfigError
 from tests.conftest import tiny

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 
 VOCAB = 97
 

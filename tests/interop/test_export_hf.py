@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from arch_zoo.coerce import to_dict
-from arch_zoo.config.loading import load, model_config
+from arch_zoo.config.loading import model_config
+from arch_zoo.experiment import load
 from arch_zoo.models import build_model
 from tests.interop.references import VOCAB, padded_batch, randomize
 

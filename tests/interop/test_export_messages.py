@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from arch_zoo.coerce import to_dict
-from arch_zoo.config.loading import load, model_config
+from arch_zoo.config.loading import model_config
+from arch_zoo.experiment import load
 from arch_zoo.data.tokenizers import CharTokenizer
 from arch_zoo.models import build_model
 from tests.interop.references import randomize
@@ -108,7 +109,7 @@ def exported(tmp_path_factory):
 
 EXPORT = """
 import json, sys
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.data.tokenizers import CharTokenizer
 from arch_zoo.interop import save_hf
 from arch_zoo.models import build_model

@@ -120,7 +120,7 @@ def test_a_plugins_model_leaves_as_remote_code_with_the_plugin_file_and_its_sha2
 
     from arch_zoo import restore
     from arch_zoo.config import plugins
-    from arch_zoo.config.catalog import all_registries
+    from arch_zoo.experiment import all_registries
     from arch_zoo.training.export import export_run
     from tests.test_plugins import TINY, forget_plugins
 

@@ -188,7 +188,8 @@ def test_arch_zoo_import_reads_a_checkpoint_in_the_published_layout(tmp_path):
 def test_the_full_preset_is_what_the_published_config_imports_as():
     import dataclasses
 
-    from arch_zoo.config.loading import load, model_config
+    from arch_zoo.config.loading import model_config
+    from arch_zoo.experiment import load
     from arch_zoo.interop.checkpoint import WeightMap
     from arch_zoo.interop.families.kimi_linear import FAMILY
 

@@ -10,7 +10,7 @@ import torch
 
 from arch_zoo.cli import main
 from arch_zoo.components.positions import POSITIONS, PositionScheme
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.models import build_model
 from arch_zoo.models.embedding_scale import WARN_RATIO, embedding_scale
 

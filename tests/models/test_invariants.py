@@ -21,7 +21,7 @@ import torch
 
 from arch_zoo import testing
 from arch_zoo.config import ModelConfig
-from arch_zoo.config.catalog import all_registries
+from arch_zoo.experiment import all_registries
 from arch_zoo.coerce import field_family
 from arch_zoo.config.loading import model_config
 from arch_zoo.models import build_model

@@ -138,7 +138,8 @@ def test_a_run_from_before_a_config_field_existed_compares_with_one_from_after(t
     """A run's config.yaml lacks the fields its arch_zoo did not have yet (here task.windows and
     task.scored, written out in full by today's runs): read at their defaults, which keep the
     behaviour it had, the two runs are one task and rank in one table."""
-    from arch_zoo.config.loading import load, to_yaml
+    from arch_zoo.config.loading import to_yaml
+    from arch_zoo.experiment import load
 
     old_cfg = config("sinusoidal", 0)
     new_cfg = yaml.safe_load(to_yaml(load(config("rope", 0))))  # as a run saves it today: every field

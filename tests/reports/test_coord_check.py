@@ -9,7 +9,7 @@ import torch.nn.functional as F
 import yaml
 
 from arch_zoo.cli import main
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.models import build_model
 from arch_zoo.reports.coord_check import coord_check, growth, recording, width_overrides
 from arch_zoo.training.datamodule import TaskDataModule

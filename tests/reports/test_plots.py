@@ -57,7 +57,7 @@ def test_curves_sit_at_the_steps_a_run_names_its_validations_by(tmp_path):
     import json
     import shutil
 
-    from arch_zoo.config.loading import load
+    from arch_zoo.experiment import load
     from arch_zoo.reports.curves import read_curves
     from arch_zoo.training import run_one
     from tests.conftest import tiny

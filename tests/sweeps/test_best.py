@@ -20,7 +20,7 @@ import torch
 import arch_zoo
 from arch_zoo.cli import main
 from arch_zoo.generation import generate
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.run_names import plain
 from arch_zoo.sweeps import load_spec, run_sweep
 from arch_zoo.training import run_one

@@ -51,7 +51,7 @@ def test_ray_launcher_runs_every_run_as_a_ray_task(tmp_path):
 
 
 def test_resource_request_follows_the_config():
-    from arch_zoo.config.loading import load
+    from arch_zoo.experiment import load
 
     cpu = load({**BASE, "train": {**BASE["train"], "num_workers": 2}})
     assert resources(cpu, {"CPU": 8}) == {"num_cpus": 3, "num_gpus": 0.0}

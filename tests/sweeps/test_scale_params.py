@@ -4,7 +4,7 @@ import pytest
 from torch import nn
 
 from arch_zoo.cli import main
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.errors import ConfigError
 from arch_zoo.models import build_model
 from arch_zoo.sweeps import load_spec, make_plan

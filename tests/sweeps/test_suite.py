@@ -182,7 +182,7 @@ def test_parse_suite_takes_a_shipped_name_or_a_mapping():
 def test_every_mad_entry_is_a_valid_config_of_its_task():
     """Each of the 66 entries loads as a config and passes its task's check (its options exist and fit a
     model of max_seq_len 1025); the data is not built here."""
-    from arch_zoo.config.loading import load
+    from arch_zoo.experiment import load
     from arch_zoo.data.tasks import TASKS
     from arch_zoo.sweeps.suite import suite_overrides
 

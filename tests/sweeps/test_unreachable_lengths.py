@@ -2,7 +2,7 @@
 variant's positions represent is one line at --dry-run and at start (key, length, limit), and the
 report marks the missing cell and gives the reason."""
 from arch_zoo.cli import main
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.reports import load_runs, summarize
 from arch_zoo.reports.tables import display
 from arch_zoo.training import run_one

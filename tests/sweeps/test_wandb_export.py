@@ -9,7 +9,7 @@ import yaml
 
 from arch_zoo.cli import build_parser, main
 from arch_zoo.coerce import to_dict
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.sweeps import expand, load_spec, make_plan
 
 from .conftest import write_spec

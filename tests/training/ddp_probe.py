@@ -11,7 +11,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.training.run import run_one
 
 

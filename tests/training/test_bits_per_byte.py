@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.data.tokenizers import BPEOptions, BPETokenizer, ByteTokenizer, CharTokenizer
 from arch_zoo.training import prepare, run_one
 from arch_zoo.training.objectives import objective

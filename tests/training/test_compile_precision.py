@@ -14,7 +14,7 @@ import torch
 
 from arch_zoo import restore
 from arch_zoo.components.placements import PLACEMENTS
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.training import run_one
 from arch_zoo.training.accel import inductor_cache_dir
 from arch_zoo.training.run import RunInterrupted

@@ -13,7 +13,7 @@ import pytest
 from torch import nn
 
 from arch_zoo.components.heads import HEADS, VOCAB_LOGITS
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.data.tasks import TASKS, Example, Task, TaskData
 from arch_zoo.data.tasks.common import fit_tokenizer, validate_tokenizer
 from arch_zoo.data.tokenizers import BOS, EOS, SPECIALS, TOKENIZERS, Tokenizer

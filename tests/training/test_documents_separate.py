@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from arch_zoo import restore
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.data.tasks.base import collate
 from arch_zoo.data.tokenizers import EOS
 from arch_zoo.models import build_model

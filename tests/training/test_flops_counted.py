@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from arch_zoo.data.tasks.base import collate
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.models import build_model
 from arch_zoo.models.flops import FlopCounter
 from arch_zoo.training import prepare, run_one

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from arch_zoo.cli import main
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.training.gradnorms import last_layer_table, measure
 
 TINY = ["model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.max_seq_len=32", "task.seq_len=32",

@@ -18,7 +18,7 @@ from arch_zoo.cli import main
 from arch_zoo.config import TrainConfig
 from arch_zoo.config.parse import from_dict
 from arch_zoo.errors import ConfigError
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.models import build_model
 from arch_zoo.optimizer_checks import train_config
 from arch_zoo.config.plugins import load_plugins

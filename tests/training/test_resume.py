@@ -13,7 +13,7 @@ import pytest
 import pytorch_lightning as pl
 import yaml
 
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.training import run_one
 from arch_zoo.training.run import RunInterrupted
 

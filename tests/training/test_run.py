@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.rundir import CHECKPOINT
 from arch_zoo.training import run_one
 

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from arch_zoo.cli import main
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.data.tokenizers import load_tokenizer
 from arch_zoo.generation import generate
 from arch_zoo.models import build_model

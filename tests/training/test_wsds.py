@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from arch_zoo.cli import main
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.recipes.wsds import branches, saved_steps, step_tokens
 from arch_zoo.training import run_one
 from arch_zoo.training.run import prepare

@@ -1,7 +1,6 @@
-"""Built-in tasks. Importing this package registers all of them in ``TASKS``, and the check of an
-experiment's ``task`` against its model."""
+"""Built-in tasks. Importing this package registers all of them in ``TASKS``; ``validate_task`` is the
+check of an experiment's ``task`` against its model, which ``arch_zoo.experiment`` runs."""
 from ...config import ExperimentConfig
-from ...config.checks import experiment_check
 from ...errors import ConfigError
 from .base import TASKS, Example, Task, TaskData  # noqa: F401
 
@@ -9,7 +8,6 @@ from . import corpus, dyck, scan, synthetic  # noqa: F401  (registers char_lm, m
 from . import recall, sequence_probes  # noqa: F401  (the MAD probes and Zoology's mqar)
 
 
-@experiment_check("task")
 def validate_task(cfg: ExperimentConfig, key: str = "task") -> None:
     if cfg.task is None:
         return
