@@ -74,6 +74,20 @@ def numeric_axis(table: pd.DataFrame, exclude: Sequence[str] = ()) -> Optional[T
     return numeric[0], [k for k in settings if k != numeric[0]]
 
 
+def naming_keys(rows: pd.DataFrame, keys: Sequence[str]) -> List[str]:
+    """``keys`` less those the others determine (a mixer's own lr or position): a family's name says only
+    what tells the families apart. Dropped from the last, each only where the families stay as many."""
+    keep = list(keys)
+    if not keep:
+        return keep
+    count = len(rows[keep].astype(str).drop_duplicates())
+    for key in reversed(list(keys)):
+        rest = [k for k in keep if k != key]
+        if rest and len(rows[rest].astype(str).drop_duplicates()) == count:
+            keep = rest
+    return keep
+
+
 def frontier_frame(table: pd.DataFrame, metric: Optional[str] = None, cost: str = COST,
                    exclude: Sequence[str] = ()) -> Optional[pd.DataFrame]:
     """One row per variant with a mean of ``metric`` (default: the ranked one) and a positive ``cost``,
@@ -91,6 +105,7 @@ def frontier_frame(table: pd.DataFrame, metric: Optional[str] = None, cost: str 
     goal = ranked or goal_of(metric, table.attrs.get("goals")) or "min"
     found = numeric_axis(table, exclude)
     axis, others = found if found is not None else (None, [])
+    others = naming_keys(rows, others)
     out = pd.DataFrame({
         "family": [settings_label({k: r[k] for k in others}, table.attrs.get("mixer") or "attention") or str(r["variant"])
                    if axis else str(r["variant"]) for _, r in rows.iterrows()],

@@ -65,10 +65,12 @@ POINTS = {("attention", 8): (128.0, 0.3), ("attention", 16): (256.0, 0.9), ("att
 
 def _table():
     rows = [{"variant": f"d_model={w},mixer={m}", "model.d_model": w, "model.mixer": m, "state_bytes_per_token": s,
+             "model.position": "rope" if m == "attention" else "none",  # the mixer's own: no part of a family's name
              "val/acc mean": a, "val/acc ci_low": a - 0.05, "val/acc ci_high": min(1.0, a + 0.05), "val/acc n": 2}
             for (m, w), (s, a) in POINTS.items()]
     table = pd.DataFrame(rows).sample(frac=1.0, random_state=0)  # the table's order is the ranking, not the state's
-    table.attrs.update({"settings": ["model.d_model", "model.mixer"], "metric": "val/acc", "goal": "max"})
+    table.attrs.update({"settings": ["model.d_model", "model.mixer", "model.position"], "metric": "val/acc",
+                        "goal": "max"})
     return table
 
 
@@ -76,6 +78,7 @@ def test_a_frame_of_families_cheapest_first():
     frame = frontier_frame(_table())
     assert frame.attrs["axis"] == "model.d_model"
     assert frame["state_bytes_per_token"].tolist() == sorted(s for s, _ in POINTS.values())
+    assert set(frame["family"]) == {"mixer=attention", "mixer=gated_deltanet", "mixer=linear_attention"}
     keys = list(zip(frame["family"].str.removeprefix("mixer="), frame["model.d_model"]))
     assert [POINTS[k][1] for k in keys] == frame["mean"].tolist()
     cost, value = frame["state_bytes_per_token"].tolist(), frame["mean"].tolist()
