@@ -179,9 +179,10 @@ def frontier_plot(table: pd.DataFrame, metric: str, out_dir: Path, exclude: Sequ
     """Zoology's figure: the ranked metric against decoding-state bytes per token (log x), a marker and a
     colour per family (frontier.py: a mixer, its points the widths), the 95% interval over seeds as a
     bar, and the frontier (the best value at or below each state) as a step line through its ringed
-    points. None unless the variants differ in state bytes."""
+    points. None unless the variants differ in state bytes and some family holds several of them (else
+    ``state_plot`` shows the same points, and the report's frontier section names the ones on it)."""
     frame = frontier_frame(table, metric, exclude=exclude)
-    if frame is None:
+    if frame is None or frame["family"].nunique() == len(frame):
         return None
     cost, axis = frame.attrs["cost"], frame.attrs.get("axis")
     fig = _figure(7.2, 4.4)
@@ -192,7 +193,7 @@ def frontier_plot(table: pd.DataFrame, metric: str, out_dir: Path, exclude: Sequ
         f = frame[frame["family"] == family]
         f = f.sort_values(axis) if axis else f
         err = np.vstack([f["mean"] - f["ci_low"], f["ci_high"] - f["mean"]]).clip(min=0)
-        ax.errorbar(f[cost], f["mean"], yerr=np.nan_to_num(err), fmt=MARKERS[i % len(MARKERS)],
+        ax.errorbar(f[cost].to_numpy(), f["mean"].to_numpy(), yerr=np.nan_to_num(err), fmt=MARKERS[i % len(MARKERS)],
                     linestyle="-" if axis else "none", linewidth=0.8, markersize=6, capsize=3, alpha=0.9,
                     color=colors[i % len(colors)], label=_text(family))
     on = frame[frame["on_frontier"]].sort_values(cost)

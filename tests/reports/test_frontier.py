@@ -90,6 +90,29 @@ def test_a_frame_of_families_cheapest_first():
     assert frontier_frame(_table().assign(state_bytes_per_token=64.0)) is None  # one state: no trade to draw
 
 
+def test_the_figure_draws_a_marker_per_family_and_the_frontier(tmp_path, monkeypatch):
+    from matplotlib.axes import Axes
+
+    from arch_zoo.reports.plots import frontier_plot
+
+    drawn, steps = {}, []
+    errorbar, step = Axes.errorbar, Axes.step
+    monkeypatch.setattr(Axes, "errorbar", lambda ax, x, y, **kw: drawn.setdefault(kw["label"], (list(x), list(y), kw["fmt"]))
+                        and errorbar(ax, x, y, **kw))
+    monkeypatch.setattr(Axes, "step", lambda ax, x, y, **kw: steps.append((list(x), list(y))) or step(ax, x, y, **kw))
+    png = frontier_plot(_table(), "val/acc", tmp_path)
+    assert png.name == "frontier_val_acc.png" and png.read_bytes()[:4] == b"\x89PNG"
+    assert set(drawn) == {"mixer=attention", "mixer=gated_deltanet", "mixer=linear_attention"}
+    assert len({fmt for _, _, fmt in drawn.values()}) == 3  # a marker each
+    for family, (x, y, _) in drawn.items():  # by width within a family
+        points = sorted((w, POINTS[(m, w)]) for m, w in POINTS if m == family.removeprefix("mixer="))
+        assert x == [s for _, (s, _) in points] and y == [a for _, (_, a) in points]
+    on = sorted(POINTS[k] for k in [("linear_attention", 8), ("gated_deltanet", 8), ("gated_deltanet", 16),
+                                     ("gated_deltanet", 32), ("attention", 32)])
+    assert steps == [([s for s, _ in on] + [512.0], [a for _, a in on] + [on[-1][1]])]
+    assert "frontier: best at or below the state" in png.with_suffix(".svg").read_text()
+
+
 def _with_state(root: Path, state: dict) -> Path:
     """write_sweep's run store with each position's decoding-state bytes in its runs' summaries."""
     for summary in root.glob("runs/*/summary.json"):
@@ -118,9 +141,8 @@ def test_the_report_names_the_frontier_and_draws_it(tmp_path):
     assert (f"on the frontier, cheapest first: position=sinusoidal (val/loss {mean['sinusoidal']:.4g} at 100 B/token); "
             f"position=rope (val/loss {mean['rope']:.4g} at 200 B/token).") in section
     assert "no point on it: position=alibi." in section
-    assert "(plots/frontier_val_loss.png)" in md
-    png = out / "plots" / "frontier_val_loss.png"
-    assert png.read_bytes()[:4] == b"\x89PNG" and "frontier: best at or below the state" in png.with_suffix(".svg").read_text()
+    # each variant its own family: the state plot shows these points already, so no second figure
+    assert not list((out / "plots").glob("frontier_*")) and "(plots/val_loss_vs_state_bytes.png)" in md
 
 
 def test_a_report_whose_variants_share_one_state_has_no_frontier(tmp_path):
