@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # On a GPU machine: make TORCH_SPEC=torch test
 TORCH_SPEC ?= torch==2.13.0
 export WANDB_MODE ?= offline
-STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer ladder probes recurrence recurrence_recall mixers_mqar hybrid_ratio hybrid_ratio_rope hybrid_ratio_mqar attention_variants attention_sinks mup_transfer_mlm tokenizers tokenizers_flops ladder_transfer attention_variants_adaptive ladder_wsds
+STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer ladder probes recurrence recurrence_recall mixers_mqar hybrid_ratio hybrid_ratio_rope hybrid_ratio_mqar attention_variants attention_sinks mup_transfer_mlm tokenizers tokenizers_flops ladder_transfer attention_variants_adaptive ladder_wsds recall_vs_state hybrid_layouts hybrid_layouts_mqar
 
 .PHONY: install test test-cpus test-order test-slow demo docs bench studies $(addprefix study-,$(STUDIES)) gradnorms clean
 
@@ -100,6 +100,11 @@ studies: $(addprefix study-,$(STUDIES)) gradnorms
 # {start: 3, max: 8}; the committed design trained 36), 2.5 h of training, about 100 min with 2 workers on the 2-core
 # machine shared with other jobs. study-ladder_wsds: 12 runs with 2 decay branches each (issue 56: ladder.yaml's
 # recipes on a WSD-S ladder, 2 seeds), 73 min with 2 workers on the 2-core machine shared with other jobs.
+# study-recall_vs_state: 39 runs (issue 58: MQAR accuracy against decoding-state bytes, 13 mixer families at widths
+# 16-64, 4,000 steps, 1 seed; the frontier), timed in its report's provenance (2 workers at nice 10 on the 2-core
+# machine shared with other jobs). study-hybrid_layouts / study-hybrid_layouts_mqar: 12 and 6 runs (issue 58: a
+# 1-in-4 Gated DeltaNet hybrid with global or sliding-window attention, char LM and MQAR; the parallel arm is one
+# entry when it lands), ~15 and ~9 min on 2 idle cores by hybrid_ratio's measured times; not run yet.
 $(addprefix study-,$(STUDIES)): study-%: $(VENV)/.installed
 	$(VENV)/bin/arch-zoo sweep sweeps/studies/$*.yaml --workers 2 --out runs/studies; rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(VENV)/bin/arch-zoo report runs/studies/$* --out reports/$*

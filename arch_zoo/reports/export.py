@@ -19,6 +19,7 @@ from ..metrics import check_claim
 from ..writable import check_dir
 from .aggregate import Baseline, check_options, summarize
 from .colors import variant_colors
+from . import frontier
 from .html import page
 from .load import goal_for, load_groups
 from .provenance import provenance_lines, sample_rows
@@ -72,7 +73,17 @@ def write_tables(runs: pd.DataFrame, table: pd.DataFrame, out: Path, formats: Se
     if "csv" in formats and runs.attrs.get("tuning"):  # a tuned sweep's stage 1, one row per run
         pd.DataFrame(runs.attrs["tuning"]["runs"]).to_csv(out / "tuning.csv", index=False)
         written.append(out / "tuning.csv")
+    front = frontier.frontier_frame(table, exclude=_tuned(runs))
+    if "csv" in formats and front is not None:  # the ranked metric against decoding-state bytes
+        front.to_csv(out / "frontier.csv", index=False)
+        written.append(out / "frontier.csv")
     return written
+
+
+def _tuned(runs: pd.DataFrame) -> List[str]:
+    """A tuned sweep's tuned key: each variant's own choice, no axis to group by."""
+    key = (runs.attrs.get("tuning") or {}).get("key")
+    return [key] if key else []
 
 
 # ---- Markdown ------------------------------------------------------------------------------------------
@@ -112,6 +123,7 @@ def markdown(runs: pd.DataFrame, table: pd.DataFrame, command: Optional[str] = N
     if description:
         parts += [md_escape(p) for p in description.split("\n\n")] + [""]
     parts += _md_tables(table)
+    parts += frontier.markdown(table, _md_table, md_escape, exclude=_tuned(runs))
     tuning = runs.attrs.get("tuning")
     if tuning:
         parts += ["", f"## Tuning (stage 1): {md_escape(tuning['select'])} against {md_escape(tuning['key'])}", "",

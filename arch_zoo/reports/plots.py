@@ -21,14 +21,16 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from ..formatting import si
-from ..run_names import all_numbers, settings_label
+from ..run_names import settings_label
 from ..rundir import CONFIG
 from .colors import palette, variant_colors
 from .curves import read_curves
+from .frontier import frontier_frame, numeric_axis
 from .runstore import read_yaml
 
 LENGTH = re.compile(r"^val@(\d+)/loss$")
 ACCURACY = ("val/exact_match", "val/token_accuracy", "val/accuracy")
+MARKERS = "osD^vP*X<>hpd8H"  # one a family on the frontier figure: more families than tab10's colours
 
 
 def _text(label: str) -> str:
@@ -173,17 +175,51 @@ def state_plot(table: pd.DataFrame, metric: str, out_dir: Path, colors: Dict[str
     return _save(fig, out_dir, f"{_slug(metric)}_vs_state_bytes")
 
 
+def frontier_plot(table: pd.DataFrame, metric: str, out_dir: Path, exclude: Sequence[str] = ()) -> Optional[Path]:
+    """Zoology's figure: the ranked metric against decoding-state bytes per token (log x), a marker and a
+    colour per family (frontier.py: a mixer, its points the widths), the 95% interval over seeds as a
+    bar, and the frontier (the best value at or below each state) as a step line through its ringed
+    points. None unless the variants differ in state bytes and some family holds several of them (else
+    ``state_plot`` shows the same points, and the report's frontier section names the ones on it)."""
+    frame = frontier_frame(table, metric, exclude=exclude)
+    if frame is None or frame["family"].nunique() == len(frame):
+        return None
+    cost, axis = frame.attrs["cost"], frame.attrs.get("axis")
+    fig = _figure(7.2, 4.4)
+    ax = fig.add_subplot()
+    families = list(dict.fromkeys(frame["family"]))
+    colors = palette(len(families))
+    for i, family in enumerate(families):
+        f = frame[frame["family"] == family]
+        f = f.sort_values(axis) if axis else f
+        err = np.vstack([f["mean"] - f["ci_low"], f["ci_high"] - f["mean"]]).clip(min=0)
+        ax.errorbar(f[cost].to_numpy(), f["mean"].to_numpy(), yerr=np.nan_to_num(err), fmt=MARKERS[i % len(MARKERS)],
+                    linestyle="-" if axis else "none", linewidth=0.8, markersize=6, capsize=3, alpha=0.9,
+                    color=colors[i % len(colors)], label=_text(family))
+    on = frame[frame["on_frontier"]].sort_values(cost)
+    xs = [*on[cost], frame[cost].max()]  # the step runs on to the largest state: nothing above it does better
+    ax.step(xs, [*on["mean"], on["mean"].iloc[-1]], where="post", color="black", linewidth=1.2, alpha=0.6,
+            label="frontier: best at or below the state")
+    ax.scatter(on[cost], on["mean"], s=140, facecolors="none", edgecolors="black", linewidths=1.2, zorder=3)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: si(v)))
+    ax.set_xlabel("decoding-state bytes per token (float32, at max_seq_len)")
+    ax.set_ylabel(_text(f"final {metric} (mean, bar: 95% CI over seeds)"))
+    ax.grid(alpha=0.3)
+    _legend(ax, len(families) + 1)
+    return _save(fig, out_dir, f"frontier_{_slug(metric)}")
+
+
 def axis_series(table: pd.DataFrame, metric: str, exclude: Sequence[str] = ()) -> Optional[Tuple[str, Dict[str, pd.DataFrame]]]:
     """(axis, {series label: frame of mean, ci_low, ci_high indexed by the axis value}) for the sweep's
     one numeric setting with 3 or more values, a series per combination of the other settings
     (Zoology's accuracy against width, one line per mixer). ``exclude``: settings that are no axis
     (a tuned key: each variant's own choice). None unless exactly one such setting exists."""
     key = f"{metric} mean"
-    settings = [k for k in table.attrs.get("settings", []) if k in table.columns and k not in exclude]
-    numeric = [k for k in settings if all_numbers(table[k]) and table[k].nunique() >= 3]
-    if key not in table.columns or len(numeric) != 1:
+    found = numeric_axis(table, exclude)
+    if key not in table.columns or found is None:
         return None
-    axis, others = numeric[0], [k for k in settings if k != numeric[0]]
+    axis, others = found
     rows = table[table[key].notna()]
     groups = rows.groupby(others, sort=False, dropna=False) if others else [((), rows)]
     series = {}
@@ -301,7 +337,8 @@ def _train_len(runs: pd.DataFrame) -> Optional[int]:
 def write_plots(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path) -> List[Path]:
     """Every plot the runs have data for; returns the PNG paths (an SVG lies beside each)."""
     for stale in [*out_dir.glob("curves_*.*"), *out_dir.glob("final_*.*"), *out_dir.glob("loss_vs_length.*"),
-                  *out_dir.glob("*_vs_state_bytes.*"), *out_dir.glob("*_vs_setting_*.*")]:
+                  *out_dir.glob("*_vs_state_bytes.*"), *out_dir.glob("*_vs_setting_*.*"),
+                  *out_dir.glob("frontier_*.*")]:
         if stale.suffix in (".png", ".svg"):  # a previous report's plots that this one may not redraw
             stale.unlink()
     metric = table.attrs.get("metric", "val/loss")
@@ -314,7 +351,9 @@ def write_plots(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path) -> List[
     written = [curve_plot(runs, m, out_dir, f"curves_{_slug(m)}", colors) for m in dict.fromkeys(wanted)
                if m in logged]
     written.append(bar_plot(table, metric, out_dir, colors))
+    tuned = [k for k in [(runs.attrs.get("tuning") or {}).get("key")] if k]
     written.append(state_plot(table, metric, out_dir, colors))
-    written.append(axis_plot(table, metric, out_dir, exclude=[(runs.attrs.get("tuning") or {}).get("key")]))
+    written.append(frontier_plot(table, metric, out_dir, exclude=tuned))
+    written.append(axis_plot(table, metric, out_dir, exclude=tuned))
     written.append(length_plot(runs, table, out_dir, colors, _train_len(runs)))
     return [p for p in written if p is not None]
