@@ -117,3 +117,17 @@ def test_a_sweep_s_overrides_start_every_variant_from_the_same_weights(source, t
         result = run_one(run.config, tmp_path / str(i), quiet=True)
         assert result.summary["init_from"]["run"] == str(source.resolve())
         assert _same(_weights(tmp_path / str(i)), _weights(source))
+
+
+def test_a_run_of_an_earlier_version_is_a_source_under_today_s_names(tmp_path):
+    """tests/fixtures/run_before_mixer_slot keeps the layers' old slot name (``self_attn``): its
+    tensors load as restore loads them, through the model's renaming hook."""
+    from pathlib import Path
+
+    old = Path(__file__).resolve().parents[1] / "fixtures" / "run_before_mixer_slot"
+    saved = torch.load(old / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)["state_dict"]
+    assert any(".self_attn." in k for k in saved)
+    cfg = load(old / "config.yaml", [f"train.init_from={old}", f"train.lr={TINY_LR}", "train.max_steps=1",
+                                     "train.val_every=1", "train.progress_bar=false"])
+    assert run_one(cfg, tmp_path / "tuned", quiet=True).status == "completed"
+    assert _same(_weights(tmp_path / "tuned"), _weights(old))
