@@ -76,7 +76,8 @@ def test_a_rerun_resumes_from_its_own_checkpoint_not_the_source_s(source, tmp_pa
     shutil.rmtree(moved)  # the source is gone: only the run's own checkpoint can resume it
     result = run_one(cfg, out, quiet=True)
     assert result.status == "completed" and result.summary["resumed_from_step"] == 1 and result.summary["step"] == 2
-    assert paused["global_step"] == 1 and result.summary["init_from"]["path"] == str(moved / "checkpoints" / "last.ckpt")
+    assert paused["global_step"] == 1
+    assert result.summary["init_from"]["path"] == str(moved / "checkpoints" / "last.ckpt")
 
 
 @pytest.mark.parametrize("case", ["shape", "missing", "no run", "not a checkpoint"])
