@@ -188,7 +188,9 @@ def describe_text(cfg: ExperimentConfig, vocab_size: Optional[int] = None, seq_l
     with torch.device("meta"), _CountOnly():  # counts and FLOPs need shapes only: a 7B preset costs no memory
         model = build_model(cfg, vocab_size)  # as load resolved it (a run's layers as they trained)
     total, active = count_parameters(model), active_parameters(model)
-    lines = [*_component_lines(cfg.name, m, model, vocab_size, vocab_note), "layers", *_layer_lines(m),
+    start = [f"  weights       from {cfg.train.init_from} (train.init_from: a fresh run from them; optimizer, step "
+             "and schedule start anew)"] if cfg.train.init_from else []
+    lines = [*_component_lines(cfg.name, m, model, vocab_size, vocab_note)[:-1], *start, "", "layers", *_layer_lines(m),
              "", *_parameter_lines(model, total, active), "", *_flops_lines(model, m, seq_len, data, active != total)]
     return "\n".join(lines) + "\n"
 

@@ -102,6 +102,7 @@ class ResolvedModel:
 @dataclass(frozen=True)
 class TrainConfig:
     max_steps: int = 1000  # optimizer steps
+    init_from: Optional[str] = None  # start from this run's weights: a run directory (trained or imported by `arch-zoo import`) or its .ckpt; loaded strictly (every tensor, same shapes); optimizer, step and schedule start fresh (fine-tuning; a rerun resumes from this run's own checkpoint); null: fresh initialisation
     batch_size: int = 32  # per device
     group_by_length: int = 0  # >= 2: sort each run of this many batches by length (less padding); 0: off
     eval_batch_size: Optional[int] = None  # default: batch_size

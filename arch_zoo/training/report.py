@@ -15,6 +15,9 @@ def summary_text(result: RunResult) -> str:
                  f"{s.get('train_tokens_per_s', 0):,.0f} train tokens/s, peak memory "
                  f"{s.get('peak_memory_mb', 0):,.0f} MiB ({s.get('peak_memory_kind', '')}), "
                  f"wall {s.get('wall_time_s', 0):.1f} s")
+    if s.get("init_from"):
+        source = s["init_from"]
+        lines.append(f"  started from the weights of {source['path']} (its step {source.get('step')}; train.init_from)")
     final, best = s.get("final", {}), s.get("best", {})
     if final:
         width = max(len(k) for k in final)

@@ -24,6 +24,7 @@ from ..models.build import embedding_rows
 from ..models.embedding_scale import embedding_scale
 from ..recipes import recipe_warnings
 from ..recipes.wsds import planned
+from ..trained.init_from import InitialWeights, initial_weights
 from .interrupts import RunInterrupted, sigterm_raises
 from .objectives import objective
 
@@ -178,18 +179,19 @@ def _run_one(cfg: ExperimentConfig, run_dir: Path, callbacks: Sequence[Any], qui
     data = prepare(cfg, quiet)  # user errors surface here, before the run dir exists
     points = planned(cfg, data.splits["train"])  # WSD-S branches: a token budget past the run is refused here too
     _check_checkpoint(run_dir)
+    start = _initial_weights(cfg, data, run_dir)
     writer = _is_rank_zero()
     _check_machine(cfg, writer)
     if writer:
         _notices(cfg, data, quiet)
-        _start(cfg, run_dir, data)
+        _start(cfg, run_dir, data, start)
     attempt = rundir.Attempt(run_dir, writer)
     try:
         from .branches import train_trunk
         from .trainer import train
 
         summary = train_trunk(train, cfg, run_dir, attempt, writer, data=data, callbacks=list(callbacks), quiet=quiet,
-                              stop_at=stop_at, best=best)
+                              stop_at=stop_at, best=best, init=start)
     except (KeyboardInterrupt, SystemExit) as exc:  # Lightning turns Ctrl-C into SystemExit(1)
         name = _signal_name(exc)
         attempt.update(outcome="interrupted")
@@ -231,15 +233,27 @@ def _check_machine(cfg: ExperimentConfig, writer: bool) -> None:
         print(f"arch-zoo: warning: {crowded}", file=sys.stderr)
 
 
-def _start(cfg: ExperimentConfig, run_dir: Path, data: TaskData) -> None:
-    """The run dir as a run starts it: config, tokenizer, plugins, status ``running``."""
+def _initial_weights(cfg: ExperimentConfig, data: TaskData, run_dir: Path) -> Optional[InitialWeights]:
+    """``train.init_from``'s weights, checked against the model this config builds; None without it,
+    and for a run that resumes (from its own checkpoint: the source may be gone by then)."""
+    if not cfg.train.init_from or rundir.resume_state(run_dir) is not None:
+        return None
+    from ..models import build_model
+
+    return initial_weights(cfg.train.init_from, build_model(cfg, embedding_rows(cfg.model, data.tokenizer.vocab_size)))
+
+
+def _start(cfg: ExperimentConfig, run_dir: Path, data: TaskData, start: Optional[InitialWeights]) -> None:
+    """The run dir as a run starts it: config, tokenizer, plugins, status ``running`` (and, for a run
+    started from another's weights, their source: ``init_from``)."""
     (run_dir / rundir.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
     save(cfg, run_dir / rundir.CONFIG)
     data.tokenizer.save(run_dir)
     plugins = plugin_records(cfg.plugins)
     rundir.keep_plugins(run_dir, plugins)
     rundir.set_status(run_dir, "running", started=rundir.now(), pid=os.getpid(), reason=None,
-                      plugins=plugins, metrics_steps=rundir.METRICS_STEPS)  # a failed run is traceable to its code too
+                      plugins=plugins, metrics_steps=rundir.METRICS_STEPS,  # a failed run is traceable to its code too
+                      **({"init_from": start.record} if start is not None else {}))
 
 
 def _failed(run_dir: Path, exc: Exception, attempt: rundir.Attempt, writer: bool) -> RunResult:
@@ -257,6 +271,9 @@ def _finish(run_dir: Path, summary: Dict[str, Any], attempt: rundir.Attempt, wri
     summary["attempts"] = attempt.update(summary["step"], summary["status"]) or summary.get("attempts", [])
     summary["wall_time_s"] = rundir.total_wall_time(summary["attempts"]) or summary["wall_time_s"]
     if writer:
+        source = (rundir.read_json(run_dir / rundir.STATUS) or {}).get("init_from")
+        if source:  # recorded when the run started: a resumed attempt loads no source weights
+            summary["init_from"] = source
         rundir.write_json(run_dir / rundir.SUMMARY, summary)
         rundir.set_status(run_dir, summary["status"], reason=summary.get("reason"), finished=rundir.now(),
                           step=summary["step"])

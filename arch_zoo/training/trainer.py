@@ -21,6 +21,7 @@ from ..models.mfu import mfu_for_run
 from ..models.summary import active_parameters, count_parameters, parameter_breakdown
 from ..progress import LiveLines
 from ..provenance import git_commit
+from ..trained.init_from import InitialWeights
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from .accel import compile_info, sdpa_kernels, set_matmul_precision
@@ -51,12 +52,14 @@ def _quiet_lightning(quiet: bool) -> None:
 
 def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[Any], quiet: bool,
           writer: bool, attempt: rundir.Attempt, stop_at: Optional[int] = None,
-          best: Optional[Tuple[str, str]] = None, fork_at: Optional[int] = None) -> Dict[str, Any]:
+          best: Optional[Tuple[str, str]] = None, fork_at: Optional[int] = None,
+          init: Optional[InitialWeights] = None) -> Dict[str, Any]:
     """The run's summary; with ``stop_at`` below ``train.max_steps``, a paused run's instead:
     ``{"status": "paused", "step", "rung": the validation metrics there}`` (no test, no summary.json).
     ``best`` (a validation metric and its goal, min or max): also keep checkpoints/best.ckpt by it.
     ``fork_at`` (a WSD-S branch's fork, branches.py): checkpoint at that step and return
-    ``{"status": "forked", "step"}``."""
+    ``{"status": "forked", "step"}``. ``init`` (``train.init_from``'s weights): the model starts from
+    them unless the run resumes."""
     _quiet_lightning(quiet)
     t = cfg.train
     started = time.time()
@@ -70,7 +73,7 @@ def train(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[
 
     fork = ForkAt(fork_at) if fork_at is not None else None
     fit = _build(cfg, data, run_dir, [*callbacks, *([fork] if fork else [])], quiet, writer, attempt, stop_at, best,
-                 resume)
+                 resume, init)
     ckpt_path = str(run_dir / rundir.CHECKPOINT) if resume_from is not None else None
     try:
         fit.trainer.fit(fit.module, datamodule=fit.dm, ckpt_path=ckpt_path)
@@ -113,12 +116,14 @@ class _Fit:
 
 def _build(cfg: ExperimentConfig, data: TaskData, run_dir: Path, callbacks: List[Any], quiet: bool, writer: bool,
            attempt: rundir.Attempt, stop_at: Optional[int], best: Optional[Tuple[str, str]],
-           resume: Optional[Dict[str, Any]]) -> _Fit:
+           resume: Optional[Dict[str, Any]], init: Optional[InitialWeights] = None) -> _Fit:
     """The seeded module, its data, the loggers (continuing a resumed run's rows) and the Trainer with
     the run's own checkpointing, throughput, divergence and stop callbacks."""
     t = cfg.train
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     module = ArchZooModule(cfg, data)
+    if init is not None and resume is None:  # a resume's checkpoint holds this run's own weights
+        init.load_into(module.model)
     dm = TaskDataModule(data, t, cfg.seed)
     meter, guard = ThroughputMeter(FlopCounter(module.model)), DivergenceGuard()
     ckpt = run_dir / rundir.CHECKPOINT
