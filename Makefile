@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 export WANDB_MODE ?= offline
 STUDIES := positions norm_placement heads ffn copy heads_tuned norm_placement_tuned heads_tuned_halving scan mup_transfer ladder probes recurrence recurrence_recall mixers_mqar hybrid_ratio hybrid_ratio_rope hybrid_ratio_mqar attention_variants attention_sinks mup_transfer_mlm tokenizers tokenizers_flops ladder_transfer attention_variants_adaptive ladder_wsds recall_vs_state hybrid_layouts hybrid_layouts_mqar
 
-.PHONY: install test test-cpus test-order test-slow demo docs bench studies $(addprefix study-,$(STUDIES)) gradnorms clean
+.PHONY: install test test-cpus test-order test-slow demo docs bench studies $(addprefix study-,$(STUDIES)) study-documents gradnorms clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	@echo "make: installing arch_zoo, torch and its extras into $(VENV): about 7 minutes on a fresh machine, once"
@@ -69,7 +69,7 @@ docs: $(VENV)/.installed
 # as they ran (each line below).
 # Each trains into runs/studies/<study> (rerunning resumes) and writes reports/<study>/.
 # A sweep's exit status 1 means some runs failed or diverged: that is data, the report still runs.
-studies: $(addprefix study-,$(STUDIES)) gradnorms
+studies: $(addprefix study-,$(STUDIES)) study-documents gradnorms
 
 # study-mup_transfer: 72 runs at widths 32-256 (issue 28), ~7,000 CPU-s estimated from measured step costs
 # (two thirds at width 256), so about an hour on 2 idle cores; 150 min measured in pieces on shared cores.
@@ -108,6 +108,20 @@ studies: $(addprefix study-,$(STUDIES)) gradnorms
 $(addprefix study-,$(STUDIES)): study-%: $(VENV)/.installed
 	$(VENV)/bin/arch-zoo sweep sweeps/studies/$*.yaml --workers 2 --out runs/studies; rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(VENV)/bin/arch-zoo report runs/studies/$* --out reports/$*
+
+# study-documents: 12 + 6 runs (issue 58: attention against Gated DeltaNet with packed documents joined or separate,
+# on the standard library's short docstrings shipped as sweeps/studies/documents_corpus.jsonl; then attention with
+# RoPE, documents_rope.yaml), 38.9 + 18.5 min measured with 2 workers each on the 2-core machine shared with other
+# jobs (the second sweep ran beside the first's last half). Three reports: against attention with documents joined
+# (reports/documents), with documents separate (reports/documents_separate: each setting's verdict has its own
+# paired intervals), and the RoPE arm.
+study-documents: $(VENV)/.installed
+	$(VENV)/bin/arch-zoo sweep sweeps/studies/documents.yaml --workers 2 --out runs/studies; rc=$$?; [ $$rc -le 1 ] || exit $$rc
+	$(VENV)/bin/arch-zoo sweep sweeps/studies/documents_rope.yaml --workers 2 --out runs/studies; rc=$$?; [ $$rc -le 1 ] || exit $$rc
+	$(VENV)/bin/arch-zoo report runs/studies/documents --out reports/documents
+	$(VENV)/bin/arch-zoo report runs/studies/documents --out reports/documents_separate \
+		--baseline model.layers=null task.documents=separate
+	$(VENV)/bin/arch-zoo report runs/studies/documents_rope --out reports/documents_rope
 
 # Gradient norms at initialisation for the norm-placement study (Xiong et al. 2020, Fig. 3).
 gradnorms: $(VENV)/.installed
