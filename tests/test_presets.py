@@ -1,5 +1,7 @@
 """Presets: each one describes, has the size of its reference, and the config fields they brought
 (token types, embedding norm, the MLM head, the scaled LM head) validate and behave."""
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -9,6 +11,8 @@ from arch_zoo.experiment import load
 from arch_zoo.errors import ConfigError
 from arch_zoo.models import build_model
 from tests.conftest import tiny
+
+ROOT = Path(__file__).resolve().parents[1]
 
 REFERENCE_PRESETS = ["vaswani", "bert", "gpt2", "llama", "t5", "t5-v1_1", "pythia", "bloom"]
 REFERENCE_PRESETS += ["qwen3", "mistral", "mixtral", "gemma2", "lfm2"]
@@ -26,9 +30,10 @@ def test_every_reference_preset_comes_with_a_tiny_size():
 
 @pytest.mark.parametrize("name", preset_names())
 def test_describe_every_preset(name, capsys):
-    assert main(["describe", f"preset:{name}"]) == 0
+    """Each shipped model config, described from its file (configs/models links to the presets)."""
+    assert main(["describe", str(ROOT / "configs" / "models" / f"{name}.yaml")]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"{name}: ") and "parameters" in out
+    assert out.startswith(f"{name}: ") and "parameters" in out and "forward FLOPs" in out and "position" in out
 
 
 # Published parameter counts of the reference models at their own vocabulary sizes.

@@ -158,20 +158,37 @@ def test_train_interrupted_exits_130_with_one_line_saying_how_to_resume(tmp_path
     assert json.loads((out / "status.json").read_text())["status"] == "interrupted"
 
 
+WATCH_TORCH_IMPORT = """
+import os, sys
+seen = []
+sys.addaudithook(lambda event, args: event == "import" and args[0] == "torch" and not seen
+                 and seen.append(os.environ.get("OMP_WAIT_POLICY")))
+from arch_zoo.cli import main
+code = main(sys.argv[1:])
+print("OMP_WAIT_POLICY when torch loaded:", seen)
+sys.exit(code)
+"""
+
+
 def test_quiet_train_with_offline_wandb_prints_only_its_summary_and_the_sync_line(tmp_path):
     """Issue: every `train --quiet` printed Lightning's LeafSpec deprecation warning and wandb ~25
-    lines. Now stderr is empty and stdout is the run summary with one `wandb sync` command."""
+    lines. Now stderr is empty and stdout is the run summary with one `wandb sync` command.
+    Issue: `arch-zoo train` left OpenMP's threads spinning (sweep workers sleep): beside another
+    process, training ran ~10x slower. libgomp reads the policy when torch loads it, so the value that
+    counts is the one the process holds when it first imports torch (an audit hook records it)."""
     out = tmp_path / "run"
     path = write(tmp_path, logging={"wandb": {"enabled": True, "mode": "offline"}})
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     # (rope: the default sinusoidal table beside N(0, 0.02) embeddings is rightly warned about)
-    proc = subprocess.run(arch_zoo_cmd() + ["train", str(path), "--out", str(out), "--quiet", "model.position=rope"],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", WATCH_TORCH_IMPORT, "train", str(path), "--out", str(out), "--quiet",
+                           "model.position=rope"], capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stderr == ""
     assert not [line for line in proc.stdout.splitlines() if line.startswith("wandb:")], proc.stdout
     sync = [line for line in proc.stdout.splitlines() if "wandb sync " in line]
     assert len(sync) == 1 and (out / "wandb").is_dir()
     assert Path(sync[0].split("wandb sync ", 1)[1]).is_dir()  # the command names the offline run to upload
+    assert "OMP_WAIT_POLICY when torch loaded: ['PASSIVE']" in proc.stdout, proc.stdout[-2000:]
 
 
 def test_generate_warns_in_one_line_about_unknown_characters_and_ignored_options(tmp_path, capsys):
@@ -193,29 +210,3 @@ def test_generate_warns_in_one_line_about_unknown_characters_and_ignored_options
     assert main(["generate", str(out), "--prompt", "def", "--max-new-tokens", "2", "--strategy", "sample",
                  "--temperature", "0.7", "--seed", "1"]) == 0
     assert capsys.readouterr().err == ""  # options the strategy uses: no warning
-
-
-WATCH_TORCH_IMPORT = """
-import os, sys
-seen = []
-sys.addaudithook(lambda event, args: event == "import" and args[0] == "torch" and not seen
-                 and seen.append(os.environ.get("OMP_WAIT_POLICY")))
-from arch_zoo.cli import main
-code = main(sys.argv[1:])
-print("OMP_WAIT_POLICY when torch loaded:", seen)
-sys.exit(code)
-"""
-
-
-def test_train_sets_passive_openmp_before_torch_loads(tmp_path):
-    """Issue: `arch-zoo train` left OpenMP's threads spinning (sweep workers sleep): beside another
-    process, training ran ~10x slower. libgomp reads the policy when torch loads it, so the value
-    that counts is the one the process holds when it first imports torch, then trains."""
-    out = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    path = write(tmp_path, train={**TRAIN, "max_steps": 2, "val_every": 2, "val_batches": 1})
-    proc = subprocess.run([sys.executable, "-c", WATCH_TORCH_IMPORT, "train", str(path), "--out", str(out), "--quiet"],
-                          capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "OMP_WAIT_POLICY when torch loaded: ['PASSIVE']" in proc.stdout, proc.stdout[-2000:]
-    assert json.loads((out / "summary.json").read_text())["step"] == 2
