@@ -240,7 +240,7 @@ def _initial_weights(cfg: ExperimentConfig, data: TaskData, run_dir: Path) -> Op
         return None
     from ..models import build_model
 
-    return initial_weights(cfg.train.init_from, build_model(cfg, embedding_rows(cfg.model, data.tokenizer.vocab_size)))
+    return initial_weights(cfg.train.init_from, build_model(cfg, embedding_rows(cfg.model, data.tokenizer)))
 
 
 def _start(cfg: ExperimentConfig, run_dir: Path, data: TaskData, start: Optional[InitialWeights]) -> None:

@@ -7,7 +7,7 @@ import torch
 
 from arch_zoo import restore
 from arch_zoo.cli import main
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.training import run_one
 from tests.evaluation.helpers import TEXT, tiny_llama
 

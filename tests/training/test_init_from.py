@@ -11,7 +11,7 @@ import yaml
 
 from arch_zoo import restore
 from arch_zoo.cli import main
-from arch_zoo.config.loading import load
+from arch_zoo.experiment import load
 from arch_zoo.training import run_one
 from tests.sweeps.conftest import BASE, write_spec
 
