@@ -5,11 +5,15 @@ and ``torch.load`` + ``load_state_dict`` go through the layer's load_state_dict 
 export loaded by transformers goes through the conversion ``for_transformers`` registers."""
 from __future__ import annotations
 
+import re
 import sys
+from typing import Dict
 
 from torch import nn
 
 RENAMED_SLOTS = {"self_attn": "mixer"}  # a layer's slot: the earlier name -> today's
+# a layer's slot key, as a whole model's state dict spells it: (prefix of the layer)(slot).
+SLOT_KEY = r"((?:encoder|decoder)\.layers\.\d+\.){old}\."
 
 
 def renamed_slot_keys(layer: nn.Module, state_dict, prefix: str, *_) -> None:
@@ -18,6 +22,16 @@ def renamed_slot_keys(layer: nn.Module, state_dict, prefix: str, *_) -> None:
     for old, new in RENAMED_SLOTS.items():
         for key in [k for k in state_dict if k.startswith(f"{prefix}{old}.")]:
             state_dict[f"{prefix}{new}.{key[len(prefix) + len(old) + 1:]}"] = state_dict.pop(key)
+
+
+def renamed_model_keys(state_dict: Dict[str, object]) -> Dict[str, object]:
+    """A whole model's state dict under today's slot names, before any model is loaded with it (the
+    shapes a run of an earlier version would give ``train.init_from`` are checked against today's)."""
+    out = dict(state_dict)
+    for old, new in RENAMED_SLOTS.items():
+        pattern = re.compile(SLOT_KEY.format(old=old))
+        out = {pattern.sub(rf"\1{new}.", k, count=1): v for k, v in out.items()}
+    return out
 
 
 _registered = False
@@ -38,6 +52,6 @@ def for_transformers() -> None:
     except ImportError:
         return
     register_checkpoint_conversion_mapping("arch_zoo", [
-        WeightRenaming(rf"((?:encoder|decoder)\.layers\.\d+\.){old}\.", rf"\1{new}.")
+        WeightRenaming(SLOT_KEY.format(old=old), rf"\1{new}.")
         for old, new in RENAMED_SLOTS.items()], overwrite=True)
     _registered = True

@@ -12,6 +12,7 @@ from torch import nn
 
 from .. import rundir
 from ..errors import ConfigError
+from ..models.renamed_keys import renamed_model_keys
 from .restore import _first_line
 
 KEY = "train.init_from"
@@ -51,20 +52,11 @@ def initial_weights(path: str, model: nn.Module) -> InitialWeights:
     state = saved.get("state_dict") if isinstance(saved, dict) else None
     if not isinstance(state, dict):
         raise ConfigError(KEY, f"{ckpt} holds no model weights (no state_dict); {_GIVE}")
-    weights = _today_names(model, {k.removeprefix("model."): v for k, v in state.items()})
+    weights = renamed_model_keys({k.removeprefix("model."): v for k, v in state.items()})
     _check_fits(ckpt, weights, model.state_dict())
     run = ckpt.parent.parent if ckpt.parent.name == rundir.CHECKPOINTS else None
     record = {"path": str(ckpt), "run": str(run) if run is not None else None, "step": saved.get("global_step")}
     return InitialWeights(weights, record)
-
-
-def _today_names(model: nn.Module, weights: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """The keys after the model's load_state_dict pre-hooks (a run of an earlier version keeps its
-    old slot names, models/renamed_keys.py), run in load_state_dict's order: parents first."""
-    for name, module in model.named_modules():
-        for hook in module._load_state_dict_pre_hooks.values():
-            hook(weights, f"{name}." if name else "", {}, True, [], [], [])
-    return weights
 
 
 def _check_fits(ckpt: Path, theirs: Dict[str, torch.Tensor], ours: Dict[str, torch.Tensor]) -> None:
