@@ -102,9 +102,9 @@ studies: $(addprefix study-,$(STUDIES)) study-documents gradnorms
 # recipes on a WSD-S ladder, 2 seeds), 73 min with 2 workers on the 2-core machine shared with other jobs.
 # study-recall_vs_state: 39 runs (issue 58: MQAR accuracy against decoding-state bytes, 13 mixer families at widths
 # 16-64, 4,000 steps, 1 seed; the frontier), timed in its report's provenance (2 workers at nice 10 on the 2-core
-# machine shared with other jobs). study-hybrid_layouts / study-hybrid_layouts_mqar: 12 and 6 runs (issue 58: a
-# 1-in-4 Gated DeltaNet hybrid with global or sliding-window attention, char LM and MQAR; the parallel arm is one
-# entry when it lands), ~15 and ~9 min on 2 idle cores by hybrid_ratio's measured times; not run yet.
+# machine shared with other jobs). study-hybrid_layouts / study-hybrid_layouts_mqar: 18 and 9 runs (issue 58: a
+# 1-in-4 Gated DeltaNet hybrid with global or sliding-window attention against a parallel, Falcon-H1-style
+# hybrid, on the char LM with each layout's lr tuned and on MQAR), timed in their reports' provenance.
 $(addprefix study-,$(STUDIES)): study-%: $(VENV)/.installed
 	$(VENV)/bin/arch-zoo sweep sweeps/studies/$*.yaml --workers 2 --out runs/studies; rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(VENV)/bin/arch-zoo report runs/studies/$* --out reports/$*
