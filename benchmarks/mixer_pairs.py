@@ -11,6 +11,7 @@ loop over positions, one step of the paper's recurrence each (the plain loop a c
 beat). ``gated_deltanet`` and ``mamba2`` (the first pairs, 2026-12-03) keep random weights of their own."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Dict, NamedTuple, Tuple
 
 import torch
@@ -155,6 +156,64 @@ def short_conv_pair(d: int, quick: bool):
     return ours, theirs, lambda x: theirs(x)
 
 
+def lightning_pair(d: int, quick: bool):
+    """MiniMax's lightning attention layer: 4 heads of d/4, block 64 (16 tiny); one layer of one (its decay
+    is the depth's first)."""
+    from transformers import MiniMaxConfig
+    from transformers.models.minimax.modeling_minimax import MiniMaxLightningAttention
+
+    from arch_zoo.components.mixers import lightning
+
+    chunk = 16 if quick else 64
+    theirs = MiniMaxLightningAttention(MiniMaxConfig(
+        hidden_size=d, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=4, head_dim=d // 4,
+        block_size=chunk, layer_types=["linear_attention"]), 0)
+    ours, theirs = from_ours(theirs, mixer(d, {"name": "lightning", "chunk_size": chunk}),
+                             lambda m: lightning.to_hf_layer(m, theirs))
+    return ours, theirs, lambda x: theirs(x, None, None)[0]
+
+
+class Rotated(nn.Module):
+    """A mixer called with the rotation its stack would hand it (RoPE over the positions of x); computed
+    in the call, as the peer computes its cos / sin tables in its call."""
+
+    def __init__(self, mixer: nn.Module, scheme: nn.Module):
+        super().__init__()
+        self.mixer, self.scheme = mixer, scheme
+
+    def forward(self, x, inputs):
+        at = torch.arange(x.shape[1])[None]
+        return self.mixer(x, dataclasses.replace(inputs, rotate=self.scheme.rotator(at, at)))
+
+
+def falcon_h1_pair(d: int, quick: bool):
+    """Falcon-H1's layer without its norms and feed-forward: grouped-query attention (4 heads of d/4, 2 K/V
+    heads) with RoPE beside Mamba-2 (1.5 d inner in heads of 64, state 64; 16 tiny), as its decoder layer
+    runs them (HF's torch path, sdpa attention); ours is the ``parallel`` mixer ``from_hf`` builds from a
+    one-layer FalconH1ForCausalLM, on its weights."""
+    from transformers import FalconH1Config, FalconH1ForCausalLM
+
+    from arch_zoo.interop import from_hf
+
+    dim, chunk = min(64, d // 4), 16 if quick else 64
+    config = FalconH1Config(vocab_size=32, hidden_size=d, intermediate_size=8, num_hidden_layers=1,
+                            num_attention_heads=4, num_key_value_heads=2, head_dim=d // 4, mamba_d_ssm=3 * d // 2,
+                            mamba_n_heads=3 * d // 2 // dim, mamba_d_head=dim, mamba_d_state=dim, mamba_n_groups=1,
+                            mamba_chunk_size=chunk, mamba_rms_norm=True, pad_token_id=0)
+    config._attn_implementation = "sdpa"
+    hf = FalconH1ForCausalLM(config)
+    stack = from_hf(hf).decoder
+    ours = Rotated(stack.layers[0].mixer.sublayer, stack.position)
+    layer, rotary = hf.model.layers[0], hf.model.rotary_emb
+
+    def call(x):
+        at = torch.arange(x.shape[1])[None]
+        attention = layer.self_attn(x * layer.attention_in_multiplier, attention_mask=None,
+                                    position_embeddings=rotary(x, at))[0]
+        return layer.mamba(x) * layer.ssm_out_multiplier + attention * layer.attn_out_multiplier
+    return ours, nn.ModuleList([layer.self_attn, layer.mamba]), call  # the params column: the two mixers'
+
+
 def loop_pair(options: Callable[[int, bool], dict]):
     """No transformers layer: the same layer and weights at chunk_size 1 (a Python loop over positions)."""
     def build(d: int, quick: bool):
@@ -191,6 +250,8 @@ PAIRS: Dict[str, Pair] = {
     "rg_lru": Pair(rg_lru_pair, "hf RecurrentGemmaRecurrentBlock", True),
     "mlstm": Pair(mlstm_pair, "hf xLSTMLayer", True),
     "short_conv": Pair(short_conv_pair, "hf Lfm2ShortConv", True),
+    "lightning": Pair(lightning_pair, "hf MiniMaxLightningAttention", True),
+    "parallel": Pair(falcon_h1_pair, "hf FalconH1 attention + mamba", True),
     "rwkv7": Pair(loop_pair(rwkv7_options), "rwkv7 at chunk 1 (loop)", True),
     "gated_deltaproduct": Pair(loop_pair(gdp_options), "gated_deltaproduct at chunk 1 (loop)", True),
 }

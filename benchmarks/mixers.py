@@ -137,6 +137,7 @@ DECODE_MIXERS = {
     "rg_lru": lambda d: {"name": "rg_lru", "width": _eighth(9 * d / 8), "n_heads": 4},  # ~3 w d + 2 w^2 / 4
     "mlstm": lambda d: {"name": "mlstm", "n_heads": 4},  # q, k d/2 wide, v, gate, out d: 4 d^2
     "short_conv": lambda d: {"name": "short_conv"},  # in 3 d^2, out d^2
+    "lightning": lambda d: {"name": "lightning", "n_heads": 4, "head_dim": _eighth(d / 5)},  # qkv, gate, out: 5 w d
     "rwkv7": lambda d: {"name": "rwkv7", "n_heads": 4, "head_dim": _eighth(7 * d / 32)},  # r, k, v, out ~ 4 x 7/8 d^2
     "gated_deltaproduct": lambda d: {"name": "gated_deltaproduct", "n_heads": 2, "n_v_heads": 4,
                                      "head_dim": _eighth(3 * d / 16), "v_head_dim": _eighth(3 * d / 16),

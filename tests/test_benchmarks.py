@@ -175,7 +175,8 @@ def test_mixers_train_pairs_on_shared_weights_compute_one_function():
     pytest.importorskip("transformers")
     pairs = _bench_module("mixer_pairs")
     shared = [name for name, pair in pairs.PAIRS.items() if pair.same_weights]
-    assert {"mamba2_bamba", "kda", "rg_lru", "mlstm", "short_conv", "rwkv7", "gated_deltaproduct"} <= set(shared)
+    assert {"mamba2_bamba", "kda", "rg_lru", "mlstm", "short_conv", "rwkv7", "gated_deltaproduct", "lightning",
+            "parallel"} <= set(shared)
     for name in shared:
         ours, theirs, call = pairs.PAIRS[name].build(32, True)
         x = torch.randn(2, 32, 32)

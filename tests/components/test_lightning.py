@@ -14,7 +14,8 @@ from arch_zoo.describe import _fmt, describe_text
 from arch_zoo.models import build_model
 from tests.conftest import tiny
 
-from .mixer_checks import (D, L, assert_chunked_gradients_equal_the_one_position_chunks,
+from .mixer_checks import (D, L, assert_a_prefill_then_steps_equal_one_full_forward,
+                           assert_chunked_gradients_equal_the_one_position_chunks,
                            assert_the_state_keeps_alive_what_it_reports, inputs, run)
 
 # odd sizes (transformers rotates an even head_dim only); the second of four layers: a depth factor
@@ -121,3 +122,18 @@ def test_describe_states_the_state_and_a_step_by_hand():
     line = next(l for l in text.splitlines() if l.startswith("  state bytes (float32)"))
     total = 2 * H * HD * HD * 4  # two layers, float32
     assert line.split()[3:] == [_fmt(total), _fmt(total / 16), "per", "token"], line
+
+
+def test_heads_of_its_own_size_the_layer_and_its_state():
+    """``n_heads`` / ``head_dim`` (null: the model's, MiniMax's): 2 heads of 5 in a model of 3 heads of 6;
+    q, k, v, the gate and the output projection are 5 x (2 x 5) x D weights, the norm 10 gains, the state
+    2 x 5 x 5, and the slopes are those of 2 heads."""
+    cfg = model_config(tiny(d_model=D, n_heads=H, head_dim=HD, bias=False,
+                            mixer={"name": "lightning", "chunk_size": 4, "n_heads": 2, "head_dim": 5}))
+    mixer = MIXERS.build(cfg.mixer, cfg, None).double()
+    assert sum(p.numel() for p in mixer.parameters()) == 5 * 10 * D + 10
+    assert torch.equal(mixer.slopes, lightning.slopes(2, 0, 1))
+    for length in (1, L):
+        assert mixer.state_elements(length) == 2 * 5 * 5
+        assert_the_state_keeps_alive_what_it_reports(mixer, length, D, 2 * 5 * 5)
+    assert_a_prefill_then_steps_equal_one_full_forward(mixer, *inputs())

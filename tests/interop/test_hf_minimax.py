@@ -106,6 +106,9 @@ def test_an_export_minimax_cannot_hold_names_the_family_and_the_field():
     m = {**to_dict(tiny("minimax")), "vocab_size": VOCAB}
     reason = native_config(model_config({**m, "norm_placement": "pre"})).reason
     assert "fits MiniMax only" in reason and "norm_placement pre" in reason, reason
+    own_heads = [{"pattern": [{}, {"mixer": {"name": "lightning", "chunk_size": 4, "head_dim": 4}}]}]
+    reason = native_config(model_config({**m, "layers": own_heads})).reason
+    assert "lightning n_heads / head_dim other than the model's" in reason, reason
 
 
 def test_a_saved_export_loads_in_transformers_with_its_decay_buffers_recomputed(tmp_path):

@@ -16,7 +16,7 @@ still decays)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict
+from typing import Dict, Optional
 
 import torch
 import torch.nn.functional as F
@@ -35,10 +35,14 @@ HF_BUFFERS = ("slope_rate", "query_decay", "key_decay", "diagonal_decay")  # rec
 class LightningOptions:
     chunk_size: int = 64  # positions per chunk of the parallel form (MiniMax's block_size; not the function)
     norm_eps: float = 1e-6  # the output RMSNorm's (MiniMax's is 1e-6 whatever rms_norm_eps says)
+    n_heads: Optional[int] = None  # null: model.n_heads (MiniMax's)
+    head_dim: Optional[int] = None  # null: the model's head_dim (MiniMax's)
 
     def __post_init__(self):
-        if self.chunk_size < 1:
-            raise ValueError(f"chunk_size must be positive, got {self.chunk_size}")
+        for name in ("chunk_size", "n_heads", "head_dim"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be positive, got {value}")
 
 
 def slopes(n_heads: int, index: int, depth: int) -> Tensor:
@@ -57,7 +61,7 @@ class LightningAttention(RecurrentMixer):
 
     def __init__(self, options: LightningOptions, cfg, ctx=None):
         super().__init__()
-        self.h, self.d = cfg.n_heads, cfg.dim_per_head
+        self.h, self.d = options.n_heads or cfg.n_heads, options.head_dim or cfg.dim_per_head
         self.chunk = options.chunk_size
         width = self.h * self.d
         self.qkv_proj = nn.Linear(cfg.d_model, 3 * width, bias=cfg.bias)

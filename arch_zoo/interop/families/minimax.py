@@ -67,7 +67,10 @@ def write(m: ModelConfig, d: dict) -> Dict[str, Any]:
         if layer.mixer.name not in TYPE_OF:
             raise NotExpressible(f"mixer {layer.mixer.name}")
         types.append(TYPE_OF[layer.mixer.name])
-    chunks = {resolved_mixer(layer).mixer.options.chunk_size for layer in layers if layer.mixer.name == "lightning"}
+    lightning = [resolved_mixer(layer).mixer.options for layer in layers if layer.mixer.name == "lightning"]
+    if any((o.n_heads or m.n_heads, o.head_dim or m.dim_per_head) != (m.n_heads, m.dim_per_head) for o in lightning):
+        raise NotExpressible("lightning n_heads / head_dim other than the model's (MiniMax's layers share them)")
+    chunks = {o.chunk_size for o in lightning}
     if len(chunks) > 1:
         raise NotExpressible(f"lightning chunk_size differing between layers {sorted(chunks)}")
     out = {**mixtral.write(m, d), "model_type": "minimax", "architectures": ["MiniMaxForCausalLM"],
