@@ -24,6 +24,7 @@ from ..run_names import plain, settings_label
 from ..stats import BETTER, EQUIVALENT, INCONCLUSIVE, WORSE, bootstrap_ci
 from .aggregate import (CONFIDENCE, Baseline, _compare, _ranking, _same, _variant_row, check_options, paired,
                         resolve_baseline, settings_of)
+from .sequential_verdicts import adaptive_of
 from .verdicts import judge_rows
 
 CHANGES, SAME = "changes", "same"
@@ -101,6 +102,10 @@ def within(runs: pd.DataFrame, key: str, metric: Optional[str] = None, baseline:
     for r in rows:
         r["label"] = settings_label({s: r[s] for s in label}, mixer) or str(r["variant"])
     inter, notes = _interaction(rows, axis, label, levels[0], metric, ci, min_effect)
+    if adaptive_of(runs.attrs.get("seeds")) is not None:
+        notes.append("seeds were added adaptively, stopping on the main table's comparisons (seeds: {start, max} "
+                     "in the spec): the fixed-sample p-values and intervals here take no account of those looks; "
+                     "the main table's verdicts, from repeated intervals, do")
     judge_rows(inter, [metric], runs.attrs, goal, ci)
     for r in inter:
         r[f"{metric} verdict"] = READING.get(r[f"{metric} verdict"], r[f"{metric} verdict"])

@@ -31,12 +31,12 @@ MARGIN = 0.005  # --min-effect: a known margin for 'equivalent' and 'same'
 ALPHA = 0.05
 
 
-def write_grid(root, loss=LOSS, baseline=None):
+def write_grid(root, loss=LOSS, baseline=None, **spec):
     """position x task.documents, laid out as `arch-zoo sweep` writes it; a None loss is a failed run."""
     (root / "runs").mkdir(parents=True)
     (root / "sweep.yaml").write_text(json.dumps({
         "name": "docs", "metric": {"name": "val/loss", "goal": "min"},
-        "baseline": baseline or {"model.position": "sinusoidal", "task.documents": "joined"}}))
+        "baseline": baseline or {"model.position": "sinusoidal", "task.documents": "joined"}, **spec}))
     for (pos, docs), losses in loss.items():
         for seed, value in zip(SEEDS, losses):
             write_run(root / "runs" / f"{pos}-{docs}-{seed}", status="completed" if value is not None else "failed",
@@ -280,3 +280,12 @@ def test_a_within_key_that_cannot_split_the_sweep_exits_2_and_writes_nothing(arg
     code = main(["report", str(root), "--out", str(tmp_path / "rep"), *argv])
     check_one_line(code, capsys.readouterr().err, expected)
     assert tree(tmp_path) == before
+
+
+def test_adaptive_seeds_are_named_as_not_accounted_for(tmp_path):
+    """A sweep that added seeds on the main table's comparisons: the within section says its fixed-sample
+    statistics ignore those looks; a fixed-seed sweep gets no such note."""
+    adaptive = within(load_runs(write_grid(tmp_path / "a", seeds={"start": 3, "max": 5})), "documents")
+    fixed = within(load_runs(write_grid(tmp_path / "f")), "documents")
+    assert any("seeds were added adaptively" in n for n in adaptive.notes)
+    assert not any("adaptively" in n for n in fixed.notes)
