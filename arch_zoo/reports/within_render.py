@@ -89,11 +89,7 @@ def frame(w: Within) -> pd.DataFrame:
 
 
 def write(w: Within, out: Path, fmts: Sequence[str]) -> List[Path]:
-    table = frame(w)
-    for col in table.columns:  # one type per column for Arrow: the flags beside the missing ones as text
-        if table[col].dtype == object:
-            table[col] = table[col].map(lambda v: None if v is None or v is pd.NA or v != v else str(v))
-    return write_frames({"within": table}, out, fmts)
+    return write_frames({"within": frame(w)}, out, fmts)
 
 
 def title(w: Within) -> str:
@@ -111,8 +107,8 @@ def markdown(w: Within, md_table: Callable[[pd.DataFrame], str], escape: Callabl
 def html(w: Within, table: Callable[[pd.DataFrame], str], esc: Callable[[str], str]) -> List[str]:
     parts = [f"<h2>{esc(title(w))}</h2>", f"<p>{esc(explanation(w))}</p>", table(display(w))]
     if len(w.interaction):
-        parts += [f"<h3>Interaction: does Δ change with {esc(w.key)}?</h3>", f"<p>{esc(interaction_explanation(w))}</p>",
-                  table(interaction_display(w))]
+        parts += [f"<h3>Interaction: does Δ change with {esc(w.key)}?</h3>",
+                  f"<p>{esc(interaction_explanation(w))}</p>", table(interaction_display(w))]
     return parts + [f"<p>{esc(n)}</p>" for n in w.notes]
 
 

@@ -133,7 +133,7 @@ def _reading(delta, low, high, p_holm, words=("better", "worse")):
 def report(tmp_path, capsys):
     root = write_grid(tmp_path / "grid")
     code = main(["report", str(root), "--out", str(tmp_path / "rep"), "--within", "task.documents",
-                 "--min-effect", str(MARGIN), "--format", "md,csv"])
+                 "--min-effect", str(MARGIN), "--format", "md,csv,parquet"])
     assert code == 0
     return tmp_path / "rep", capsys.readouterr().out
 
@@ -195,9 +195,11 @@ def test_the_interaction_is_the_seed_paired_difference_of_the_deltas(report):
 
 
 def test_within_csv_holds_every_comparison_at_full_precision(report):
-    """within.csv: one row per (level, variant), then the interactions; the unadjusted 95% interval too."""
+    """within.csv: one row per (level, variant), then the interactions; the unadjusted 95% interval too;
+    within.parquet holds the same."""
     out, _ = report
     table = pd.read_csv(out / "within.csv")
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "within.parquet"), table, check_dtype=False)
     within_tests, inter, pairs = _expected()
     assert list(table["section"]) == ["within"] * 6 + ["interaction"] * 2
     for _, r in table.iterrows():
