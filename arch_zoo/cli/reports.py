@@ -42,7 +42,8 @@ def _report(args) -> int:
     if args.out:
         output_dir(args.out, "--out")
     options = dict(formats=args.format, metric=args.metric, baseline=args.baseline, command=command_line(args.argv),
-                   ci=args.ci, min_effect=args.min_effect, extrapolate_to=args.extrapolate_to, claim=_claim(args))
+                   ci=args.ci, min_effect=args.min_effect, extrapolate_to=args.extrapolate_to, claim=_claim(args),
+                   within=args.within)
     if args.watch:
         from ..reports.watch import watch
 
@@ -58,6 +59,11 @@ def _report(args) -> int:
                 from ..reports.scaling.render import terminal_lines
 
                 print("\n".join(terminal_lines(group["scaling"])))
+        for group in result["groups"]:
+            if group.get("within") is not None:
+                from ..reports.within_render import terminal_lines as within_lines
+
+                print("\n".join(within_lines(group["within"])))
         if result.get("suite") is not None:
             from ..reports.suite_render import terminal_lines as suite_lines
 
@@ -126,6 +132,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--extrapolate-to", type=float, default=None, metavar="FLOPS",
                    help="a ladder (scale): also give each compute multiplier at this training compute, beyond the "
                    "largest rung, labelled as an extrapolation")
+    p.add_argument("--within", default=None, metavar="KEY",
+                   help="a swept key (task.documents): also compare each variant with the baseline at the same "
+                        "level of KEY, and how its Δ changes between levels (the interaction); in report.md and "
+                        "within.csv")
     _stats_options(p)
     p.set_defaults(func=_report)
 

@@ -28,6 +28,8 @@ from . import suite_render
 from .suite import analyse as suite_analysis
 from .tables import display, footnotes, main_and_more, other_metrics, runs_display, title
 from .tuning import tuning_plot, tuning_table
+from .within import within as within_levels
+from . import within_render
 
 FORMATS = ("md", "csv", "tex", "parquet", "html", "plots")
 DEFAULT_FORMATS = ("md", "csv", "tex", "parquet", "html")
@@ -114,9 +116,10 @@ def _md_tables(table: pd.DataFrame) -> List[str]:
 
 
 def markdown(runs: pd.DataFrame, table: pd.DataFrame, command: Optional[str] = None,
-             plots: Sequence[Path] = (), scaling=None) -> str:
+             plots: Sequence[Path] = (), scaling=None, within=None) -> str:
     """The report as Markdown; ``plots`` (paths relative to the report) are shown under "Plots";
-    ``scaling`` (a ladder's ``reports.scaling.Scaling``) gets its own section."""
+    ``scaling`` (a ladder's ``reports.scaling.Scaling``) and ``within`` (``reports.within.Within``) get their
+    own sections."""
     run_rows = runs_display(runs, table.attrs.get("metric", ""))
     parts = [f"# {md_escape(title(table))}", ""]
     description = runs.attrs.get("description", "").strip()
@@ -124,6 +127,8 @@ def markdown(runs: pd.DataFrame, table: pd.DataFrame, command: Optional[str] = N
         parts += [md_escape(p) for p in description.split("\n\n")] + [""]
     parts += _md_tables(table)
     parts += frontier.markdown(table, _md_table, md_escape, exclude=_tuned(runs))
+    if within is not None:
+        parts += within_render.markdown(within, _md_table, md_escape)
     tuning = runs.attrs.get("tuning")
     if tuning:
         parts += ["", f"## Tuning (stage 1): {md_escape(tuning['select'])} against {md_escape(tuning['key'])}", "",
@@ -205,12 +210,15 @@ def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_di
                  formats: Union[str, Iterable[str], None] = None, metric: Optional[str] = None,
                  baseline: Baseline = None, command: Optional[str] = None, ci: str = "t",
                  min_effect: Optional[float] = None, refresh_s: Optional[int] = None,
-                 extrapolate_to: Optional[float] = None, claim: Optional[Dict[str, float]] = None) -> Dict[str, object]:
+                 extrapolate_to: Optional[float] = None, claim: Optional[Dict[str, float]] = None,
+                 within: Optional[str] = None) -> Dict[str, object]:
     """Load a sweep (or several sweep/run dirs), summarize, and write every requested format.
     ``command`` (the `arch-zoo report` call) is printed in the report's provenance; ``ci`` and
     ``min_effect`` and ``claim`` are ``summarize``'s; ``refresh_s`` makes the HTML page reload itself (``--watch``).
     A ladder sweep (``scale``) gets a scaling section (``reports.scaling``); ``extrapolate_to`` (FLOPs past
-    its largest rung) adds an extrapolated compute multiplier, labelled as such.
+    its largest rung) adds an extrapolated compute multiplier, labelled as such. ``within`` (a swept key):
+    each variant also against the baseline at the same level of that key, and the interaction
+    (``reports.within``), in its own section and within.csv.
 
     Runs of different tasks or evaluations are not ranked together: each task gets its own report
     in ``out_dir/<task>/``, and ``out_dir/report.md`` shows each task's table under its name.
@@ -226,18 +234,19 @@ def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_di
               for runs in groups]
     scalings = [analyse(runs, table, extrapolate_to) for runs, table in zip(groups, tables)]  # errors before writing
     suite = suite_analysis(groups, metric, tables)  # a probe suite: every group's runs scored together
+    withins = [within_levels(runs, within, metric, baseline, ci, min_effect) if within else None for runs in groups]
     out = Path(out_dir) if out_dir is not None else Path("reports") / str(groups[0].attrs.get("name") or "report")
     check_dir(out, "--out", "the report is written")
     out.mkdir(parents=True, exist_ok=True)
     if len(groups) == 1:
-        files = _write_one(groups[0], tables[0], out, fmts, command, refresh_s, scalings[0])
+        files = _write_one(groups[0], tables[0], out, fmts, command, refresh_s, scalings[0], withins[0])
     else:
         files, parts = [], [f"# {md_escape(groups[0].attrs.get('name') or 'report')}: "
                             f"{len(groups)} tasks, each ranked on its own", ""]
-        for runs, table, scaling in zip(groups, tables, scalings):
+        for runs, table, scaling, levels in zip(groups, tables, scalings, withins):
             sub = out / _slug(str(runs.attrs["task"]))
             sub.mkdir(parents=True, exist_ok=True)
-            files += _write_one(runs, table, sub, fmts, command, refresh_s, scaling)
+            files += _write_one(runs, table, sub, fmts, command, refresh_s, scaling, levels)
             parts += [f"## Task: {md_escape(runs.attrs['task'])} ({len(runs)} runs; full report in "
                       f"{md_escape(sub.name)}/)", "", f"{md_escape(title(table))}", "", *_md_tables(table), ""]
         if suite is not None:
@@ -251,7 +260,8 @@ def write_report(sweep_dir: Union[str, Path, Sequence[Union[str, Path]]], out_di
             with (out / "report.md").open("a", encoding="utf-8") as f:
                 f.write("\n".join(suite_render.markdown(suite, _md_table, md_escape)) + "\n")
     return {"out_dir": out, "runs": groups[0], "variants": tables[0], "files": files, "suite": suite,
-            "groups": [{"runs": r, "variants": t, "scaling": sc} for r, t, sc in zip(groups, tables, scalings)]}
+            "groups": [{"runs": r, "variants": t, "scaling": sc, "within": w}
+                       for r, t, sc, w in zip(groups, tables, scalings, withins)]}
 
 
 def _slug(text: str) -> str:
@@ -259,8 +269,10 @@ def _slug(text: str) -> str:
 
 
 def _write_one(runs: pd.DataFrame, table: pd.DataFrame, out: Path, fmts: Sequence[str],
-               command: Optional[str], refresh_s: Optional[int] = None, scaling=None) -> List[Path]:
+               command: Optional[str], refresh_s: Optional[int] = None, scaling=None, within=None) -> List[Path]:
     files = write_tables(runs, table, out, fmts)
+    if within is not None:
+        files += within_render.write(within, out, fmts)
     if scaling is not None:
         files += scaling_render.write(scaling, out, fmts)
     plots: List[Path] = []
@@ -276,8 +288,8 @@ def _write_one(runs: pd.DataFrame, table: pd.DataFrame, out: Path, fmts: Sequenc
             plots += scaling_figure(scaling, out / "plots")
         files += [p for png in plots for p in (png, png.with_suffix(".svg"))]
     if "md" in fmts:
-        (out / "report.md").write_text(markdown(runs, table, command, [p.relative_to(out) for p in plots], scaling),
-                                       encoding="utf-8")
+        (out / "report.md").write_text(markdown(runs, table, command, [p.relative_to(out) for p in plots], scaling,
+                                                within), encoding="utf-8")
         files.append(out / "report.md")
     if "tex" in fmts:
         (out / "table.tex").write_text(latex(table), encoding="utf-8")
@@ -288,7 +300,7 @@ def _write_one(runs: pd.DataFrame, table: pd.DataFrame, out: Path, fmts: Sequenc
     if "html" in fmts:
         # replaced whole: a browser reloading it (--watch) never reads half a page
         tmp = out / "report.html.tmp"
-        tmp.write_text(page(runs, table, plots, command, refresh_s, scaling), encoding="utf-8")
+        tmp.write_text(page(runs, table, plots, command, refresh_s, scaling, within), encoding="utf-8")
         tmp.replace(out / "report.html")
         files.append(out / "report.html")
     return files

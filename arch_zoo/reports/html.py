@@ -20,6 +20,7 @@ from .scaling import render as scaling_render
 from .scaling.interactive import section as scaling_plot
 from .tables import footnotes, main_and_more, runs_display, title
 from .tuning import tuning_table
+from . import within_render
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1400px;
@@ -94,9 +95,10 @@ def _code_spans(line: str) -> str:
 
 
 def page(runs: pd.DataFrame, table: pd.DataFrame, plots: List[Path], command: Optional[str] = None,
-         refresh_s: Optional[int] = None, scaling=None) -> str:
+         refresh_s: Optional[int] = None, scaling=None, within=None) -> str:
     """``refresh_s``: reload every so many seconds (``arch-zoo report --watch`` while runs remain);
-    ``scaling``: a ladder's scaling section (``reports.scaling``)."""
+    ``scaling``: a ladder's scaling section (``reports.scaling``); ``within``: ``--within``'s
+    (``reports.within``)."""
     main, more = main_and_more(table)
     classes = ["baseline" if b else "" for b in table["baseline"]] if "baseline" in table.columns else []
     metric = table.attrs.get("metric", "")
@@ -122,6 +124,7 @@ def page(runs: pd.DataFrame, table: pd.DataFrame, plots: List[Path], command: Op
         _table(main, classes),
         *(["<h2>Costs and other metrics</h2>", _table(more, classes)] if len(more.columns) > 1 else []),
         '<ul class="notes">' + "".join(f"<li>{esc(line)}</li>" for line in footnotes(table)) + "</ul>",
+        *(within_render.html(within, lambda frame: _table(frame, sortable=False), esc) if within is not None else []),
         *(_tuning(runs.attrs["tuning"]) if runs.attrs.get("tuning") else []),
         *interactive[:-1],
         *ladder,
