@@ -112,15 +112,16 @@ $(addprefix study-,$(STUDIES)): study-%: $(VENV)/.installed
 # study-documents: 12 + 6 runs (issue 58: attention against Gated DeltaNet with packed documents joined or separate,
 # on the standard library's short docstrings shipped as sweeps/studies/documents_corpus.jsonl; then attention with
 # RoPE, documents_rope.yaml), 38.9 + 18.5 min measured with 2 workers each on the 2-core machine shared with other
-# jobs (the second sweep ran beside the first's last half). Three reports: against attention with documents joined
+# jobs (the second sweep ran beside the first's last half). Four reports: against attention with documents joined
 # (reports/documents), with documents separate (reports/documents_separate: each setting's verdict has its own
-# paired intervals), and the RoPE arm.
+# paired intervals), both settings and the change between them (reports/documents_within), and the RoPE arm.
 study-documents: $(VENV)/.installed
 	$(VENV)/bin/arch-zoo sweep sweeps/studies/documents.yaml --workers 2 --out runs/studies; rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(VENV)/bin/arch-zoo sweep sweeps/studies/documents_rope.yaml --workers 2 --out runs/studies; rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(VENV)/bin/arch-zoo report runs/studies/documents --out reports/documents
 	$(VENV)/bin/arch-zoo report runs/studies/documents --out reports/documents_separate \
 		--baseline model.layers=null task.documents=separate
+	$(VENV)/bin/arch-zoo report runs/studies/documents --out reports/documents_within --within task.documents
 	$(VENV)/bin/arch-zoo report runs/studies/documents_rope --out reports/documents_rope
 
 # Gradient norms at initialisation for the norm-placement study (Xiong et al. 2020, Fig. 3).
