@@ -188,9 +188,10 @@ class Rotated(nn.Module):
 
 def falcon_h1_pair(d: int, quick: bool):
     """Falcon-H1's layer without its norms and feed-forward: grouped-query attention (4 heads of d/4, 2 K/V
-    heads) with RoPE beside Mamba-2 (1.5 d inner in heads of 64, state 64; 16 tiny), as its decoder layer
-    runs them (HF's torch path, sdpa attention); ours is the ``parallel`` mixer ``from_hf`` builds from a
-    one-layer FalconH1ForCausalLM, on its weights."""
+    heads) with RoPE beside Mamba-2 (1.5 d inner in heads of min(64, d/4), state as wide), as its decoder
+    layer runs them (HF's torch path, sdpa attention); ours is the ``parallel`` mixer ``from_hf`` builds from
+    a one-layer FalconH1ForCausalLM, on its weights. Weights of std d^-1/2, not Falcon-H1's 0.02: at 0.02 the
+    outputs and q.k are so small that a missing rotation would pass the benchmark's equality check."""
     from transformers import FalconH1Config, FalconH1ForCausalLM
 
     from arch_zoo.interop import from_hf
@@ -199,7 +200,7 @@ def falcon_h1_pair(d: int, quick: bool):
     config = FalconH1Config(vocab_size=32, hidden_size=d, intermediate_size=8, num_hidden_layers=1,
                             num_attention_heads=4, num_key_value_heads=2, head_dim=d // 4, mamba_d_ssm=3 * d // 2,
                             mamba_n_heads=3 * d // 2 // dim, mamba_d_head=dim, mamba_d_state=dim, mamba_n_groups=1,
-                            mamba_chunk_size=chunk, mamba_rms_norm=True, pad_token_id=0)
+                            mamba_chunk_size=chunk, mamba_rms_norm=True, pad_token_id=0, initializer_range=d ** -0.5)
     config._attn_implementation = "sdpa"
     hf = FalconH1ForCausalLM(config)
     stack = from_hf(hf).decoder

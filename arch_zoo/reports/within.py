@@ -22,8 +22,8 @@ import pandas as pd
 from ..errors import ConfigError, did_you_mean
 from ..run_names import plain, settings_label
 from ..stats import BETTER, EQUIVALENT, INCONCLUSIVE, WORSE, bootstrap_ci
-from .aggregate import (CONFIDENCE, Baseline, _compare, _ranking, _same, _variant_row, check_options, paired,
-                        resolve_baseline, settings_of)
+from .aggregate import (CONFIDENCE, Baseline, _compare, _pairing_note, _ranking, _same, _variant_row, check_options,
+                        paired, resolve_baseline, settings_of)
 from .sequential_verdicts import adaptive_of
 from .verdicts import judge_rows
 
@@ -73,15 +73,19 @@ def within(runs: pd.DataFrame, key: str, metric: Optional[str] = None, baseline:
     check_options(ci, min_effect)
     axis = resolve_key(runs, key)
     metric, _, goal = _ranking(runs, metric)
+    if metric not in runs.columns:  # logged, but no run has a final value yet (all pending or failed)
+        runs = runs.copy()
+        runs[metric] = math.nan
     settings = settings_of(runs)
     full = resolve_baseline(runs, baseline)
     base = {k: v for k, v in full.items() if k != axis}
     if not base:
         raise ConfigError("--within", f"the baseline ({_spelled(full) or 'none'}) sets no setting but {axis}, so "
                                       f"there is no variant to compare within a level; give one with --baseline "
-                                      f"(choices: {', '.join(s for s in settings if s != axis)})")
+                                      f"(choices: {', '.join(s for s in settings if s != axis) or 'none: the sweep varies only ' + axis})")
     levels = _levels(runs[axis], full[axis]) if axis in full else _levels(runs[axis], runs[axis].iloc[0])
     rows: List[Dict[str, Any]] = []
+    ties: List[str] = []
     for level in levels:
         at = runs[[_same(v, level) for v in runs[axis]]]
         level_base = {**base, axis: level}
@@ -92,7 +96,10 @@ def within(runs: pd.DataFrame, key: str, metric: Optional[str] = None, baseline:
                                           f"{plain(level)}; levels with baseline runs: "
                                           f"{_baseline_levels(runs, axis, base, levels)}; swept keys: "
                                           f"{', '.join(settings)}")
-        _compare(level_rows, settings, [metric], list(level_base), metric, ci, min_effect)
+        pairing = _pairing_note(level_rows, _compare(level_rows, settings, [metric], list(level_base), metric, ci,
+                                                     min_effect))
+        if pairing:
+            ties.append(f"at {axis}={plain(level)}: {pairing}")
         for r in level_rows:
             r["level"] = level
         rows += sorted(level_rows, key=lambda r: not r["baseline"])  # stable: then the sweep's order
@@ -102,6 +109,7 @@ def within(runs: pd.DataFrame, key: str, metric: Optional[str] = None, baseline:
     for r in rows:
         r["label"] = settings_label({s: r[s] for s in label}, mixer) or str(r["variant"])
     inter, notes = _interaction(rows, axis, label, levels[0], metric, ci, min_effect)
+    notes = ties + notes
     if adaptive_of(runs.attrs.get("seeds")) is not None:
         notes.append("seeds were added adaptively, stopping on the main table's comparisons (seeds: {start, max} "
                      "in the spec): the fixed-sample p-values and intervals here take no account of those looks; "

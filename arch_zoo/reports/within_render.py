@@ -73,7 +73,9 @@ def interaction_explanation(w: Within) -> str:
             if len(given) else "no 'same' without a smallest effect that counts (--min-effect or metric.min_effect), ")
     return (f"A difference of differences: per seed, (variant − baseline at the level) − (variant − baseline at "
             f"{w.key}={plain(w.reference)}), the same variant and baseline settings at both levels; its mean over "
-            "the seeds with all four runs (a seed reads the same data in the same order at every level; the two Δs "
+            "the seeds with all four runs (paired by seed: a seed's initial weights, and under a task.* key other than "
+            "the data's, its data order, are shared by its four runs, so pairing removes the seed's share of the "
+            "noise; the test holds whatever the key; the two Δs "
             "shown are over those seeds too, so they differ from the table above where a run is missing), a t-test "
             f"of it against 0 (a paired t-test of the two Δs), p (Holm) over the {len(w.interaction)} "
             f"interaction{'s' if len(w.interaction) != 1 else ''}, its interval at the matching CI level. 'changes' "

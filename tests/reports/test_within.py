@@ -291,3 +291,12 @@ def test_adaptive_seeds_are_named_as_not_accounted_for(tmp_path):
     fixed = within(load_runs(write_grid(tmp_path / "f")), "documents")
     assert any("seeds were added adaptively" in n for n in adaptive.notes)
     assert not any("adaptively" in n for n in fixed.notes)
+
+
+def test_a_sweep_with_no_final_value_yet_reports_empty_comparisons_not_a_traceback(tmp_path, capsys):
+    """Every run failed (or, under --watch, none has finished): the main report writes, and so does the within
+    section, its comparisons empty (NaN), as the main table's are."""
+    root = write_grid(tmp_path / "grid", {k: [None] * len(SEEDS) for k in LOSS})
+    assert main(["report", str(root), "--out", str(tmp_path / "rep"), "--within", "documents"]) == 0
+    rows = pd.read_csv(tmp_path / "rep" / "within.csv")
+    assert len(rows) == 6 + 2 and rows["val/loss delta"].isna().all()  # 3 variants x 2 levels, 2 interactions
