@@ -111,7 +111,14 @@ def _same(a: Any, b: Any) -> bool:
     try:
         return float(a) == float(b)
     except (TypeError, ValueError):
-        return str(a).lower() == str(b).lower() if isinstance(a, bool) or isinstance(b, bool) else str(a) == str(b)
+        if isinstance(a, bool) or isinstance(b, bool):
+            return str(a).lower() == str(b).lower()
+        return _text(a) == _text(b)
+
+
+def _text(value: Any) -> str:
+    """A list or mapping (a spec's ``model.layers``) as run.json stores it: its YAML flow text."""
+    return plain(value) if isinstance(value, (list, tuple, dict)) else str(value)
 
 
 def resolve_baseline(runs: pd.DataFrame, baseline: Baseline) -> Dict[str, Any]:
