@@ -121,6 +121,11 @@ def _text(value: Any) -> str:
     return plain(value) if isinstance(value, (list, tuple, dict)) else str(value)
 
 
+def setting_columns(settings: Sequence[str], key: str) -> List[str]:
+    """The settings columns ``key`` names: itself, else those it ends (a short key, 'position')."""
+    return [s for s in settings if s == key] or [s for s in settings if s.endswith("." + key)]
+
+
 def resolve_baseline(runs: pd.DataFrame, baseline: Baseline) -> Dict[str, Any]:
     """{settings column: value}; keys may be short ('position') when unambiguous."""
     if baseline is None:
@@ -140,7 +145,7 @@ def resolve_baseline(runs: pd.DataFrame, baseline: Baseline) -> Dict[str, Any]:
     settings = settings_of(runs)
     out = {}
     for key, value in baseline.items():
-        match = [s for s in settings if s == key] or [s for s in settings if s.endswith("." + key)]
+        match = setting_columns(settings, key)
         if len(match) != 1:
             what = "is ambiguous" if match else "is not a varied setting"
             raise ConfigError("baseline", f"'{key}' {what}{did_you_mean(key, settings)}; "

@@ -16,14 +16,13 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError, did_you_mean
 from ..run_names import plain, settings_label
 from ..stats import BETTER, EQUIVALENT, INCONCLUSIVE, WORSE, bootstrap_ci
-from .aggregate import (CONFIDENCE, Baseline, _compare, _pairing_note, _ranking, _same, _variant_row, check_options,
-                        paired, resolve_baseline, settings_of)
+from .aggregate import (CONFIDENCE, Baseline, _compare, _pairing_note, _pairs, _ranking, _same, _variant_row,
+                        check_options, paired, resolve_baseline, setting_columns, settings_of)
 from .sequential_verdicts import adaptive_of
 from .verdicts import judge_rows
 
@@ -49,7 +48,7 @@ class Within:
 def resolve_key(runs: pd.DataFrame, key: str) -> str:
     """The swept settings column ``key`` names (whole, or its last parts where unambiguous)."""
     settings = settings_of(runs)
-    match = [s for s in settings if s == key] or [s for s in settings if s.endswith("." + key)]
+    match = setting_columns(settings, key)
     if len(match) != 1:
         what = "is ambiguous" if match else "is not a swept key of this sweep"
         raise ConfigError("--within", f"'{key}' {what}{did_you_mean(key, settings)}; choices: "
@@ -154,8 +153,8 @@ def _interaction(rows: List[Dict[str, Any]], axis: str, label: List[str], refere
         here = _by_seed(r, by_variant[str(r["baseline_variant"])], metric)
         there = _by_seed(twin, by_variant[str(twin["baseline_variant"])], metric)
         delta, low, high, p, n = paired(here, there)
-        seeds = sorted(set(here) & set(there))
-        diffs = np.array([here[s] - there[s] for s in seeds], dtype=float)
+        at_level, at_reference = _pairs(here, there)  # over the seeds with all four runs
+        diffs = at_level - at_reference
         if ci == "bootstrap":
             low, high = bootstrap_ci(diffs, CONFIDENCE)
         out.append({"variant": r["variant"], "label": r["label"], "level": r["level"], "reference": reference,
@@ -163,8 +162,8 @@ def _interaction(rows: List[Dict[str, Any]], axis: str, label: List[str], refere
                     "reference_baseline_variant": twin["baseline_variant"], "baseline": False,
                     f"{metric} delta": delta, f"{metric} delta_ci_low": low, f"{metric} delta_ci_high": high,
                     f"{metric} p": p, f"{metric} n_paired": n,
-                    f"{metric} delta_at_level": float(np.mean([here[s] for s in seeds])) if n else math.nan,
-                    f"{metric} delta_at_reference": float(np.mean([there[s] for s in seeds])) if n else math.nan,
+                    f"{metric} delta_at_level": float(at_level.mean()) if n else math.nan,
+                    f"{metric} delta_at_reference": float(at_reference.mean()) if n else math.nan,
                     f"{metric} margin": min_effect if min_effect is not None else math.nan,
                     "_diffs": {metric: diffs}})
     notes = [f"no interaction for {', '.join(alone)}: no variant with the same other settings at {axis}="
